@@ -1,0 +1,3 @@
+from evertalk.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""The command line: `evertalk` and `evertalk memory …`. Imports are lazy so start-up stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class UsageError(Exception):
+    """Wrong arguments or a missing chat: one line for the user, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("EVERTALK_HOME") or Path.home() / ".evertalk")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="evertalk", description="An AI agent with one chat that never ends.")
+    parser.add_argument("--home", type=Path, help="the evertalk folder (default ~/.evertalk)")
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    memory = commands.add_parser("memory", help="look at the chat's memory")
+    actions = memory.add_subparsers(dest="action", parser_class=_Parser)
+    for name, text in (("status", "counts and sizes"), ("view", "the rendered view")):
+        sub = actions.add_parser(name, help=text)
+        sub.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    zoom = actions.add_parser("zoom", help="the two lines a node was built from, or a message")
+    zoom.add_argument("id", type=int)
+    zoom.add_argument("n", type=int)
+    zoom.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    date = actions.add_parser("date", help="when a message was written")
+    date.add_argument("id", type=int)
+    date.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    replay = actions.add_parser("replay", help="the conformance replay (SPEC Appendix A)")
+    for flag, value in (
+        ("--ceiling", 128_000),
+        ("--floor", 64_000),
+        ("--cceiling", 32_000),
+        ("--cfloor", 16_000),
+        ("--window", 8),
+    ):
+        replay.add_argument(flag, type=int, default=value)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return _dispatch(args)
+    except UsageError as error:
+        print(
+            f"evertalk: {error}" if not str(error).startswith("evertalk") else error,
+            file=sys.stderr,
+        )
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command is None:
+        args.action = "status"
+    elif args.action is None:
+        raise UsageError("memory: say what to do: status, view, zoom, date or replay")
+    if args.action == "replay":
+        return _replay(args)
+    from evertalk.memory_cli import run_memory_command
+
+    home = args.home or default_home()
+    return run_memory_command(args, home)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from evertalk.memory import Budget
+    from evertalk.memory.replay import replay
+
+    try:
+        budget = Budget(args.ceiling, args.floor, args.cceiling, args.cfloor, args.window)
+    except ValueError as error:
+        raise UsageError(f"memory replay: {error}") from None
+    for line in replay(sys.stdin, budget):
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    return 0

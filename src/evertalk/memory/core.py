@@ -1,0 +1,253 @@
+"""The memory core: events in (append, build, fail), state out (views, sizes, flags, ready work).
+
+It is deterministic given its sequence of events, and does no I/O: the nodes it builds by
+itself (free and cut nodes) are returned to the caller, which makes them durable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evertalk.memory.budget import Budget
+from evertalk.memory.nodes import Node, exists, node_name
+from evertalk.memory.order import merge_down
+from evertalk.memory.queues import Queues
+from evertalk.memory.text import leaf_input
+from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
+from evertalk.memory.view import View, coarsens, tiles
+
+FAILURES_BEFORE_CUT = 3  # the third failure builds the node from its cut input (SPEC §2.5)
+
+
+class CoreError(ValueError):
+    """An event the core refuses; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class SavedViews:
+    """What view.json holds (SPEC §3.6); `cview` None means "fit it from the view"."""
+
+    t: int
+    view: list[Node]
+    cview: list[Node] | None
+    shrinking: bool
+    cshrinking: bool
+
+
+class MemoryCore:
+    def __init__(self, budget: Budget | None = None) -> None:
+        self.budget = budget or Budget()
+        self.tree = Tree()
+        self.view = View()
+        self.cview = View()
+        self.queues = Queues(self.budget.window)
+        self.failures: dict[Node, int] = {}
+        self.merged = False  # whether the chat view merged at the latest message
+
+    # -- state --------------------------------------------------------------------------
+
+    @property
+    def t(self) -> int:
+        return self.tree.t
+
+    def ready(self) -> list[Node]:
+        """Every node that needs a model call and may start now, sorted by (l, i)."""
+        leaves: list[Node] = [(0, i) for i in self.queues.ready_leaves(self.tree)]
+        return sorted(leaves + self.queues.ready_merges(self.tree))
+
+    def saved(self) -> SavedViews:
+        return SavedViews(
+            self.t, self.view.nodes(), self.cview.nodes(), self.view.shrinking, self.cview.shrinking
+        )
+
+    def context(self, node: Node) -> list[Node]:
+        """A compaction's context (SPEC §3.7): cview lines that end at or before the node's end
+        (for a leaf, before its message), oldest first, up to the first unbuilt line."""
+        level, index = node
+        end = ((index + 1) << level) - (1 if level else 0)
+        lines: list[Node] = []
+        for start, line_level in self.cview.lines.items():
+            if start + (1 << line_level) > end:
+                break
+            line = (line_level, start >> line_level)
+            if not self.tree.is_built(line):
+                break
+            lines.append(line)
+        return lines
+
+    # -- events -------------------------------------------------------------------------
+
+    def append(self, kind: str, text: str) -> list[Built]:
+        """A message was logged. Returns the free nodes it built (to be made durable)."""
+        self.tree.add_message(leaf_input(kind, text))
+        t = self.t - 1
+        built = self._arrive((0, t))
+        self._step_views(t)
+        return built
+
+    def build(self, node: Node, text: str) -> list[Built]:
+        """The compactor's line for a node. Returns the free parents this completes."""
+        self._check_pending(node)
+        self.tree.mark_built(node, text, BUILT)
+        return self._after_build(node)
+
+    def fail(self, node: Node) -> list[Built]:
+        """One failed compaction; the third builds the cut node (returned with its parents)."""
+        self._check_pending(node)
+        count = self.failures.get(node, 0) + 1
+        self.failures[node] = count
+        if count < FAILURES_BEFORE_CUT:
+            return []
+        built = Built(node[0], node[1], self.tree.cut_text(node), CUT)
+        self.tree.mark_built(node, built.text, CUT)
+        return [built, *self._after_build(node)]
+
+    def pending_error(self, node: Node) -> str | None:
+        """Why a node may not be built or failed now, or None when it may."""
+        level, index = node
+        built = self.tree.built_at
+        if not exists(node, self.t):
+            return f"node {level},{index} does not exist yet"
+        if built(level, index):
+            return f"node {node_name(node)} is already built"
+        if level and not (built(level - 1, 2 * index) and built(level - 1, 2 * index + 1)):
+            return f"node {node_name(node)} has an unbuilt half"
+        return None
+
+    # -- rules --------------------------------------------------------------------------
+
+    def _check_pending(self, node: Node) -> None:
+        error = self.pending_error(node)
+        if error:
+            raise CoreError(error)
+
+    def _arrive(self, node: Node) -> list[Built]:
+        """A node's sources are built: build it free (and so on upward), or queue it."""
+        built: list[Built] = []
+        while True:
+            text = self.tree.free_text(node)
+            if text is None:
+                if node[0]:
+                    self.queues.add_merge(node)
+                else:
+                    self.queues.add_leaf(node[1])
+                return built
+            self.tree.mark_built(node, text, FREE)
+            built.append(Built(node[0], node[1], text, FREE))
+            self._resize_lines(node)
+            up = self._complete_parent(node)
+            if up is None:
+                return built
+            node = up
+
+    def _after_build(self, node: Node) -> list[Built]:
+        self.failures.pop(node, None)
+        if node[0]:
+            self.queues.done(node)
+        self._resize_lines(node)
+        up = self._complete_parent(node)
+        return [] if up is None else self._arrive(up)
+
+    def _complete_parent(self, node: Node) -> Node | None:
+        """The parent, if this build completed both its halves."""
+        level, index = node
+        return (level + 1, index >> 1) if self.tree.built_at(level, index ^ 1) else None
+
+    def _resize_lines(self, node: Node) -> None:
+        level, index = node
+        if level == 0:
+            size = self.tree.sizes[0][index]
+            self.view.resize_leaf(index, size)
+            self.cview.resize_leaf(index, size)
+
+    def _step_views(self, t: int) -> None:
+        """The sawtooth (SPEC §3.4), then the compaction view (SPEC §3.5), at message t."""
+        budget, view = self.budget, self.view
+        line = self.tree.line_size((0, t))
+        view.append(t, line)
+        merged = False
+        if view.size > budget.ceiling:
+            view.shrinking = True
+        if view.shrinking:
+            floor = budget.floor
+            merged = merge_down(view, t + 1, self.tree, lambda v: v.size > floor) > 0
+            view.shrinking = view.size > floor
+        self.merged = merged
+        if merged:
+            self.cview = view.copy()
+            self._fit_cview(t)
+        else:
+            self.cview.append(t, line)
+            if self.cview.size > budget.cceiling or self.cview.shrinking:
+                self._fit_cview(t)
+
+    def _fit_cview(self, t: int) -> None:
+        cfloor = self.budget.cfloor
+        merge_down(self.cview, t + 1, self.tree, lambda v: v.size > cfloor)
+        self.cview.shrinking = self.cview.size > cfloor
+
+    # -- restoring ----------------------------------------------------------------------
+
+    @classmethod
+    def resume(
+        cls, tree: Tree, saved: SavedViews | None, budget: Budget | None = None
+    ) -> tuple[MemoryCore, list[Built], str | None]:
+        """Open a chat from its tree (texts supplied, see Tree.wanted) and its saved views.
+
+        Returns the core, the free nodes it had to build (a crash lost them), and a warning
+        when the saved views were missing or unreadable and had to be folded from message 0.
+        """
+        core = cls(budget)
+        core.tree = tree
+        built = core._requeue()
+        problem = "view.json is missing" if saved is None else core._unreadable(saved)
+        if saved is None or problem:
+            start = 0
+        else:
+            core._load(saved)
+            start = saved.t
+        for t in range(start, tree.t):
+            core._step_views(t)
+        warning = f"{problem}: folded the views again from message 0" if problem else None
+        return core, built, warning
+
+    def _requeue(self) -> list[Built]:
+        """Rebuild the ready queues in one pass, building any free node a crash left out."""
+        tree, built = self.tree, []
+        for level in range(len(tree.flags)):
+            for index in list(tree.unbuilt(level)):
+                node = (level, index)
+                if tree.is_built(node):
+                    continue  # built free while this pass ran
+                if level == 0 or self.pending_error(node) is None:
+                    built += self._arrive(node)
+        return built
+
+    def _unreadable(self, saved: SavedViews) -> str | None:
+        if saved.t > self.t:
+            return f"view.json covers {saved.t} messages but the log has {self.t}"
+        if not tiles(saved.view, saved.t):
+            return "view.json's view does not tile the chat"
+        if saved.cview is not None:
+            if not tiles(saved.cview, saved.t):
+                return "view.json's compaction view does not tile the chat"
+            if not coarsens(saved.cview, saved.view):
+                return "view.json's compaction view is not a coarsening of its view"
+        for line in [*saved.view, *(saved.cview or [])]:
+            if line[0] and not self.tree.is_built(line):
+                return f"view.json names the unbuilt node {node_name(line)}"
+        return None
+
+    def _load(self, saved: SavedViews) -> None:
+        size = self.tree.line_size
+        self.view = View.of(saved.view, size)
+        self.view.shrinking = saved.shrinking
+        if saved.cview is None:
+            self.cview = self.view.copy()
+            self._fit_cview(saved.t - 1)
+        else:
+            self.cview = View.of(saved.cview, size)
+            self.cview.shrinking = saved.cshrinking
+
+
+__all__ = ["BUILT", "CUT", "FREE", "UNBUILT", "Built", "MemoryCore", "SavedViews"]
