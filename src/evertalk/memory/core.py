@@ -200,7 +200,10 @@ class MemoryCore:
         core = cls(budget)
         core.tree = tree
         built = core._requeue()
-        problem = "view.json is missing" if saved is None else core._unreadable(saved)
+        if saved is None:
+            problem = "view.json is missing" if tree.t else None
+        else:
+            problem = core._unreadable(saved)
         if saved is None or problem:
             start = 0
         else:

@@ -9,8 +9,7 @@ from typing import Any
 from evertalk.memory.budget import Budget
 from evertalk.memory.core import CoreError, MemoryCore
 from evertalk.memory.nodes import Node
-
-KINDS = frozenset({"user", "ever", "tool", "echo", "work", "note"})
+from evertalk.memory.text import KINDS
 
 
 class BadEvent(ValueError):

@@ -8,6 +8,9 @@ LINE_LIMIT = 512
 PLACEHOLDER = "(not summarized yet: zoom it)"
 PLACEHOLDER_SIZE = len(PLACEHOLDER.encode())  # 29: what an unbuilt line costs (SPEC §3.1)
 
+KINDS = frozenset({"user", "ever", "tool", "echo", "work", "note"})
+"""The kinds of message (SPEC §1.2)."""
+
 MESSAGE_LIMIT = 30_000
 """Longest text of one message, in characters (SPEC §1.5, §1.6)."""
 

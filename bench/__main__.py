@@ -1,0 +1,69 @@
+"""Run every benchmark and print its figures: `make bench` (or `python -m bench [MESSAGES]`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import chat_gen, core_replay
+
+OUT = Path(__file__).with_name("out")
+
+
+def main() -> int:
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    result = core_replay.run(count)
+    print(
+        f"core replay: {result['messages']:,} messages in {result['seconds']:.1f} s = "
+        f"{result['messages_per_s']:,.0f} messages/s "
+        f"(view {result['view_lines']} lines, {result['view_bytes']:,} B; "
+        f"cview {result['cview_bytes']:,} B)",
+        flush=True,
+    )
+    chat_dir = _generated(count)
+    shutil.rmtree(chat_dir / "index", ignore_errors=True)
+    rebuild = _probe("open", chat_dir)
+    print(
+        f"index rebuild: {rebuild['open_s']:.1f} s for {rebuild['messages']:,} messages "
+        f"(peak RSS {rebuild['rss_mb']:.0f} MB)",
+        flush=True,
+    )
+    warm = _probe("open", chat_dir)
+    print(
+        f"open with index: {warm['open_s'] * 1e3:.0f} ms, render view "
+        f"{warm['render_s'] * 1e3:.0f} ms ({warm['view_bytes']:,} B); zoom median "
+        f"{warm['zoom_median_ms']:.2f} ms, max {warm['zoom_max_ms']:.2f} ms; "
+        f"peak RSS {warm['rss_mb']:.0f} MB",
+        flush=True,
+    )
+    appends = _probe("append")
+    print(
+        f"append latency (fsync + view.json): median {appends['median_ms']:.2f} ms, "
+        f"p99 {appends['p99_ms']:.2f} ms over {appends['appends']} appends"
+    )
+    return 0
+
+
+def _generated(count: int) -> Path:
+    chat_dir = OUT / f"chat-{count}" / "chat"
+    if not (chat_dir / "view.json").exists():
+        shutil.rmtree(chat_dir.parent, ignore_errors=True)
+        started = time.perf_counter()
+        chat_gen.generate(chat_dir, count)
+        print(f"generated a {count:,}-message chat in {time.perf_counter() - started:.0f} s")
+    return chat_dir
+
+
+def _probe(*args: object) -> dict[str, float]:
+    command = [sys.executable, "-m", "bench.chat_probe", *map(str, args)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

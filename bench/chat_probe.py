@@ -1,0 +1,73 @@
+"""Measurements that need a fresh process (for honest open times and peak memory).
+
+`python -m bench.chat_probe open CHAT_DIR` prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from evertalk.chat import Chat
+
+
+def probe_open(chat_dir: Path) -> dict[str, float]:
+    started = time.perf_counter()
+    chat = Chat.open(chat_dir)
+    opened = time.perf_counter()
+    view = chat.render_view()
+    rendered = time.perf_counter()
+    rng = random.Random(5)
+    zooms = []
+    for _ in range(2_000):
+        level = rng.randrange(0, max(chat.t.bit_length() - 1, 1))
+        count = 1 << level
+        start = rng.randrange(0, chat.t // count) * count
+        begin = time.perf_counter()
+        chat.zoom(start, count)
+        zooms.append(time.perf_counter() - begin)
+    chat.close()
+    return {
+        "messages": chat.t,
+        "open_s": opened - started,
+        "render_s": rendered - opened,
+        "view_bytes": len(view.encode()),
+        "zoom_median_ms": statistics.median(zooms) * 1e3,
+        "zoom_max_ms": max(zooms) * 1e3,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "warnings": len(chat.warnings),
+    }
+
+
+def probe_append(count: int = 400) -> dict[str, float]:
+    folder = Path(tempfile.mkdtemp(prefix="evertalk-bench-"))
+    rng = random.Random(9)
+    try:
+        with Chat.open(folder / "chat") as chat:
+            times = []
+            for k in range(count):
+                text = f"message {k} " + "x" * rng.choice((10, 200, 700, 3000))
+                begin = time.perf_counter()
+                chat.append("user", text)
+                times.append(time.perf_counter() - begin)
+    finally:
+        shutil.rmtree(folder)
+    times.sort()
+    return {
+        "appends": count,
+        "median_ms": statistics.median(times) * 1e3,
+        "p99_ms": times[int(len(times) * 0.99) - 1] * 1e3,
+    }
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    result = probe_open(Path(sys.argv[2])) if what == "open" else probe_append()
+    print(json.dumps(result))

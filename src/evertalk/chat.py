@@ -1,0 +1,249 @@
+"""The chat: the one place that glues the durable store to the pure memory core.
+
+Every change goes to disk first (append + fsync) and reaches the core only once it is
+durable; nodes the core builds by itself are written before the views that may name them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from evertalk.memory import Budget, MemoryCore, Node, node_name
+from evertalk.memory.core import SavedViews
+from evertalk.memory.text import PLACEHOLDER, flatten, leaf_input, split_text
+from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
+from evertalk.memory.view import render
+from evertalk.store.chat_dir import ChatStore
+from evertalk.store.errors import StoreError
+
+
+class ToolInputError(ValueError):
+    """A memory tool was called with input it refuses; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Status:
+    path: Path
+    messages: int
+    last_date: str | None
+    view_lines: int
+    view_bytes: int
+    shrinking: bool
+    cview_lines: int
+    cview_bytes: int
+    cshrinking: bool
+    built: int
+    free: int
+    cut: int
+    unbuilt: int
+    ready_leaves: int
+    ready_merges: int
+
+
+class Chat:
+    def __init__(self, store: ChatStore, core: MemoryCore, readonly: bool) -> None:
+        self.store = store
+        self.core = core
+        self.readonly = readonly
+        self.warnings: list[str] = list(store.warnings)
+
+    # -- opening and closing --------------------------------------------------------------
+
+    @classmethod
+    def open(cls, chat_dir: Path, *, readonly: bool = False, budget: Budget | None = None) -> Chat:
+        store = ChatStore.open(chat_dir, create=not readonly, readonly=readonly)
+        try:
+            core, built, warning = _resume(store, budget)
+            chat = cls(store, core, readonly)
+            if warning:
+                chat.warnings.append(warning)
+            if not readonly:
+                chat._persist(built)
+                store.save_views(core.saved())
+        except BaseException:
+            store.close()
+            raise
+        return chat
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Chat:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------
+
+    def append(
+        self,
+        kind: str,
+        text: str,
+        *,
+        key: str | None = None,
+        images: list[str] | None = None,
+        agent: str | None = None,
+        date: datetime | None = None,
+    ) -> list[int]:
+        """Log a message, split into pages when long (SPEC §1.6); returns the ids."""
+        self._writable()
+        pieces = split_text(text)
+        ids = []
+        for number, piece in enumerate(pieces):
+            piece_key = key if key is None or len(pieces) == 1 else f"{key}.{number}"
+            before = self.store.message_count
+            i = self.store.append_message(
+                kind,
+                piece,
+                date=date,
+                key=piece_key,
+                images=images if number == 0 else None,
+                agent=agent,
+            )
+            ids.append(i)
+            if self.store.message_count > before:  # not a re-sent key
+                self._persist(self.core.append(kind, piece))
+                self.store.save_views(self.core.saved())
+        return ids
+
+    def build(self, node: Node, text: str) -> None:
+        """Record the compactor's line for a node, durably, then tell the core."""
+        self._writable()
+        error = self.core.pending_error(node)
+        if error:
+            raise StoreError(error)
+        self.store.append_node(node[0], node[1], text, BUILT)
+        self._persist(self.core.build(node, text))
+
+    def fail(self, node: Node) -> None:
+        """One failed compaction; the third builds the cut node."""
+        self._writable()
+        self._persist(self.core.fail(node))
+
+    def _persist(self, built: list[Built]) -> None:
+        for node in built:
+            self.store.append_node(node.level, node.index, node.text, node.flag)
+
+    def _writable(self) -> None:
+        if self.readonly:
+            raise StoreError("this chat was opened read-only")
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def t(self) -> int:
+        return self.core.t
+
+    def text_of(self, node: Node) -> str | None:
+        """A built node's text (from the core when it holds it, else from the store)."""
+        if not self.core.tree.is_built(node):
+            return None
+        held = self.core.tree.text_of(node)
+        if held is not None:
+            return held
+        record = self.store.read_node(node[0], node[1])
+        return None if record is None else record.text
+
+    def render_view(self) -> str:
+        return render(self.core.view, self.text_of)
+
+    def render_cview(self) -> str:
+        return render(self.core.cview, self.text_of)
+
+    def zoom(self, start: int, count: int) -> str:
+        """`zoom(id, n)` of SPEC §6.5: a node's two halves, or message `id` whole when n = 1."""
+        node = self.zoom_node(start, count)
+        if count == 1:
+            record = self.store.read_message(start)
+            return f"{start}+1|{leaf_input(record.kind, record.text)}"
+        half = count // 2
+        lines = []
+        for child in ((node[0] - 1, 2 * node[1]), (node[0] - 1, 2 * node[1] + 1)):
+            text = self.text_of(child)
+            shown = PLACEHOLDER if text is None else flatten(text)
+            lines.append(f"{node_name(child)}|{shown}")
+        assert half == 1 << (node[0] - 1)
+        return "\n".join(lines)
+
+    def zoom_node(self, start: int, count: int) -> Node:
+        t = self.core.t
+        if count < 1 or count & (count - 1):
+            raise ToolInputError(f"n must be a power of 2 (1, 2, 4, …), not {count}")
+        if start < 0 or start % count:
+            raise ToolInputError(f"id must be a multiple of n ({count}) and not negative")
+        if start + count > t:
+            raise ToolInputError(f"{start}+{count} goes past the end of the chat ({t} messages)")
+        level = count.bit_length() - 1
+        return (level, start >> level)
+
+    def date(self, i: int) -> str:
+        """`date(id)` of SPEC §6.5, in the machine's current local time zone."""
+        if not 0 <= i < self.core.t:
+            raise ToolInputError(f"id must be between 0 and {self.core.t - 1}, not {i}")
+        return format_date(self.store.read_message(i).date)
+
+    def status(self) -> Status:
+        core, flags = self.core, self.core.tree.flags
+        counts = [sum(row.count(flag) for row in flags) for flag in (BUILT, FREE, CUT, UNBUILT)]
+        last = self.store.read_message(core.t - 1).date if core.t else None
+        return Status(
+            path=self.store.path,
+            messages=core.t,
+            last_date=format_date(last) if last else None,
+            view_lines=len(core.view),
+            view_bytes=core.view.size,
+            shrinking=core.view.shrinking,
+            cview_lines=len(core.cview),
+            cview_bytes=core.cview.size,
+            cshrinking=core.cview.shrinking,
+            built=counts[0],
+            free=counts[1],
+            cut=counts[2],
+            unbuilt=counts[3],
+            ready_leaves=len(core.queues.ready_leaves(core.tree)),
+            ready_merges=core.queues.merge_count(),
+        )
+
+
+def format_date(iso: str) -> str:
+    """`2026-10-08 Thursday 14:03:22 +02:00`, in the current local time zone."""
+    moment = datetime.fromisoformat(iso).astimezone()
+    offset = moment.strftime("%z")
+    return moment.strftime("%Y-%m-%d %A %H:%M:%S ") + f"{offset[:3]}:{offset[3:]}"
+
+
+def _resume(store: ChatStore, budget: Budget | None) -> tuple[MemoryCore, list[Built], str | None]:
+    tree = Tree.from_arrays(store.message_count, store.node_sizes(), store.node_flags())
+    nodes, leaves = tree.wanted()
+    texts = {}
+    for node in nodes:
+        stored = store.read_node(node[0], node[1])
+        if stored is not None:
+            texts[node] = stored.text
+    inputs = {}
+    for i in leaves:
+        message = store.read_message(i)
+        inputs[i] = leaf_input(message.kind, message.text)
+    tree.supply(texts, inputs)
+    saved = store.load_views()
+    if isinstance(saved, str):
+        core, built, _ = MemoryCore.resume(tree, None, budget)
+        return core, built, f"{saved}: folded the views again from message 0"
+    return MemoryCore.resume(tree, saved, budget)
+
+
+@contextmanager
+def opened(chat_dir: Path, *, readonly: bool = False) -> Iterator[Chat]:
+    chat = Chat.open(chat_dir, readonly=readonly)
+    try:
+        yield chat
+    finally:
+        chat.close()
+
+
+__all__ = ["CUT", "FREE", "Chat", "SavedViews", "Status", "ToolInputError", "format_date"]

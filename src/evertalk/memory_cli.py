@@ -1,0 +1,79 @@
+"""`evertalk memory status | view | zoom | date`: read-only looks at any chat directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from evertalk.chat import Chat, Status, ToolInputError
+from evertalk.store.errors import StoreError
+
+
+class CommandError(Exception):
+    """A one-line error for the user; the command exits 1."""
+
+
+def run_memory_command(args: argparse.Namespace, home: Path) -> int:
+    chat_dir = home / "chat"
+    if not (chat_dir / "main").is_dir():
+        if args.command is None:  # bare `evertalk` on a new machine: nothing is wrong
+            print(f"No chat yet in {chat_dir}: it starts with your first message.")
+            return 0
+        return _fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
+    try:
+        chat = Chat.open(chat_dir, readonly=True)
+    except StoreError as error:
+        return _fail(str(error))
+    try:
+        for warning in chat.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        return _run(chat, args)
+    except (StoreError, ToolInputError) as error:
+        return _fail(str(error))
+    finally:
+        chat.close()
+
+
+def _run(chat: Chat, args: argparse.Namespace) -> int:
+    action = args.action
+    if action == "status":
+        status = chat.status()
+        if getattr(args, "json", False):
+            print(json.dumps({**asdict(status), "path": str(status.path)}))
+        else:
+            print(format_status(status))
+    elif action == "view":
+        print(chat.render_view())
+    elif action == "zoom":
+        print(chat.zoom(args.id, args.n))
+    elif action == "date":
+        print(chat.date(args.id))
+    return 0
+
+
+def format_status(status: Status) -> str:
+    def flag(value: bool) -> str:
+        return "shrinking" if value else "steady"
+
+    last = f", last {status.last_date}" if status.last_date else ""
+    return "\n".join(
+        [
+            f"chat      {status.path}",
+            f"messages  {status.messages:,}{last}",
+            f"view      {status.view_lines:,} lines, {status.view_bytes:,} bytes, "
+            f"{flag(status.shrinking)}",
+            f"cview     {status.cview_lines:,} lines, {status.cview_bytes:,} bytes, "
+            f"{flag(status.cshrinking)}",
+            f"nodes     {status.built + status.free + status.cut:,} built "
+            f"({status.free:,} free, {status.cut:,} cut), {status.unbuilt:,} unbuilt",
+            f"ready     {status.ready_leaves:,} leaves, {status.ready_merges:,} merges",
+        ]
+    )
+
+
+def _fail(message: str) -> int:
+    print(f"evertalk: {message}", file=sys.stderr)
+    return 1

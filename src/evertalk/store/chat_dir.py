@@ -1,0 +1,284 @@
+"""The chat folder on disk: the one object the rest of the program uses to reach the log."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from array import array
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+from evertalk.memory.core import SavedViews
+from evertalk.store import views
+from evertalk.store.days import as_local, day_file_name, iso, local_now
+from evertalk.store.errors import StoreError, describe
+from evertalk.store.index import Index, Location
+from evertalk.store.jsonl import Appender, Reader, parse_object
+from evertalk.store.loader import INDEX_DIR, MAIN, TREE, open_index
+from evertalk.store.lock import ChatLock
+from evertalk.store.meta import META_NAME
+from evertalk.store.records import (
+    MessageRecord,
+    NodeRecord,
+    decode_message,
+    decode_node,
+    encode_message,
+    encode_node,
+)
+from evertalk.store.secure import make_dir
+
+_T = TypeVar("_T")
+
+
+def _check_writable(chat_dir: Path) -> None:
+    """Fail at open, in one line, rather than at the first append deep inside a turn."""
+    for folder in (chat_dir, chat_dir / MAIN, chat_dir / TREE, chat_dir / INDEX_DIR):
+        if folder.exists() and not os.access(folder, os.W_OK | os.X_OK):
+            raise StoreError(f"cannot write to {folder}: the chat can only be opened read-only")
+
+
+class ChatStore:
+    """The chat folder: log, tree, index and saved views, owned by this process unless read-only.
+
+    A record counts only once its append has returned, fsynced (SPEC §1.3); every append also
+    updates the index, which is checkpointed every 1000 appends and on close. One thread at a
+    time: the store has no locks of its own.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        index: Index,
+        terms: dict[str, bytes],
+        lock: ChatLock | None,
+        warnings: list[str],
+    ) -> None:
+        self.path = path
+        self.warnings = warnings
+        self.readonly = lock is None
+        self._index = index
+        self._terms = terms  # per log file, what its next append must write first (SPEC §1.4)
+        self._lock = lock
+        self._appender = Appender()
+        self._reader = Reader()
+        self._closed = False
+        self._failed: str | None = None
+
+    @classmethod
+    def open(cls, chat_dir: Path, *, create: bool = True, readonly: bool = False) -> ChatStore:
+        """Open the chat at `chat_dir` (`<home>/chat`), taking its lock unless `readonly`.
+
+        A read-only open writes nothing at all, the index included: what the index lacks is
+        read into memory. Problems that do not stop the open are in `warnings`.
+        """
+        chat_dir = Path(chat_dir)
+        warnings: list[str] = []
+        lock: ChatLock | None = None
+        try:
+            if not readonly and create:
+                make_dir(chat_dir)
+            if not chat_dir.is_dir():
+                raise StoreError(f"there is no chat at {chat_dir}")
+            if not readonly:
+                _check_writable(chat_dir)
+                lock = ChatLock.acquire(chat_dir)
+                for folder in (chat_dir / MAIN, chat_dir / TREE):
+                    make_dir(folder)
+            index, terms = open_index(chat_dir, readonly=readonly, warnings=warnings)
+        except BaseException as error:
+            if lock is not None:
+                lock.release()
+            if isinstance(error, OSError):
+                raise StoreError(f"cannot open the chat at {chat_dir}: {describe(error)}") from None
+            if isinstance(error, sqlite3.Error):
+                raise StoreError(f"cannot open the index of {chat_dir}: {error}") from None
+            raise
+        return cls(chat_dir, index, terms, lock, warnings)
+
+    def __enter__(self) -> ChatStore:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def message_count(self) -> int:
+        """T: the number of messages logged."""
+        return self._index.message_count
+
+    # Appends
+
+    def _writable(self) -> None:
+        if self._closed:
+            raise StoreError(f"the chat at {self.path} is closed")
+        if self.readonly:
+            raise StoreError(f"the chat at {self.path} was opened read-only")
+        if self._failed is not None:
+            raise StoreError(f"the chat at {self.path} must be reopened: {self._failed}")
+
+    def _indexed(self, update: Callable[[], _T]) -> _T:
+        """Run an index update for a line already in the log.
+
+        If it fails, the log and the index disagree on T; only a reopen, which scans the log's
+        tail, can tell the next id, so appends stop until then.
+        """
+        try:
+            result = update()
+        except (OSError, sqlite3.Error) as error:
+            self._failed = f"the index could not be updated ({error})"
+            raise StoreError(f"the chat at {self.path}: {self._failed}") from None
+        if self._index.checkpoint_due:
+            try:
+                self._index.checkpoint()
+            except (OSError, sqlite3.Error) as error:
+                # The line is logged; a late checkpoint only means a longer scan at the next open.
+                self.warnings.append(f"the index of {self.path} was not checkpointed: {error}")
+        return result
+
+    def _append(self, name: str, data: bytes) -> tuple[str, int, int, int]:
+        """Append a line to log file `name`: (name, offset, length, lines written)."""
+        prefix = self._terms.get(name, b"")
+        offset, length = self._appender.append(self.path / name, data, prefix)
+        self._terms.pop(name, None)
+        return name, offset, length, 2 if prefix else 1
+
+    def append_message(
+        self,
+        kind: str,
+        text: str,
+        *,
+        date: datetime | None = None,
+        key: str | None = None,
+        images: Sequence[str] | None = None,
+        agent: str | None = None,
+    ) -> int:
+        """Log a message and return its id; with a `key` already logged, return that id."""
+        self._writable()
+        if key is not None:
+            known = self._index.key(key)
+            if known is not None:
+                return known
+        when = as_local(date) if date is not None else local_now()
+        i = self._index.message_count
+        data = encode_message(i, kind, text, iso(when), key, images, agent)
+        name, offset, length, lines = self._append(f"{MAIN}/{day_file_name(when)}", data)
+        return self._indexed(lambda: self._index.add_message(name, offset, length, lines, key))
+
+    def append_node(
+        self,
+        l: int,  # noqa: E741 - the spec's name for a level
+        i: int,
+        text: str,
+        flag: int,
+        *,
+        date: datetime | None = None,
+    ) -> None:
+        """Log node (l, i) as built (flag 1: by the model, 2: free, 3: cut)."""
+        self._writable()
+        if l < 0 or i < 0 or l > 62 or (i + 1) << l > self.message_count:
+            raise ValueError(f"node ({l}, {i}) does not exist yet")
+        if self._index.node_flag(l, i):
+            raise ValueError(f"node ({l}, {i}) is already built")
+        data = encode_node(l, i, text, flag)
+        when = as_local(date) if date is not None else local_now()
+        where = self._append(f"{TREE}/{day_file_name(when)}", data)
+        size = len(text.encode("utf-8"))
+        self._indexed(lambda: self._index.add_node((l, i), size, flag, where))
+
+    # Reads
+
+    def _read(self, location: Location) -> dict[str, object] | None:
+        raw = self._reader.read(self.path / location.file, location.offset, location.length)
+        parsed = parse_object(raw[:-1])
+        return parsed if isinstance(parsed, dict) else None
+
+    def _mismatch(self, what: str) -> StoreError:
+        if not self.readonly:
+            # The next open must not trust this index again.
+            (self.path / INDEX_DIR / META_NAME).unlink(missing_ok=True)
+        return StoreError(f"the index of {self.path} does not match the log at {what}; reopen")
+
+    def read_message(self, i: int) -> MessageRecord:
+        """Message i, with one read of its location and one of its line."""
+        location = self._index.message_location(i)
+        if location is None:
+            raise IndexError(f"there is no message {i} (T = {self.message_count})")
+        obj = self._read(location)
+        record = decode_message(obj) if obj is not None else None
+        if record is None or record.i != i:
+            raise self._mismatch(f"message {i}")
+        return record
+
+    def read_node(self, l: int, i: int) -> NodeRecord | None:  # noqa: E741
+        """Node (l, i), or None when it is not built."""
+        location = self._index.node_location(l, i)
+        if location is None:
+            return None
+        obj = self._read(location)
+        record = decode_node(obj) if obj is not None else None
+        if record is None or (record.l, record.i) != (l, i):
+            raise self._mismatch(f"node ({l}, {i})")
+        return record
+
+    def node_flag(self, l: int, i: int) -> int:  # noqa: E741
+        """0 unbuilt, 1 built by the model, 2 free, 3 cut."""
+        return self._index.node_flag(l, i)
+
+    def node_sizes(self) -> list[array[int]]:
+        """Per level 0 … max, `T >> level` sizes in bytes (0 for unbuilt nodes)."""
+        return self._index.node_sizes()
+
+    def node_flags(self) -> list[bytearray]:
+        """Per level 0 … max, `T >> level` flags (0 for unbuilt nodes)."""
+        return self._index.node_flags()
+
+    def message_location(self, i: int) -> Location | None:
+        return self._index.message_location(i)
+
+    def node_location(self, l: int, i: int) -> Location | None:  # noqa: E741
+        return self._index.node_location(l, i)
+
+    # Views
+
+    def load_views(self) -> SavedViews | str | None:
+        """The saved views; None when missing; an error string when unreadable (warn, fold)."""
+        return views.load_views(self.path)
+
+    def save_views(self, saved: SavedViews) -> None:
+        """Replace view.json atomically (SPEC §3.6)."""
+        self._writable()
+        try:
+            views.save_views(self.path, saved)
+        except OSError as error:
+            raise StoreError(f"cannot save the views: {describe(error)}") from None
+
+    # Closing
+
+    def checkpoint(self) -> None:
+        """Save the index's checkpoint now (it is also saved every 1000 appends and on close)."""
+        self._index.checkpoint()
+
+    def close(self) -> None:
+        """Checkpoint the index, close every file and release the lock (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            # After a failed update the checkpoint would vouch for a state the log does not
+            # match; without it, the next open scans from the last good one.
+            self._index.close(checkpoint=self._failed is None)
+        except (OSError, sqlite3.Error) as error:
+            raise StoreError(f"cannot save the index of {self.path}: {error}") from None
+        finally:
+            self._appender.close()
+            self._reader.close()
+            if self._lock is not None:
+                self._lock.release()

@@ -1,0 +1,206 @@
+"""The derived index: where each message and node is, and every node's size and flag.
+
+It lets a chat of a million messages open without parsing its history: sizes and flags load in
+one read per level, and a record is found with one read of its 16-byte location. Opening it is
+`loader.py`'s job; this is the index at run time.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+
+from evertalk.store.index_files import SIZE_CODE, IndexFiles, LevelFiles
+from evertalk.store.keys import KeyStore
+from evertalk.store.meta import Meta, write_meta
+from evertalk.store.tables import LOC_WIDTH, Loc, MemTable, Table, pack_loc
+
+CHECKPOINT_EVERY = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    file: str
+    """The log file, relative to the chat folder: `main/2026-11-30.jsonl`."""
+    offset: int
+    length: int
+    """Bytes of the line, its newline included."""
+
+
+class Level:
+    """One level of the tree: locations in a table, sizes and flags in memory (and in files)."""
+
+    def __init__(
+        self, loc: Table, sizes: array[int], flags: bytearray, files: LevelFiles | None = None
+    ) -> None:
+        self.loc = loc
+        self.sizes = sizes
+        self.flags = flags
+        self.files = files
+
+    def location(self, i: int) -> Loc | None:
+        return Loc.unpack(self.loc.get(i))
+
+    def set(self, i: int, loc: bytes, size: int, flag: int) -> None:
+        """Node i is built: `loc` is its packed location."""
+        missing = i + 1 - len(self.flags)
+        if missing > 0:
+            self.flags.extend(bytes(missing))
+            self.sizes.frombytes(bytes(missing * self.sizes.itemsize))
+        self.sizes[i] = size
+        self.flags[i] = flag
+        if self.files is not None:
+            self.files.write(i, loc, size, flag)
+        else:
+            self.loc.put(i, loc)
+
+
+def _fit(data: array[int] | bytearray, length: int) -> None:
+    """Cut or zero-pad `data` to `length` items, in place."""
+    if len(data) > length:
+        del data[length:]
+    elif isinstance(data, bytearray):
+        data.extend(bytes(length - len(data)))
+    else:
+        data.frombytes(bytes((length - len(data)) * data.itemsize))
+
+
+class Index:
+    def __init__(
+        self,
+        chat_dir: Path,
+        meta: Meta,
+        msg: Table,
+        levels: list[Level],
+        keys: KeyStore,
+        files: IndexFiles | None,
+    ) -> None:
+        self.chat_dir = chat_dir
+        self.meta = meta
+        self.msg = msg
+        self.levels = levels
+        self.keys = keys
+        self.files = files
+        self.writable = files is not None and files.writable
+        self._names = meta.file_names()
+        self._since_checkpoint = 0
+
+    @property
+    def message_count(self) -> int:
+        return self.meta.messages
+
+    # Files
+
+    def file_no(self, name: str) -> int:
+        state = self.meta.entry(name)
+        self._names.setdefault(state.no, name)
+        return state.no
+
+    def _advance(self, name: str, end: int, lines: int) -> None:
+        state = self.meta.files[name]
+        state.scanned = end
+        state.lines += lines
+
+    # Updates at run time, after the log's append returned
+
+    def add_message(self, name: str, offset: int, length: int, lines: int, key: str | None) -> int:
+        i = self.meta.messages
+        self.msg.put(i, pack_loc(self.file_no(name), offset, length))
+        if key is not None:
+            self.keys.add(key, i)
+        self.meta.messages = i + 1
+        self._advance(name, offset + length, lines)
+        self._appended()
+        return i
+
+    def add_node(
+        self, node: tuple[int, int], size: int, flag: int, where: tuple[str, int, int, int]
+    ) -> None:
+        """Record node (l, i); `where` is (file name, offset, length, lines written)."""
+        level, i = node
+        name, offset, length, lines = where
+        while len(self.levels) <= level:
+            self.levels.append(self._new_level(len(self.levels)))
+        self.levels[level].set(i, pack_loc(self.file_no(name), offset, length), size, flag)
+        self._advance(name, offset + length, lines)
+        self._appended()
+
+    def _new_level(self, level: int) -> Level:
+        if self.writable:
+            assert self.files is not None
+            files = self.files.level(level)
+            return Level(files.loc, array(SIZE_CODE), bytearray(), files)
+        return Level(MemTable(LOC_WIDTH), array(SIZE_CODE), bytearray())
+
+    def _appended(self) -> None:
+        self._since_checkpoint += 1
+
+    @property
+    def checkpoint_due(self) -> bool:
+        return self.writable and self._since_checkpoint >= CHECKPOINT_EVERY
+
+    # Lookups
+
+    def _location(self, loc: Loc | None) -> Location | None:
+        if loc is None:
+            return None
+        return Location(self._names[loc.file_no], loc.offset, loc.length)
+
+    def message_location(self, i: int) -> Location | None:
+        if not 0 <= i < self.meta.messages:
+            return None
+        return self._location(Loc.unpack(self.msg.get(i)))
+
+    def node_flag(self, level: int, i: int) -> int:
+        if not 0 <= level < len(self.levels) or not 0 <= i < len(self.levels[level].flags):
+            return 0
+        return self.levels[level].flags[i]
+
+    def node_location(self, level: int, i: int) -> Location | None:
+        if not self.node_flag(level, i):
+            return None
+        return self._location(self.levels[level].location(i))
+
+    def key(self, key: str) -> int | None:
+        return self.keys.get(key)
+
+    def node_sizes(self) -> list[array[int]]:
+        """Per level 0 … max, the sizes of the level's existing nodes (0 where unbuilt)."""
+        result = []
+        for level in range(self.meta.messages.bit_length()):
+            sizes = self.levels[level].sizes[:] if level < len(self.levels) else array(SIZE_CODE)
+            _fit(sizes, self.meta.messages >> level)
+            result.append(sizes)
+        return result
+
+    def node_flags(self) -> list[bytearray]:
+        """Per level 0 … max, the flags of the level's existing nodes (0 where unbuilt)."""
+        result = []
+        for level in range(self.meta.messages.bit_length()):
+            flags = bytearray(self.levels[level].flags) if level < len(self.levels) else bytearray()
+            _fit(flags, self.meta.messages >> level)
+            result.append(flags)
+        return result
+
+    # Checkpoints
+
+    def checkpoint(self) -> None:
+        """Make the index files durable, then say so in meta.json (in that order)."""
+        self._since_checkpoint = 0
+        if not self.writable:
+            return
+        assert self.files is not None
+        self.files.sync()
+        self.keys.commit()
+        self.meta.levels = [len(level.flags) for level in self.levels]
+        write_meta(self.files.dir, self.meta)
+
+    def close(self, *, checkpoint: bool = True) -> None:
+        try:
+            if checkpoint:
+                self.checkpoint()
+        finally:
+            self.keys.close()
+            if self.files is not None:
+                self.files.close()

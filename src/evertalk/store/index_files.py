@@ -1,0 +1,206 @@
+"""The files of `chat/index/`, all derived from the log and rebuildable from it.
+
+    msg.loc        16-byte locations, record k = message k
+    tree-L.loc     16-byte locations, record i = node (L, i); all zero = not built
+    tree-L.size    uint32 (native order), the byte size of node (L, i)'s text
+    tree-L.flag    one byte: 0 unbuilt, 1 built by the model, 2 free, 3 cut
+    keys.db        SQLite: idempotency key → message id
+    meta.json      the checkpoint (see meta.py)
+
+Files grow with zero holes, since nodes are built out of order. Records past the checkpoint's
+counts are not trusted: an open truncates them away and derives them again from the log's tail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+
+from evertalk.store import keys
+from evertalk.store.meta import META_NAME, Meta, write_meta
+from evertalk.store.secure import fsync_dir, open_file, write_all
+from evertalk.store.tables import LOC_WIDTH, FileTable
+
+MSG_LOC = "msg.loc"
+SIZE = struct.Struct("=I")
+SIZE_CODE = "I"
+assert array(SIZE_CODE).itemsize == SIZE.size, "array('I') must hold 32-bit sizes"
+
+_LEVEL_FILE = re.compile(r"tree-(\d+)\.(loc|size|flag)")
+
+
+class StaleIndex(Exception):
+    """The index files cannot be trusted; the message says why."""
+
+
+def level_names(level: int) -> tuple[str, str, str]:
+    return f"tree-{level}.loc", f"tree-{level}.size", f"tree-{level}.flag"
+
+
+def _level_files(index_dir: Path, level: int) -> list[tuple[Path, int]]:
+    """Each file of a level with the width of its records."""
+    widths = (LOC_WIDTH, SIZE.size, 1)
+    return [(index_dir / name, w) for name, w in zip(level_names(level), widths, strict=True)]
+
+
+@dataclass(slots=True)
+class LevelFiles:
+    loc: FileTable
+    size: FileTable
+    flag: FileTable
+
+    def tables(self) -> tuple[FileTable, FileTable, FileTable]:
+        return self.loc, self.size, self.flag
+
+    def load(self, count: int) -> tuple[array[int], bytearray]:
+        """The level's sizes and flags, one read each."""
+        sizes = array(SIZE_CODE)
+        sizes.frombytes(self.size.head(count))
+        return sizes, bytearray(self.flag.head(count))
+
+    def write(self, i: int, loc: bytes, size: int, flag: int) -> None:
+        # The location goes last: a crash in between leaves it absent, and a node whose location
+        # is absent is taken from the log again on the next open.
+        self.size.put(i, SIZE.pack(size))
+        self.flag.put(i, bytes((flag,)))
+        self.loc.put(i, loc)
+
+
+def _open_table(path: Path, width: int, writable: bool) -> FileTable:
+    try:
+        fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+    except FileNotFoundError:
+        raise StaleIndex(f"{path.name} is missing") from None
+    return FileTable(fd, width)
+
+
+class IndexFiles:
+    """Open descriptors on the index files, for lookups and, when writable, for updates."""
+
+    def __init__(self, index_dir: Path, writable: bool) -> None:
+        self.dir = index_dir
+        self.writable = writable
+        self.msg: FileTable | None = None
+        self.levels: list[LevelFiles] = []
+
+    @classmethod
+    def open(cls, index_dir: Path, meta: Meta, *, writable: bool) -> IndexFiles:
+        """Open the files the checkpoint names; StaleIndex when one is shorter than it says."""
+        files = cls(index_dir, writable)
+        try:
+            files.msg = _open_table(index_dir / MSG_LOC, LOC_WIDTH, writable)
+            files._check(files.msg, meta.messages)
+            for level, count in enumerate(meta.levels):
+                loc, size, flag = (
+                    _open_table(path, width, writable)
+                    for path, width in _level_files(index_dir, level)
+                )
+                files.levels.append(LevelFiles(loc, size, flag))
+                for table in (loc, size, flag):
+                    files._check(table, count)
+        except BaseException:
+            files.close()
+            raise
+        return files
+
+    @staticmethod
+    def _check(table: FileTable, count: int) -> None:
+        if len(table) < count:
+            raise StaleIndex(f"an index file holds {len(table)} records, not {count}")
+
+    def msg_table(self) -> FileTable:
+        assert self.msg is not None
+        return self.msg
+
+    def level(self, level: int) -> LevelFiles:
+        """A level's files, created empty when the level is new to the checkpoint."""
+        while len(self.levels) <= level:
+            new = len(self.levels)
+            tables = []
+            for path, width in _level_files(self.dir, new):
+                fd, _ = open_file(path, os.O_RDWR)
+                table = FileTable(fd, width)
+                table.truncate(0)  # a leftover of records past an old checkpoint
+                tables.append(table)
+            self.levels.append(LevelFiles(*tables))
+        return self.levels[level]
+
+    def truncate(self, meta: Meta) -> None:
+        """Cut every file back to the checkpoint's counts."""
+        self.msg_table().truncate(meta.messages)
+        for level, files in enumerate(self.levels):
+            count = meta.levels[level] if level < len(meta.levels) else 0
+            for table in files.tables():
+                table.truncate(count)
+
+    def sync(self) -> None:
+        for table in self._all():
+            table.sync()
+
+    def close(self) -> None:
+        for table in self._all():
+            table.close()
+        self.msg, self.levels = None, []
+
+    def _all(self) -> list[FileTable]:
+        tables = [self.msg] if self.msg is not None else []
+        for files in self.levels:
+            tables.extend(files.tables())
+        return tables
+
+
+def _replace(path: Path, data: bytes | bytearray) -> None:
+    """Write a new file under a temporary name and rename it in, so that a reader that opened
+    the old file keeps a consistent view of it."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd, _ = open_file(tmp, os.O_WRONLY | os.O_TRUNC)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+@dataclass(slots=True)
+class LevelData:
+    loc: bytes | bytearray
+    sizes: array[int]
+    flags: bytearray
+
+
+def write_rebuild(
+    index_dir: Path,
+    meta: Meta,
+    msg: bytes | bytearray,
+    levels: list[LevelData],
+    key_rows: dict[str, int],
+) -> None:
+    """Replace the whole index with a new build."""
+    # Without meta.json first, a crash midway cannot pair the old checkpoint with new files.
+    (index_dir / META_NAME).unlink(missing_ok=True)
+    fsync_dir(index_dir)
+    _replace(index_dir / MSG_LOC, msg)
+    for level, data in enumerate(levels):
+        contents = (data.loc, data.sizes.tobytes(), data.flags)
+        for name, content in zip(level_names(level), contents, strict=True):
+            _replace(index_dir / name, content)
+    for entry in index_dir.iterdir():
+        match = _LEVEL_FILE.fullmatch(entry.name)
+        if match and int(match.group(1)) >= len(levels):
+            entry.unlink()
+    tmp = index_dir / (keys.KEYS_NAME + ".tmp")
+    conn = keys.create(tmp)
+    try:
+        conn.executemany("INSERT INTO keys (key, i) VALUES (?, ?)", key_rows.items())
+        conn.commit()
+    finally:
+        conn.close()
+    # A journal left by a crash belongs to the old database and would be replayed into the new.
+    (index_dir / (keys.KEYS_NAME + "-journal")).unlink(missing_ok=True)
+    os.replace(tmp, index_dir / keys.KEYS_NAME)
+    write_meta(index_dir, meta)

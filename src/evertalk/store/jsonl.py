@@ -1,0 +1,185 @@
+"""JSON Lines files: scanning with the torn-line rules of SPEC §1.4, and durable appends (§1.3)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evertalk.store.errors import StoreError, describe
+from evertalk.store.secure import fsync_dir, open_file, read_all
+
+CHUNK = 1 << 20
+
+# What the next append must write first after a torn last line: a newline ends the torn line; if
+# the torn bytes parse as JSON, `#` keeps them from ever passing for a record.
+TERM_NONE = b""
+TERM_NEWLINE = b"\n"
+TERM_HASH = b"#\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    offset: int
+    """Byte offset of the line's first byte."""
+    length: int
+    """Bytes of the line, its newline included."""
+    lineno: int
+    record: dict[str, Any] | None
+    """The JSON object on the line; None when the line is not one (a warning was given)."""
+
+
+def parse_object(raw: bytes) -> dict[str, Any] | str | None:
+    """The object on a line, None if it is JSON but not an object, or the reason it is not JSON."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return "not valid JSON"
+    return value if isinstance(value, dict) else None
+
+
+def torn_terminator(torn: bytes) -> bytes:
+    """SPEC §1.4: `#\\n` when the torn bytes parse as JSON (only the newline was lost)."""
+    try:
+        json.loads(torn.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return TERM_NEWLINE
+    return TERM_HASH
+
+
+class Scan:
+    """The complete lines of a file from `start`, read in large chunks.
+
+    After iteration, `end` is the offset just after the last complete line, `lines` the number of
+    the last complete line, and `term` what the next append must write first (TERM_NONE when the
+    file ends with a newline).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        start: int = 0,
+        first_lineno: int = 1,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.path = path
+        self.start = start
+        self.first_lineno = first_lineno
+        self.warnings = warnings if warnings is not None else []
+        self.end = start
+        self.lines = first_lineno - 1
+        self.term = TERM_NONE
+
+    def _warn(self, lineno: int, what: str) -> None:
+        self.warnings.append(f"{self.path} line {lineno}: {what}; skipped")
+
+    def _record(self, raw: bytes, lineno: int) -> dict[str, Any] | None:
+        parsed = parse_object(raw)
+        if type(parsed) is dict:
+            return parsed
+        self._warn(lineno, parsed if isinstance(parsed, str) else "not a JSON object")
+        return None
+
+    def __iter__(self) -> Iterator[Line]:
+        offset, lineno = self.start, self.first_lineno
+        partial: list[bytes] = []  # the start of a line longer than what was read so far
+        with open(self.path, "rb", buffering=0) as file:
+            file.seek(self.start)
+            while chunk := file.read(CHUNK):
+                if b"\n" not in chunk:
+                    partial.append(chunk)
+                    continue
+                if partial:
+                    chunk = b"".join([*partial, chunk])
+                    partial = []
+                parts = chunk.split(b"\n")
+                rest = parts.pop()
+                for raw in parts:
+                    length = len(raw) + 1
+                    yield Line(offset, length, lineno, self._record(raw, lineno))
+                    offset += length
+                    lineno += 1
+                self.end, self.lines = offset, lineno - 1
+                if rest:
+                    partial.append(rest)
+        torn = b"".join(partial)
+        if torn:
+            self._warn(lineno, "the last line is torn (no newline at its end)")
+            self.term = torn_terminator(torn)
+
+
+class Appender:
+    """Appends whole lines, one write and one fsync each, keeping recent files open."""
+
+    def __init__(self, max_open: int = 4) -> None:
+        self._fds: OrderedDict[Path, int] = OrderedDict()
+        self._max_open = max_open  # a chat that runs for weeks moves on to new day files
+        self._failed: str | None = None
+
+    def append(self, path: Path, data: bytes, prefix: bytes = b"") -> tuple[int, int]:
+        """Write `prefix + data + \\n` and make it durable; returns (offset of data, its length).
+
+        The single write keeps a crash from interleaving half a record with the next one; the
+        fsync makes the record count only once it is on disk (SPEC §1.3).
+        """
+        if self._failed is not None:
+            # After a failed append the file may or may not hold the line; only a reopen, which
+            # scans the file, can tell which id comes next.
+            raise StoreError(f"the log cannot take more appends until reopened: {self._failed}")
+        line = b"".join((prefix, data, b"\n"))
+        try:
+            fd, created = self._fd(path)
+            done = os.write(fd, line)
+            if done != len(line):
+                self._failed = f"{path}: short write ({done} of {len(line)} bytes); disk full?"
+                raise StoreError(self._failed)
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            os.fsync(fd)
+            if created:
+                fsync_dir(path.parent)
+        except OSError as error:
+            self._failed = f"cannot append to the log: {describe(error)}"
+            raise StoreError(self._failed) from None
+        return end - len(data) - 1, len(data) + 1
+
+    def _fd(self, path: Path) -> tuple[int, bool]:
+        fd = self._fds.get(path)
+        if fd is not None:
+            self._fds.move_to_end(path)
+            return fd, False
+        fd, created = open_file(path, os.O_WRONLY | os.O_APPEND)
+        while len(self._fds) >= self._max_open:
+            os.close(self._fds.popitem(last=False)[1])
+        self._fds[path] = fd
+        return fd, created
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, OrderedDict()
+        for fd in fds.values():
+            os.close(fd)
+
+
+class Reader:
+    """Reads byte ranges of log files, keeping a few descriptors open (a chat has many days)."""
+
+    def __init__(self, max_open: int = 16) -> None:
+        self._fds: OrderedDict[Path, int] = OrderedDict()
+        self._max_open = max_open
+
+    def read(self, path: Path, offset: int, length: int) -> bytes:
+        fd = self._fds.pop(path, None)
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY)
+            while len(self._fds) >= self._max_open:
+                os.close(self._fds.popitem(last=False)[1])
+        self._fds[path] = fd
+        return read_all(fd, length, offset)
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, OrderedDict()
+        for fd in fds.values():
+            os.close(fd)

@@ -1,0 +1,145 @@
+"""Message and tree records: the JSON objects of the log's lines (SPEC §1.2, §2.2)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from evertalk.memory.text import KINDS
+from evertalk.memory.tree import BUILT, CUT, FREE
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    i: int
+    kind: str
+    text: str
+    size: int
+    date: str
+    key: str | None = None
+    images: tuple[str, ...] | None = None
+    agent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    l: int  # noqa: E741 - the spec's name for a level
+    i: int
+    text: str
+    size: int
+    flag: int
+
+
+def _dumps(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+
+def _utf8_size(text: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("the text is not valid Unicode (it holds a lone surrogate)") from None
+
+
+def encode_message(
+    i: int,
+    kind: str,
+    text: str,
+    date: str,
+    key: str | None = None,
+    images: Sequence[str] | None = None,
+    agent: str | None = None,
+) -> bytes:
+    """One message line, without its newline; the keys in the order SPEC §1.2 gives."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown message kind {kind!r}")
+    obj: dict[str, Any] = {"i": i, "kind": kind, "text": text, "size": _utf8_size(text)}
+    obj["date"] = date
+    if key is not None:
+        obj["key"] = key
+    if images is not None:
+        obj["images"] = list(images)
+    if agent is not None:
+        obj["agent"] = agent
+    return _dumps(obj)
+
+
+def encode_node(l: int, i: int, text: str, flag: int) -> bytes:  # noqa: E741
+    """One tree line, without its newline: `{l, i, text, size}` plus `free` or `cut`."""
+    if flag not in (BUILT, FREE, CUT):
+        raise ValueError(f"a node's flag is 1, 2 or 3, not {flag!r}")
+    obj: dict[str, Any] = {"l": l, "i": i, "text": text, "size": _utf8_size(text)}
+    if flag == FREE:
+        obj["free"] = True
+    elif flag == CUT:
+        obj["cut"] = True
+    return _dumps(obj)
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    """A non-negative int; JSON's true and false are not counts (`type`, not isinstance)."""
+    return type(value) is int and value >= 0
+
+
+def _optional_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _images(value: object) -> tuple[str, ...] | None:
+    if isinstance(value, list) and all(isinstance(name, str) for name in value):
+        return tuple(value)
+    return None
+
+
+def _true_size(obj: dict[str, Any], text: str) -> int | None:
+    """The text's real byte size: a stored `size` is checked for type, the text is the truth."""
+    if not _is_count(obj.get("size")):
+        return None
+    if text.isascii():  # the common case, without encoding a copy
+        return len(text)
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a JSON escape of a lone surrogate
+        return None
+
+
+def decode_message(obj: dict[str, Any]) -> MessageRecord | None:
+    """The message in `obj`, or None when a required key is missing or of the wrong type.
+
+    A malformed optional key is dropped rather than losing the whole message to it.
+    """
+    i, kind, text, date = obj.get("i"), obj.get("kind"), obj.get("text"), obj.get("date")
+    if not _is_count(i) or not isinstance(kind, str) or kind not in KINDS:
+        return None
+    if not isinstance(text, str) or not isinstance(date, str):
+        return None
+    size = _true_size(obj, text)
+    if size is None:
+        return None
+    return MessageRecord(
+        i,
+        kind,
+        text,
+        size,
+        date,
+        key=_optional_str(obj.get("key")),
+        images=_images(obj.get("images")),
+        agent=_optional_str(obj.get("agent")),
+    )
+
+
+def decode_node(obj: dict[str, Any]) -> NodeRecord | None:
+    """The node in `obj`, or None when it is not a well-formed tree record."""
+    level, index = obj.get("l"), obj.get("i")
+    text, free, cut = obj.get("text"), obj.get("free", False), obj.get("cut", False)
+    if not _is_count(level) or not _is_count(index) or not isinstance(text, str):
+        return None
+    if not isinstance(free, bool) or not isinstance(cut, bool) or (free and cut):
+        return None
+    size = _true_size(obj, text)
+    if size is None:
+        return None
+    flag = FREE if free else CUT if cut else BUILT
+    return NodeRecord(level, index, text, size, flag)

@@ -1,0 +1,90 @@
+"""`chat/view.json`: the saved views (SPEC §3.6). Only the shape is checked here; whether the
+views tile the chat and name built nodes is the memory core's to judge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evertalk.memory.core import SavedViews
+from evertalk.store.secure import write_atomic
+
+VIEW_NAME = "view.json"
+_MAX_LEVEL = 62  # a node of a higher level would cover more messages than any log can hold
+
+
+def encode_views(views: SavedViews) -> bytes:
+    obj = {
+        "t": views.t,
+        "view": [[level, i] for level, i in views.view],
+        "cview": None if views.cview is None else [[level, i] for level, i in views.cview],
+        "shrinking": views.shrinking,
+        "cshrinking": views.cshrinking,
+    }
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def save_views(chat_dir: Path, views: SavedViews) -> None:
+    """Replace view.json atomically: temporary file, fsync, rename, fsync of the folder."""
+    write_atomic(chat_dir / VIEW_NAME, encode_views(views))
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _pairs(value: Any, what: str) -> list[tuple[int, int]]:
+    if not isinstance(value, list):
+        raise ValueError(f"{what} is not a list")
+    pairs = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2 and all(map(_is_count, item))):
+            raise ValueError(f"{what} holds {json.dumps(item)[:40]}, not an [l, i] pair")
+        if item[0] > _MAX_LEVEL:
+            raise ValueError(f"{what} names a node of level {item[0]}")
+        pairs.append((item[0], item[1]))
+    return pairs
+
+
+def _flag(obj: dict[str, Any], name: str) -> bool:
+    value = obj.get(name)
+    if not isinstance(value, bool):
+        raise ValueError(f"'{name}' is not true or false")
+    return value
+
+
+def parse_views(raw: bytes) -> SavedViews:
+    """The views in `raw`; ValueError with a short reason when they are not well formed."""
+    obj = json.loads(raw.decode("utf-8"))
+    if isinstance(obj, list):
+        view = _pairs(obj, "the view")
+        return SavedViews(sum(1 << level for level, _ in view), view, None, False, False)
+    if not isinstance(obj, dict):
+        raise ValueError("neither an object nor a list")
+    t = obj.get("t")
+    if not isinstance(t, int) or not _is_count(t):
+        raise ValueError("'t' is not a count")
+    cview = obj.get("cview")
+    return SavedViews(
+        t,
+        _pairs(obj.get("view"), "'view'"),
+        None if cview is None else _pairs(cview, "'cview'"),
+        _flag(obj, "shrinking"),
+        _flag(obj, "cshrinking"),
+    )
+
+
+def load_views(chat_dir: Path) -> SavedViews | str | None:
+    """The saved views; None when there are none; an error string when the file is unreadable."""
+    path = chat_dir / VIEW_NAME
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"{path}: cannot read it ({error.strerror})"
+    try:
+        return parse_views(raw)
+    except (ValueError, RecursionError) as error:
+        return f"{path}: {error}"
