@@ -1,0 +1,128 @@
+"""The size loop of a compaction (SPEC §4.4), as a pure state machine: no I/O, no clock.
+
+The compactor sends `SizeLoop.first_task`, then feeds each reply to `take`, which says what to do
+next: send a follow-up in the same conversation, store a line, or give up (the call fails).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from evertalk.compactor.tasks import too_long
+from evertalk.memory.text import LINE_LIMIT, cut_utf8, flatten, utf8_len
+
+MAX_TRIES = 5
+"""At most this many model calls per compaction."""
+
+_FENCE_LINE = re.compile(r"^[ \t]*(?:```+|~~~+)[^\n`~ \t]*[ \t]*$", re.MULTILINE)
+_FENCE_EDGE = re.compile(r"^(?:```+|~~~+)|(?:```+|~~~+)$")
+_HEAD = re.compile(r"^\d+\+\d+[ \t]*\|[ \t]*")
+_BREAK = re.compile(r"; |[.!?] |[。！？]")
+
+
+def process(reply: str) -> str:
+    """A reply as a candidate line: surrounding whitespace stripped, code fences dropped, a copied
+    `id+n|` head at the start dropped, every newline turned into a space."""
+    text = _FENCE_LINE.sub("", reply.strip()).strip()
+    text = _FENCE_EDGE.sub("", text).strip()
+    text = _HEAD.sub("", text, count=1)
+    return flatten(text).strip()
+
+
+def cut_line(line: str) -> str:
+    """A line of at most 512 bytes (SPEC §4.4 step 4); a line that fits is returned as it is.
+
+    The longest prefix of at most 512 bytes that ends on a character boundary; if a `; ` or a
+    sentence end starts in the last fifth of that prefix, it ends at the last one (before a `; `,
+    just after a sentence mark); trailing spaces are stripped. Never empty for a non-empty line.
+    """
+    if utf8_len(line) <= LINE_LIMIT:
+        return line
+    prefix = cut_utf8(line, LINE_LIMIT)
+    size = utf8_len(prefix)
+    # a mark may start on the prefix's last character and end just after it
+    window = line[: len(prefix) + 1]
+    end = len(prefix)
+    for match in _BREAK.finditer(window):
+        start = match.start()
+        if start >= len(prefix):
+            continue
+        if 5 * utf8_len(prefix[:start]) >= 4 * size:
+            end = start if match.group().startswith(";") else start + 1
+    cut = prefix[:end].rstrip()
+    return cut or prefix
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """Send `text` as the next user message, in the same conversation as the reply."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """Store `line`: 1–512 bytes. `trimmed` says it was cut from a longer line."""
+
+    line: str
+    trimmed: bool = False
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """No try gave a non-empty line: the compaction call fails (SPEC §4.5)."""
+
+
+Next = FollowUp | Done | Unusable
+
+
+class SizeLoop:
+    """One compaction's tries. Send `first_task`, then pass each reply to `take`.
+
+    `tries` counts the model calls made so far; `sizes` holds each processed reply's byte count
+    (0 for an empty or thinking-only reply).
+    """
+
+    def __init__(self, first_task: str) -> None:
+        self.first_task = first_task
+        self.tries = 0
+        self.sizes: list[int] = []
+        self.result: Done | Unusable | None = None
+        self._best: str | None = None  # the shortest over-long line so far (first among equals)
+        self._best_size = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    def take(self, reply: str, thinking_only: bool = False) -> Next:
+        """Account for one model call whose reply text is `reply`.
+
+        `thinking_only` marks a reply that held thoughts but no text; it counts as empty.
+        """
+        if self.result is not None:
+            raise RuntimeError("the size loop has already ended")
+        self.tries += 1
+        line = "" if thinking_only else process(reply)
+        size = utf8_len(line)
+        self.sizes.append(size)
+        if not line:
+            return self._end()
+        if size <= LINE_LIMIT:
+            return self._finish(Done(line))
+        if self._best is not None and size >= self._best_size:
+            return self._end()  # a follow-up that did not get shorter: asking again rarely helps
+        self._best, self._best_size = line, size
+        if self.tries >= MAX_TRIES:
+            return self._end()
+        return FollowUp(too_long(line))
+
+    def _end(self) -> Done | Unusable:
+        if self._best is None:
+            return self._finish(Unusable())
+        return self._finish(Done(cut_line(self._best), trimmed=True))
+
+    def _finish(self, result: Done | Unusable) -> Done | Unusable:
+        self.result = result
+        return result

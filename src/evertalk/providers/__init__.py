@@ -1,0 +1,1 @@
+"""Model providers: one small interface of our own, adapters over the official SDKs."""

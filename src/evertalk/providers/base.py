@@ -1,0 +1,192 @@
+"""The provider interface: a request laid out in blocks, a stream of events back.
+
+Everything the rest of evertalk knows about models goes through these types; the adapters
+(anthropic.py, openai.py) translate them to and from the official SDKs, byte for byte
+where the prompt cache depends on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Text:
+    """A text block. `mark` puts a cache breakpoint at its end (Anthropic `cache_control`)."""
+
+    text: str
+    mark: bool = False
+
+
+@dataclass(frozen=True)
+class Image:
+    media_type: str  # image/png, image/jpeg, image/gif, image/webp
+    data: str  # base64
+    mark: bool = False  # a cache breakpoint after the image (the end of a request can be one)
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """A thought: shown to the user, sent back within its turn as the API requires, never logged.
+
+    A redacted thought (Anthropic `redacted_thinking`) has no text; its encrypted data is kept in
+    `signature`.
+    """
+
+    text: str
+    signature: str = ""
+    redacted: bool = False
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    tool_use_id: str
+    content: list[Text | Image]
+    is_error: bool = False
+    mark: bool = False
+
+
+Part = Text | Image | Thinking | ToolUse | ToolResult
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    parts: list[Part]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Request:
+    model: str
+    system: list[Text]
+    tools: list[Tool]
+    messages: list[Message]
+    max_tokens: int
+    tool_choice: Literal["auto", "none"] = "auto"
+    effort: str | None = None  # reasoning effort: "low" | "medium" | "high" | None (off)
+    cache_key: str | None = None  # OpenAI prompt_cache_key: stable per chat and role
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One normalised usage record; `input` counts uncached input tokens only."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+        )
+
+    @property
+    def prompt(self) -> int:
+        return self.input + self.cache_read + self.cache_write
+
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]
+
+
+@dataclass(frozen=True)
+class Started:
+    """The response has begun (the prefix gate opens here, SPEC §4.6)."""
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The whole reply: its parts in order (thoughts, texts, tool calls), why it stopped, usage."""
+
+    parts: list[Part]
+    stop: StopReason
+    usage: Usage
+    model: str = ""
+
+    @property
+    def text(self) -> str:
+        return "".join(part.text for part in self.parts if isinstance(part, Text))
+
+    @property
+    def tool_uses(self) -> list[ToolUse]:
+        return [part for part in self.parts if isinstance(part, ToolUse)]
+
+
+Event = Started | TextDelta | ThinkingDelta | Finished
+
+ErrorKind = Literal[
+    "auth",
+    "bad_request",
+    "not_found",
+    "rate_limit",
+    "overloaded",
+    "server",
+    "connection",
+    "timeout",
+    "cut",
+]
+
+
+class ProviderError(Exception):
+    """A model call that failed after the SDK's own retries. The message is one line and never
+    holds an API key."""
+
+    def __init__(self, kind: ErrorKind, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+class Provider(Protocol):
+    name: str  # the kind: "anthropic", "openai", or an OpenAI-compatible one ("openrouter", …)
+
+    def stream(self, request: Request) -> AsyncIterator[Event]:
+        """Yield Started once the response begins, deltas as they come, Finished last.
+
+        A stream that ends before its final event raises ProviderError("cut", …): a cut
+        stream is an error, never a short reply.
+        """
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+async def collect(provider: Provider, request: Request) -> Finished:
+    finished: Finished | None = None
+    async for event in provider.stream(request):
+        if isinstance(event, Finished):
+            finished = event
+    if finished is None:
+        raise ProviderError("cut", "the reply stream ended before the reply was complete")
+    return finished

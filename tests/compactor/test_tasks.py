@@ -1,0 +1,129 @@
+"""The compaction texts (SPEC §4.3, §4.4 step 2): their structure is pinned here."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evertalk.compactor.tasks import (
+    CUT_MARK,
+    LEAF_TASK,
+    MERGE_TASK,
+    RULER,
+    TOO_LONG,
+    leaf_task,
+    merge_task,
+    too_long,
+)
+from evertalk.memory.text import LINE_LIMIT
+
+
+def test_ruler() -> None:
+    assert RULER == "-" * 512
+    assert len(RULER.encode()) == 512 == LINE_LIMIT
+
+
+def test_templates_are_constants() -> None:
+    for template in (LEAF_TASK, MERGE_TASK):
+        assert template.startswith("Compaction:")
+        assert f"\n{RULER}\n" in template
+        assert template.endswith("\n</input>")
+        assert "512 bytes" in template and "70 words" in template
+    assert "512" in TOO_LONG and CUT_MARK in TOO_LONG
+
+
+# -- leaf ---------------------------------------------------------------------------------------
+
+
+def test_leaf_task_structure() -> None:
+    text = "back up ~/notes nightly\n\n  keep 7 copies\r\nand {braces} stay"
+    task = leaf_task(41, "user", text)
+    lines = task.split("\n")
+    assert lines[0].startswith("Compaction: ")
+    assert "message 41 " in lines[0]
+    assert "512 bytes" in lines[0] and "ruler" in lines[0]
+    assert lines[1] == RULER
+    assert lines[2] == "<input>"
+    assert task.endswith("\n</input>")
+    body = task[task.index("<input>\n") + len("<input>\n") : -len("\n</input>")]
+    assert body == "user: " + text  # whole, newlines kept
+
+
+@given(st.text())
+def test_leaf_keeps_any_message_whole(text: str) -> None:
+    task = leaf_task(7, "echo", text)
+    assert task.endswith(f"\n<input>\necho: {text}\n</input>")
+    assert task.startswith("Compaction: ")
+
+
+# -- merge --------------------------------------------------------------------------------------
+
+
+def test_merge_task_structure() -> None:
+    left = "user: asks for backups\never: wrote backup.sh"
+    right = "tool: shell crontab -l\r\necho: (empty)\rever: added the cron line"
+    task = merge_task((3, 4), left, (3, 5), right)
+    lines = task.split("\n")
+    assert lines[0].startswith("Compaction: ")
+    assert "32+8" in lines[0] and "40+8" in lines[0] and "adjacent" in lines[0]
+    assert "512 bytes" in lines[0] and "ruler" in lines[0]
+    assert lines[1] == RULER
+    assert "<chat>" in lines[2] and " 32 to 47 " in lines[2]
+    assert lines[3:] == [
+        "<input>",
+        "32+8|user: asks for backups ever: wrote backup.sh",
+        "40+8|tool: shell crontab -l echo: (empty) ever: added the cron line",
+        "</input>",
+    ]
+
+
+def test_merge_of_two_leaves() -> None:
+    task = merge_task((0, 6), "user: hi", (0, 7), "ever: hello")
+    assert "6+1" in task and "7+1" in task and " 6 to 7 " in task
+    assert task.endswith("<input>\n6+1|user: hi\n7+1|ever: hello\n</input>")
+
+
+@pytest.mark.parametrize(
+    ("left", "right"), [((0, 1), (0, 2)), ((1, 0), (0, 2)), ((2, 0), (2, 2)), ((1, 1), (1, 0))]
+)
+def test_merge_needs_a_sibling_pair(left: tuple[int, int], right: tuple[int, int]) -> None:
+    with pytest.raises(ValueError):
+        merge_task(left, "a", right, "b")
+
+
+# -- the too-long follow-up ---------------------------------------------------------------------
+
+
+def test_too_long_states_size_and_shows_head() -> None:
+    line = "x" * 600
+    text = too_long(line)
+    first, shown = text.split("\n")
+    assert "600 bytes" in first and "512" in first and CUT_MARK in first
+    assert shown == "x" * 512 + CUT_MARK
+
+
+@pytest.mark.parametrize("char", ["é", "€", "😀"])
+@pytest.mark.parametrize("pad", [0, 1, 2, 3])
+def test_too_long_head_ends_on_a_character(char: str, pad: int) -> None:
+    # a multi-byte character straddles byte 512 for most paddings
+    line = "a" * (510 + pad) + char * 40
+    size = len(line.encode())
+    text = too_long(line)
+    assert f"{size} bytes" in text
+    head = text.split("\n", 1)[1].removesuffix(CUT_MARK)
+    raw = head.encode()
+    assert line.encode().startswith(raw)
+    assert len(raw) <= 512 < len(raw) + len(char.encode())
+
+
+ONE_LINE = st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n")
+
+
+@given(st.text(ONE_LINE, min_size=513, max_size=900))
+def test_too_long_head_is_the_longest_whole_prefix(line: str) -> None:
+    head = too_long(line).split("\n", 1)[1].removesuffix(CUT_MARK)
+    raw = head.encode()
+    assert line.startswith(head)
+    assert len(raw) <= 512
+    assert len(raw) + len(line[len(head)].encode()) > 512

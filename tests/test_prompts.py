@@ -1,0 +1,209 @@
+"""The system prompt, the tool definitions and the turn header (SPEC §5, §6.2, §6.5–§6.7)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from evertalk import prompts
+from evertalk.memory.text import PLACEHOLDER
+from evertalk.prompts import (
+    INSTRUCTIONS_HEADING,
+    SECTION_HEADINGS,
+    SYSTEM_PROMPT,
+    TOOLS,
+    TURN_MARKER,
+    system_text,
+    turn_header,
+)
+
+# -- the system prompt --------------------------------------------------------------------------
+
+
+def test_sections_in_spec_order() -> None:
+    assert SECTION_HEADINGS == ("## The view", "## Tools", "## Turns", "## Compactions")
+    assert SYSTEM_PROMPT.startswith("You are Ever,")  # the opening comes first, with no heading
+    lines = SYSTEM_PROMPT.split("\n")
+    positions = [lines.index(heading) for heading in SECTION_HEADINGS]
+    assert positions == sorted(positions)
+    assert all(lines[p - 1] == "" and lines[p + 1] == "" for p in positions)
+    headings = [line for line in lines if line.startswith("#")]
+    assert headings == list(SECTION_HEADINGS)
+
+
+def test_holds_the_markers() -> None:
+    assert "`Compaction:`" in SYSTEM_PROMPT
+    assert "`id+n|text`" in SYSTEM_PROMPT
+    assert "`id+n|` head" in SYSTEM_PROMPT
+    assert f"`{PLACEHOLDER}`" in SYSTEM_PROMPT
+    assert "`[Name]`" in SYSTEM_PROMPT
+    for kind in ("user", "ever", "tool", "echo", "work", "note"):
+        assert f"\n- {kind}: " in SYSTEM_PROMPT
+    for call in ("`zoom(id, n)`", "`zoom(id, 1)`", "`zoom(name)`", "`date(id)`"):
+        assert call in SYSTEM_PROMPT
+    assert "<input>" in SYSTEM_PROMPT and "<chat>" in SYSTEM_PROMPT
+
+
+def test_section_contents() -> None:
+    def section(heading: str) -> str:
+        start = SYSTEM_PROMPT.index(heading)
+        rest = SYSTEM_PROMPT[start + len(heading) :]
+        ends = [rest.index(h) for h in SECTION_HEADINGS if h in rest]
+        return rest[: min(ends)] if ends else rest
+
+    opening = SYSTEM_PROMPT[: SYSTEM_PROMPT.index(SECTION_HEADINGS[0])]
+    assert "Ever" in opening and "`Compaction:`" in opening and "one user" in opening
+    assert "`id+n|text`" in section("## The view")
+    assert PLACEHOLDER in section("## The view")
+    assert "`zoom(id, n)`" in section("## Tools")
+    assert "newest mention" in section("## Turns")
+    assert "`id+n|` head" in section("## Compactions")
+    assert "512 bytes" in section("## Compactions")
+
+
+def test_holds_no_state() -> None:
+    """No date, time, path or count that could change between calls (SPEC §5, §8.10)."""
+    assert not re.search(r"\d{4}-\d{2}-\d{2}", SYSTEM_PROMPT)
+    assert not re.search(r"\d{1,2}:\d{2}", SYSTEM_PROMPT)
+    assert not re.search(r"\b(19|20)\d\d\b", SYSTEM_PROMPT)
+    assert not re.search(r"[+-]\d{2}:?\d{2}\b", SYSTEM_PROMPT)
+    assert "~/" not in SYSTEM_PROMPT and "/home" not in SYSTEM_PROMPT
+    # the only numbers are the fixed facts of the design (8 is from UTF-8)
+    assert set(re.findall(r"\d+", SYSTEM_PROMPT)) <= {"1", "2", "4", "8", "70", "170", "512"}
+
+
+def test_lines_are_whole_paragraphs() -> None:
+    """Hard wraps in the source are joined: no line of the prompt ends mid-sentence."""
+    for line in SYSTEM_PROMPT.split("\n"):
+        assert line == line.strip()
+        if line and not line.startswith("#"):
+            assert line[-1] in ".:", line
+
+
+# -- the system text with the user's instructions -----------------------------------------------
+
+
+def test_system_text_takes_no_time() -> None:
+    assert list(inspect.signature(system_text).parameters) == ["instructions"]
+
+
+def test_system_text_is_byte_stable_across_days() -> None:
+    instructions = "I am Ana. My notes live in ~/notes.\nPrefer small commits.\n"
+    monday = system_text(instructions).encode()
+    time.sleep(0.01)  # time moves on; nothing in the text may follow it
+    tuesday = system_text(instructions).encode()
+    assert monday == tuesday
+    assert monday.startswith(SYSTEM_PROMPT.encode())
+    assert monday.decode().endswith(
+        f"\n\n{INSTRUCTIONS_HEADING}\n\nI am Ana. My notes live in ~/notes.\nPrefer small commits."
+    )
+
+
+@pytest.mark.parametrize("empty", ["", "\n", "  \n\t"])
+def test_no_instructions_gives_the_prompt_alone(empty: str) -> None:
+    assert system_text(empty) == SYSTEM_PROMPT
+
+
+# -- tool definitions ---------------------------------------------------------------------------
+
+
+def _check_schema(schema: object) -> None:
+    """A JSON schema that both APIs accept: an object with typed, described properties."""
+    assert isinstance(schema, dict)
+    assert schema["type"] == "object"
+    assert "oneOf" not in schema and "anyOf" not in schema and "allOf" not in schema
+    properties = schema["properties"]
+    assert isinstance(properties, dict) and properties
+    assert set(schema["required"]) <= set(properties)
+    for prop in properties.values():
+        assert prop["type"] in {"string", "integer"}
+        assert isinstance(prop["description"], str) and prop["description"]
+
+
+def test_tools_in_fixed_order() -> None:
+    names = [tool.name for tool in TOOLS]
+    assert names == ["zoom", "date", "shell", "read", "write", "edit", "agent"]
+
+
+def test_tool_schemas() -> None:
+    for tool in TOOLS:
+        assert tool.description
+        _check_schema(tool.input_schema)
+        json.dumps(tool.input_schema)  # plain JSON
+    required = {tool.name: tool.input_schema["required"] for tool in TOOLS}
+    assert required == {
+        "zoom": [],  # either id + n or name: the tool itself validates
+        "date": ["id"],
+        "shell": ["command"],
+        "read": ["path"],
+        "write": ["path", "content"],
+        "edit": ["path", "old", "new"],
+        "agent": ["name", "task"],
+    }
+    props = {tool.name: list(tool.input_schema["properties"]) for tool in TOOLS}
+    assert props["zoom"] == ["id", "n", "name"]
+    assert props["shell"] == ["command", "timeout"]
+    assert props["read"] == ["path", "offset", "limit"]
+
+
+def test_tools_hold_no_state() -> None:
+    text = json.dumps([[t.name, t.description, t.input_schema] for t in TOOLS])
+    assert not re.search(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}", text)
+
+
+def test_tools_identical_across_calls() -> None:
+    def dump() -> str:
+        return json.dumps(
+            [[t.name, t.description, t.input_schema] for t in prompts.TOOLS], sort_keys=False
+        )
+
+    first = dump()
+    time.sleep(0.01)
+    assert dump() == first
+
+
+# -- the per-turn header ------------------------------------------------------------------------
+
+
+def test_turn_header() -> None:
+    now = datetime(2026, 10, 8, 14, 3, 22, tzinfo=timezone(timedelta(hours=2)))
+    header = turn_header(now)
+    assert "2026-10-08 Thursday 14:03:22 +02:00" in header
+    assert header.endswith(TURN_MARKER)
+    assert "compaction" in TURN_MARKER and not TURN_MARKER.startswith("Compaction:")
+    assert not header.startswith("\n") and not header.endswith("\n")
+
+
+@pytest.mark.parametrize(
+    ("now", "expected"),
+    [
+        (datetime(2026, 1, 4, 0, 0, 5, tzinfo=UTC), "2026-01-04 Sunday 00:00:05 +00:00"),
+        (
+            datetime(2025, 12, 31, 23, 59, 59, tzinfo=timezone(-timedelta(hours=5, minutes=30))),
+            "2025-12-31 Wednesday 23:59:59 -05:30",
+        ),
+        (
+            datetime(2026, 3, 2, 9, 7, 0, tzinfo=timezone(timedelta(hours=13, minutes=45))),
+            "2026-03-02 Monday 09:07:00 +13:45",
+        ),
+    ],
+)
+def test_turn_header_dates(now: datetime, expected: str) -> None:
+    assert expected in turn_header(now)
+
+
+def test_turn_header_naive_is_local() -> None:
+    now = datetime(2026, 10, 8, 14, 3, 22)
+    header = turn_header(now)
+    assert "2026-10-08 Thursday 14:03:22 " in header
+    assert re.search(r"14:03:22 [+-]\d{2}:\d{2}\n", header)
+
+
+def test_turn_header_custom_marker() -> None:
+    now = datetime(2026, 10, 8, 14, 3, 22, tzinfo=UTC)
+    assert turn_header(now, "Task for you:").endswith("\nTask for you:")
