@@ -1,4 +1,7 @@
-"""The command line: `evertalk` and `evertalk memory …`. Imports are lazy so start-up stays fast."""
+"""The command line: `evertalk`, `evertalk memory …` and `evertalk usage`.
+
+Imports are lazy so start-up stays fast.
+"""
 
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     date = actions.add_parser("date", help="when a message was written")
     date.add_argument("id", type=int)
     date.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    compact = actions.add_parser("compact", help="build every summary that needs a model call")
+    compact.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     replay = actions.add_parser("replay", help="the conformance replay (SPEC Appendix A)")
     for flag, value in (
         ("--ceiling", 128_000),
@@ -49,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("--window", 8),
     ):
         replay.add_argument(flag, type=int, default=value)
+    usage = commands.add_parser("usage", help="what the model calls cost: tokens, cache, dollars")
+    usage.add_argument("--json", action="store_true", help="one JSON object, for programs")
+    usage.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     return parser
 
 
@@ -64,15 +72,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `evertalk memory view | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "usage":
+        from evertalk.usage_cli import run_usage_command
+
+        return run_usage_command(args, args.home or default_home())
     if args.command is None:
         args.action = "status"
     elif args.action is None:
-        raise UsageError("memory: say what to do: status, view, zoom, date or replay")
+        raise UsageError("memory: say what to do: status, view, zoom, date, compact or replay")
     if args.action == "replay":
         return _replay(args)
+    if args.action == "compact":
+        from evertalk.compact_cli import run_compact
+
+        return run_compact(args.home or default_home())
     from evertalk.memory_cli import run_memory_command
 
     home = args.home or default_home()

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from evertalk.chat import Chat, Status, ToolInputError
+from evertalk.compactor.status import CompactorStatus, read_status
 from evertalk.store.errors import StoreError
 
 
@@ -41,10 +42,13 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
     action = args.action
     if action == "status":
         status = chat.status()
+        live = read_status(chat.store.path)
         if getattr(args, "json", False):
-            print(json.dumps({**asdict(status), "path": str(status.path)}))
+            compactor = asdict(live) if live else None
+            print(json.dumps({**asdict(status), "path": str(status.path), "compactor": compactor}))
         else:
             print(format_status(status))
+            print(format_compactor(live))
     elif action == "view":
         print(chat.render_view())
     elif action == "zoom":
@@ -72,6 +76,16 @@ def format_status(status: Status) -> str:
             f"ready     {status.ready_leaves:,} leaves, {status.ready_merges:,} merges",
         ]
     )
+
+
+def format_compactor(live: CompactorStatus | None) -> str:
+    if live is None:
+        return "compactor not running (the chat is not open)"
+    line = (
+        f"compactor running in pid {live.pid}: summarizing {live.running}, "
+        f"queued {live.queued}, failed {live.failed}"
+    )
+    return line + (f"; last error: {live.last_error}" if live.last_error else "")
 
 
 def _fail(message: str) -> int:

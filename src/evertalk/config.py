@@ -1,0 +1,555 @@
+"""Settings: `<home>/config.toml`, overridden by the environment (SPEC §1.1, §4.7, §6.6).
+
+`load_config` reads the file with `tomllib`, checks every value, applies the environment and
+fills in the defaults; `save_config` writes the file back with a small TOML writer of our own
+(flat tables of strings, numbers and booleans), private (0600 in a 0700 folder) and atomic.
+
+Precedence, highest first:
+
+- `EVERTALK_PROVIDER`, `EVERTALK_MODEL`, `EVERTALK_MEMORY_MODEL` and the provider's key variable
+  (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `OPENROUTER_API_KEY`; a local server has none) override
+  the file;
+- `base_url` in the file, then `ANTHROPIC_BASE_URL` (anthropic) or `OPENAI_BASE_URL` (openai),
+  as the SDKs honour them, then the provider's usual address;
+- the file, then the defaults. With no provider named anywhere, exactly one key variable set
+  picks its provider; otherwise the provider is anthropic.
+
+When the environment names another provider than the file, the file's model, memory model,
+base_url and api_key belong to the file's provider and are not used: a key is never sent to
+another provider's endpoint.
+
+The API key lives in a `Secret`, whose repr and str are `Secret('***')`; no error message of this
+module holds a value of `api_key`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Final, Literal, TypeAlias, cast, get_args
+
+ProviderName = Literal["anthropic", "openai", "openrouter", "ollama", "llamacpp", "vllm"]
+Policy = Literal["allow", "ask", "deny"]
+
+PROVIDERS: Final[tuple[str, ...]] = get_args(ProviderName)
+POLICIES: Final[tuple[str, ...]] = get_args(Policy)
+EFFORTS: Final = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+LOCAL_PROVIDERS: Final = ("ollama", "llamacpp", "vllm")
+
+CONFIG_FILE: Final = "config.toml"
+DIR_MODE: Final = 0o700
+FILE_MODE: Final = 0o600
+
+# (turn model, compaction model). The compactor's default is the provider's smallest current
+# model, which takes an effort setting (SPEC §4.7: small model, high effort). A local server has
+# no model we could guess: the user names it, and the compactor uses it too.
+DEFAULT_MODELS: Final[Mapping[str, tuple[str, str]]] = {
+    "anthropic": ("claude-sonnet-5-5", "claude-haiku-5-5"),
+    "openai": ("gpt-5.6-terra", "gpt-5.6-luna"),
+    "openrouter": ("openai/gpt-5.6-terra", "openai/gpt-5.6-luna"),
+    "ollama": ("", ""),
+    "llamacpp": ("", ""),
+    "vllm": ("", ""),
+}
+
+# Where a provider listens when neither the file nor the environment says; None: the SDK's own.
+DEFAULT_BASE_URLS: Final[Mapping[str, str | None]] = {
+    "anthropic": None,
+    "openai": None,
+    "openrouter": "https://openrouter.ai/api/v1",
+    "ollama": "http://localhost:11434/v1",
+    "llamacpp": "http://localhost:8080/v1",
+    "vllm": "http://localhost:8000/v1",
+}
+
+# A local server takes a key from the file only: the user's OpenAI key is not sent to it.
+KEY_VARIABLES: Final[Mapping[str, str]] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+}
+# The SDKs' own base URL variables, each honoured for its own provider only.
+BASE_URL_VARIABLES: Final[Mapping[str, str]] = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+}
+
+
+class ConfigError(Exception):
+    """A setting that cannot be used: one line naming the file (or variable) and the problem."""
+
+
+class Secret:
+    """A value that must not be shown: repr and str are `Secret('***')`; `reveal()` gives it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Secret):
+            return NotImplemented
+        return hmac.compare_digest(self._value.encode(), other._value.encode())
+
+    def __hash__(self) -> int:
+        return hash((Secret, self._value))
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """`[memory]`: the compactor. An empty `model` means the provider's default."""
+
+    model: str = ""
+    effort: str = "high"
+    settle_timeout: float = 20
+    concurrency: int = 8
+    deadline: float = 600
+
+
+@dataclass(frozen=True)
+class TurnConfig:
+    """`[turn]`: None leaves the reasoning effort to the model."""
+
+    effort: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolPolicies:
+    """`[tools]`: may the model run a tool: `allow`, `ask` the user, or `deny` (SPEC §6.6)."""
+
+    shell: Policy = "ask"
+    read: Policy = "allow"
+    write: Policy = "ask"
+    edit: Policy = "ask"
+
+
+Value: TypeAlias = str | int | float | bool | Secret | None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a loaded config came from, so that saving it writes back only the user's settings:
+    `file` holds the file's values by dotted key, `loaded` every value as `load_config` made it."""
+
+    file: Mapping[str, Value]
+    loaded: Mapping[str, Value]
+
+
+@dataclass(frozen=True)
+class Config:
+    """The settings in effect. An empty `model` or `memory.model` means the provider's default.
+
+    `base_url` None means the SDK's own default address.
+    """
+
+    provider: ProviderName = "anthropic"
+    model: str = ""
+    base_url: str | None = None
+    api_key: Secret | None = None
+    memory: MemoryConfig = MemoryConfig()
+    turn: TurnConfig = TurnConfig()
+    tools: ToolPolicies = ToolPolicies()
+    origin: Origin | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.provider not in DEFAULT_MODELS:
+            raise ValueError(f"unknown provider {self.provider!r}")
+        turn_default, memory_default = DEFAULT_MODELS[self.provider]
+        if not self.model:
+            object.__setattr__(self, "model", turn_default)
+        if not self.memory.model:
+            memory = replace(self.memory, model=memory_default or self.model)
+            object.__setattr__(self, "memory", memory)
+
+
+def config_path(home: Path) -> Path:
+    return home / CONFIG_FILE
+
+
+# --- reading -------------------------------------------------------------------------------
+
+# Every setting by dotted key. The tables are flat: `[memory]`, `[turn]`, `[tools]`.
+KEYS: Final = (
+    "provider",
+    "model",
+    "base_url",
+    "api_key",
+    "memory.model",
+    "memory.effort",
+    "memory.settle_timeout",
+    "memory.concurrency",
+    "memory.deadline",
+    "turn.effort",
+    "tools.shell",
+    "tools.read",
+    "tools.write",
+    "tools.edit",
+)
+TABLES: Final = ("memory", "turn", "tools")
+# The settings that belong to one provider: not carried over when the environment switches.
+PROVIDER_KEYS: Final = ("model", "memory.model", "base_url", "api_key")
+
+
+def load_config(home: Path, env: Mapping[str, str] = os.environ) -> Config:
+    """The settings in effect for `home`: the file (if any), the environment, the defaults."""
+    path = config_path(home)
+    file = _read_file(path)
+    values: dict[str, Value] = dict(file)
+
+    env_provider = _env(env, "EVERTALK_PROVIDER")
+    if env_provider is not None:
+        provider = _check("provider", env_provider, "EVERTALK_PROVIDER")
+        if provider != file.get("provider", provider):
+            for key in PROVIDER_KEYS:
+                values.pop(key, None)
+        values["provider"] = provider
+    elif "provider" not in values:
+        chosen = [p for p in ("anthropic", "openai", "openrouter") if _env(env, KEY_VARIABLES[p])]
+        values["provider"] = chosen[0] if len(chosen) == 1 else "anthropic"
+    provider = cast(ProviderName, values["provider"])
+
+    for variable, key in (("EVERTALK_MODEL", "model"), ("EVERTALK_MEMORY_MODEL", "memory.model")):
+        value = _env(env, variable)
+        if value is not None:
+            values[key] = _check(key, value, variable)
+    key_variable = KEY_VARIABLES.get(provider)
+    key_value = _env(env, key_variable) if key_variable else None
+    if key_value is not None:
+        values["api_key"] = Secret(key_value)
+    if values.get("base_url") is None:
+        url_variable = BASE_URL_VARIABLES.get(provider)
+        url = _env(env, url_variable) if url_variable else None
+        if url_variable and url is not None:
+            values["base_url"] = _check("base_url", url, url_variable)
+        else:
+            values["base_url"] = DEFAULT_BASE_URLS[provider]
+
+    config = _build(values)
+    if not config.model:
+        raise ConfigError(
+            f'{path}: provider {provider!r} needs a model: set `model = "…"` (or EVERTALK_MODEL)'
+        )
+    return replace(config, origin=Origin(file=file, loaded=_flatten(config)))
+
+
+def _env(env: Mapping[str, str], name: str) -> str | None:
+    """A variable's value; an empty variable counts as unset."""
+    value = env.get(name)
+    return value if value else None
+
+
+def _read_file(path: Path) -> dict[str, Value]:
+    """The file's settings by dotted key, each checked; {} when there is no file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    data, problem = _parse_toml(text)
+    del text  # the raw text may hold the key: keep it out of the frames of later errors
+    if data is None:
+        raise ConfigError(f"{path}: not valid TOML: {problem}")
+    key = data.get("api_key")
+    if isinstance(key, str):
+        data["api_key"] = Secret(key)
+    del key
+    flat: dict[str, Value] = {}
+    for name, value in data.items():
+        if name in TABLES:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{path}: `{name}` must be a table ([{name}])")
+            for key, item in value.items():
+                dotted = _known(path, f"{name}.{key}")
+                flat[dotted] = _check(dotted, item, path)
+        else:
+            flat[_known(path, name)] = _check(_known(path, name), value, path)
+    return flat
+
+
+def _parse_toml(text: str) -> tuple[dict[str, object] | None, str]:
+    """The document, or None and tomllib's reason with its line and column. Quoted parts of the
+    reason (a character, a key) are dropped, so that nothing of a value is repeated."""
+    try:
+        return tomllib.loads(text), ""
+    except tomllib.TOMLDecodeError as error:
+        message = str(error)
+    found = re.search(r"\(at (line \d+, column \d+|end of document)\)$", message)
+    reason = message[: found.start()] if found else message
+    reason = re.sub(r"\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\([^)]*\))", "", reason).strip()
+    return None, f"{found.group(1)}: {reason}" if found else reason
+
+
+def _known(path: Path, key: str) -> str:
+    if key not in KEYS:
+        raise ConfigError(f"{path}: unknown setting `{key}`")
+    return key
+
+
+def _check(key: str, value: object, where: Path | str) -> Value:
+    """`value` if it is right for `key`; otherwise a ConfigError naming `where`."""
+
+    def fail(expected: str) -> ConfigError:
+        if key == "api_key":  # never repeat any part of it
+            return ConfigError(f"{where}: `api_key` must be {expected}")
+        # Short values (a misspelt name) are shown; a long one may be a key put in the wrong
+        # place, so only its kind is.
+        shown = repr(value)
+        if len(shown) > 24:
+            shown = f"a {len(value)}-character string" if isinstance(value, str) else "that"
+        return ConfigError(f"{where}: `{key}` must be {expected}, not {shown}")
+
+    if key == "api_key":
+        if not isinstance(value, Secret) or not value.reveal():
+            raise fail("a non-empty string")
+        return value
+    if key == "provider":
+        if value not in PROVIDERS:
+            raise fail("one of " + ", ".join(PROVIDERS))
+        return value
+    if key.startswith("tools."):
+        if value not in POLICIES:
+            raise fail("allow, ask or deny")
+        return value
+    if key.endswith(".effort"):
+        if value not in EFFORTS:
+            raise fail("one of " + ", ".join(EFFORTS))
+        return value
+    if key == "base_url":
+        if not isinstance(value, str) or not re.match(r"https?://[^\s/]", value):
+            raise fail("an http:// or https:// address")
+        return value
+    if key in ("model", "memory.model"):
+        if not isinstance(value, str) or not value.strip() or value != value.strip():
+            raise fail("a model name")
+        return value
+    if key == "memory.concurrency":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise fail("a whole number >= 1")
+        return value
+    if key in ("memory.settle_timeout", "memory.deadline"):
+        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number_ok or not math.isfinite(cast(float, value)):
+            raise fail("a number of seconds")
+        seconds = cast(float, value)
+        if key == "memory.deadline" and seconds <= 0:
+            raise fail("a positive number of seconds")
+        if seconds < 0:
+            raise fail("a number of seconds >= 0")
+        return seconds
+    raise AssertionError(key)  # pragma: no cover - KEYS and this function go together
+
+
+def _build(values: Mapping[str, Value]) -> Config:
+    def get(key: str, default: object) -> object:
+        return values.get(key, default)
+
+    memory = MemoryConfig(
+        model=cast(str, get("memory.model", "")),
+        effort=cast(str, get("memory.effort", "high")),
+        settle_timeout=cast(float, get("memory.settle_timeout", 20)),
+        concurrency=cast(int, get("memory.concurrency", 8)),
+        deadline=cast(float, get("memory.deadline", 600)),
+    )
+    tools = ToolPolicies(
+        **{name: cast(Policy, get(f"tools.{name}", default)) for name, default in _POLICY_DEFAULTS}
+    )
+    return Config(
+        provider=cast(ProviderName, values["provider"]),
+        model=cast(str, get("model", "")),
+        base_url=cast("str | None", get("base_url", None)),
+        api_key=cast("Secret | None", get("api_key", None)),
+        memory=memory,
+        turn=TurnConfig(effort=cast("str | None", get("turn.effort", None))),
+        tools=tools,
+    )
+
+
+_POLICY_DEFAULTS: Final = (("shell", "ask"), ("read", "allow"), ("write", "ask"), ("edit", "ask"))
+
+
+def _flatten(config: Config) -> dict[str, Value]:
+    memory, tools = config.memory, config.tools
+    return {
+        "provider": config.provider,
+        "model": config.model,
+        "base_url": config.base_url,
+        "api_key": config.api_key,
+        "memory.model": memory.model,
+        "memory.effort": memory.effort,
+        "memory.settle_timeout": memory.settle_timeout,
+        "memory.concurrency": memory.concurrency,
+        "memory.deadline": memory.deadline,
+        "turn.effort": config.turn.effort,
+        "tools.shell": tools.shell,
+        "tools.read": tools.read,
+        "tools.write": tools.write,
+        "tools.edit": tools.edit,
+    }
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def save_config(home: Path, config: Config) -> None:
+    """Write `<home>/config.toml` (0600, in a 0700 folder, atomically).
+
+    Only the user's settings are written: what the file held (changed or not) and what was changed
+    since loading. Values that came from the environment or the defaults stay out of the file, so
+    an API key read from a variable is never written, and a default model is not pinned.
+    A config made directly (not loaded) writes the values that differ from the defaults.
+    """
+    for key, value in _flatten(config).items():
+        if value is not None and key != "api_key":
+            _check(key, value, "config")
+    wanted = _to_write(config)
+    tables: dict[str, dict[str, str | int | float | bool]] = {"": {}}
+    for key in KEYS:
+        if key not in wanted or wanted[key] is None:
+            continue
+        value = wanted[key]
+        plain = value.reveal() if isinstance(value, Secret) else value
+        table, _, name = key.rpartition(".")
+        tables.setdefault(table, {})[name] = cast("str | int | float | bool", plain)
+    top = tables.pop("")
+    document: dict[str, object] = {**top, **tables}
+    body = dump_toml(document)
+    text = "# evertalk settings (rewritten by evertalk: comments are not kept)\n"
+    text += "\n" + body if body else ""
+    _private_dir(home)
+    _write_atomic(config_path(home), text.encode("utf-8"))
+
+
+def _to_write(config: Config) -> dict[str, Value]:
+    current = _flatten(config)
+    if config.origin is None:
+        defaults = _flatten(Config(provider=config.provider))
+        # A local server's compaction model follows the turn model unless set apart.
+        defaults["memory.model"] = Config(config.provider, config.model).memory.model
+        return {k: v for k, v in current.items() if k == "provider" or v != defaults[k]}
+    file, loaded = config.origin.file, config.origin.loaded
+    wanted: dict[str, Value] = {}
+    for key, value in current.items():
+        if key in loaded and value == loaded[key]:
+            if key in file:
+                wanted[key] = file[key]
+        else:
+            wanted[key] = value
+    return wanted
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n"}
+_ESCAPES2: Final = {"\f": "\\f", "\r": "\\r"}
+
+
+def dump_toml(document: Mapping[str, object]) -> str:
+    """TOML for a flat document: top-level scalars first, then tables of scalars. Scalars are
+    str, int, float and bool; None values are left out (TOML has no null)."""
+    lines: list[str] = []
+    tables: list[tuple[str, Mapping[str, object]]] = []
+    for key, value in document.items():
+        if isinstance(value, Mapping):
+            tables.append((key, value))
+        elif value is not None:
+            lines.append(f"{toml_key(key)} = {toml_value(value)}")
+    for name, table in tables:
+        if lines:
+            lines.append("")
+        lines.append(f"[{toml_key(name)}]")
+        for key, value in table.items():
+            if value is not None:
+                lines.append(f"{toml_key(key)} = {toml_value(value)}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else toml_string(key)
+
+
+def toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)  # always has a '.' or an exponent: a TOML float
+    if isinstance(value, str):
+        return toml_string(value)
+    raise TypeError(f"cannot write a {type(value).__name__} as a TOML value")
+
+
+def toml_string(text: str) -> str:
+    """A TOML basic string: quotes, backslashes and control characters escaped."""
+    out = ['"']
+    for char in text:
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif char in _ESCAPES2:
+            out.append(_ESCAPES2[char])
+        elif char < " " or char == "\x7f":
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def _private_dir(path: Path) -> None:
+    """Create `path` and missing parents as 0700 folders (the umask does not get a say)."""
+    if path.is_dir():
+        return
+    if path.parent != path:
+        _private_dir(path.parent)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        if not path.is_dir():
+            raise
+        return
+    os.chmod(path, DIR_MODE)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: a crash leaves the old file or the new one, never a mix."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        try:
+            os.fchmod(fd, FILE_MODE)  # O_CREAT's mode passes through the umask, fchmod does not
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

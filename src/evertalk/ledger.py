@@ -1,0 +1,400 @@
+"""The usage ledger: `<home>/usage.jsonl`, one JSON line per model call (SPEC §1.8).
+
+A line holds `date` (ISO 8601 with the local offset), `role` (`turn`, `compaction` or
+`subagent`), `provider`, `model`, the `input`, `output`, `cache_read` and `cache_write` tokens,
+`cost` in USD (null where the price is unknown), `duration_ms`, and `node` (a compaction's node,
+such as "40+8") or `turn` (the turn's id) when the caller gives one.
+
+This module imports no model SDK (`evertalk usage` must start fast), and not even the provider
+types at run time: `record` takes anything with the four token counts of `Usage`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from evertalk.providers.base import Usage
+
+LEDGER_FILE: Final = "usage.jsonl"
+ROLES: Final = ("turn", "compaction", "subagent")
+DIR_MODE: Final = 0o700
+FILE_MODE: Final = 0o600
+
+
+def ledger_path(home: Path) -> Path:
+    return home / LEDGER_FILE
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """One model call, as one line of the ledger."""
+
+    date: str
+    role: str
+    provider: str
+    model: str
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+    cost: float | None
+    duration_ms: int
+    node: str | None = None
+    turn: int | str | None = None
+
+    @property
+    def day(self) -> str:
+        """The calendar day where the call was made (the date's own offset), YYYY-MM-DD."""
+        return datetime.fromisoformat(self.date).date().isoformat()
+
+    def to_json(self) -> str:
+        fields = asdict(self)
+        for optional in ("node", "turn"):
+            if fields[optional] is None:
+                del fields[optional]
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class Ledger:
+    """Appends records to the ledger at `path`; the file and its folder are made private (0600,
+    0700) when created. Use as a context manager, or call `close()`.
+
+    Writing is best effort: a failed write (a full disk, say) is counted in `failures` and kept in
+    `last_error`, and never raised, so that accounting cannot break a turn or a compaction.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.failures = 0
+        self.last_error: str | None = None
+        self._fd: int | None = None
+
+    def record(
+        self,
+        *,
+        role: str,
+        provider: str,
+        model: str,
+        usage: Usage,
+        cost: float | None,
+        duration_ms: float,
+        node: str | None = None,
+        turn: int | str | None = None,
+        date: datetime | None = None,
+    ) -> UsageRecord:
+        """Append one call's line and return its record. `cost` is in USD, None when the price is
+        unknown; `date` defaults to now, in local time with its offset."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        if cost is not None and not (math.isfinite(cost) and cost >= 0):
+            raise ValueError(f"cost must be a finite amount >= 0 or None, not {cost!r}")
+        when = date or datetime.now()
+        if when.tzinfo is None:
+            when = when.astimezone()  # a naive time is local: give it the local offset
+        entry = UsageRecord(
+            date=when.isoformat(timespec="milliseconds"),
+            role=role,
+            provider=provider,
+            model=model,
+            input=_tokens(usage.input),
+            output=_tokens(usage.output),
+            cache_read=_tokens(usage.cache_read),
+            cache_write=_tokens(usage.cache_write),
+            cost=None if cost is None else float(cost),
+            duration_ms=max(0, round(duration_ms)),
+            node=node,
+            turn=turn,
+        )
+        line = (entry.to_json() + "\n").encode("utf-8")
+        try:
+            fd = self._open()
+            # One write(2) of the whole line with O_APPEND: lines from several writers (the
+            # compactor's tasks, a second process) land whole, one after another. There is no
+            # userspace buffer to flush, and no fsync: this is accounting, not the chat. A crash
+            # can lose the last lines the OS had not written out, which costs a few figures in
+            # `evertalk usage`; an fsync per model call would cost latency on every call.
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(f"short write ({written} of {len(line)} bytes)")
+        except OSError as error:
+            self.failures += 1
+            self.last_error = f"{self.path}: {error.strerror or error}"
+        return entry
+
+    def _open(self) -> int:
+        if self._fd is None:
+            _private_dir(self.path.parent)
+            flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC  # read: the torn-line check
+            try:
+                fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+                os.fchmod(fd, FILE_MODE)  # the umask filtered O_CREAT's mode
+            except FileExistsError:
+                fd = os.open(self.path, flags)
+                _end_torn_line(fd)
+            self._fd = fd
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _tokens(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"token counts are whole numbers >= 0, not {value!r}")
+    return value
+
+
+def _end_torn_line(fd: int) -> None:
+    """After a crash mid-line, end that line first, so that the next record starts on its own
+    line: the torn line is then one bad line that readers skip, not two."""
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        os.write(fd, b"\n")
+
+
+def _private_dir(path: Path) -> None:
+    """Create `path` and missing parents as 0700 folders (the umask does not get a say)."""
+    if path.is_dir():
+        return
+    if path.parent != path:
+        _private_dir(path.parent)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        if not path.is_dir():
+            raise
+        return
+    os.chmod(path, DIR_MODE)
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LedgerContents:
+    records: list[UsageRecord]
+    skipped: int
+    """Lines that were not records (torn by a crash, or damaged), left out."""
+
+
+def read_records(path: Path) -> LedgerContents:
+    """Every record of the ledger, skipping (and counting) the lines that are not one.
+
+    Raises FileNotFoundError when there is no ledger yet, OSError when it cannot be read.
+    """
+    records: list[UsageRecord] = []
+    skipped = 0
+    with open(path, "rb") as file:
+        for raw in file:
+            if not raw.strip():
+                continue
+            parsed = parse_record(raw)
+            if parsed is None:
+                skipped += 1
+            else:
+                records.append(parsed)
+    return LedgerContents(records, skipped)
+
+
+def parse_record(raw: bytes) -> UsageRecord | None:
+    """The record on one line, or None when the line is not one."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    try:
+        date = _text(data, "date")
+        datetime.fromisoformat(date)
+        cost = data.get("cost")
+        if cost is not None and not _is_amount(cost):
+            return None
+        node = data.get("node")
+        turn = data.get("turn")
+        if node is not None and not isinstance(node, str):
+            return None
+        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int | str)):
+            return None
+        return UsageRecord(
+            date=date,
+            role=_text(data, "role"),
+            provider=_text(data, "provider"),
+            model=_text(data, "model"),
+            input=_count(data, "input"),
+            output=_count(data, "output"),
+            cache_read=_count(data, "cache_read"),
+            cache_write=_count(data, "cache_write"),
+            cost=None if cost is None else float(cost),
+            duration_ms=_count(data, "duration_ms"),
+            node=node,
+            turn=turn,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _text(data: dict[str, Any], name: str) -> str:
+    value = data[name]
+    if not isinstance(value, str):
+        raise TypeError(name)
+    return value
+
+
+def _count(data: dict[str, Any], name: str) -> int:
+    value = data[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(name)
+    return value
+
+
+def _is_amount(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value >= 0
+
+
+# --- summing up ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Sums over a group of calls. `cost` adds the known costs; `unpriced` counts the calls
+    whose cost is unknown, so a cost with unpriced calls is a lower bound."""
+
+    calls: int = 0
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost: float = 0.0
+    unpriced: int = 0
+
+    @property
+    def prompt(self) -> int:
+        """All prompt tokens: uncached, read from the cache, written to it."""
+        return self.input + self.cache_read + self.cache_write
+
+    @property
+    def cache_read_share(self) -> float | None:
+        """cache_read / (input + cache_read + cache_write); None without prompt tokens."""
+        return self.cache_read / self.prompt if self.prompt else None
+
+    def as_dict(self) -> dict[str, Any]:
+        # Rounded to a millionth of a cent: sums of floats carry noise in the last digits.
+        cost = round(self.cost, 8)
+        return {**asdict(self), "cost": cost, "cache_read_share": self.cache_read_share}
+
+
+@dataclass
+class _Sum:
+    calls: int = 0
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost: float = 0.0
+    unpriced: int = 0
+
+    def add(self, record: UsageRecord) -> None:
+        self.calls += 1
+        self.input += record.input
+        self.output += record.output
+        self.cache_read += record.cache_read
+        self.cache_write += record.cache_write
+        if record.cost is None:
+            self.unpriced += 1
+        else:
+            self.cost += record.cost
+
+    def freeze(self) -> Totals:
+        return Totals(**asdict(self))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The ledger summed up: by day (oldest first), by role, by model (keyed `provider/model`)."""
+
+    total: Totals
+    by_day: dict[str, Totals] = field(default_factory=dict)
+    by_role: dict[str, Totals] = field(default_factory=dict)
+    by_model: dict[str, Totals] = field(default_factory=dict)
+    compaction_calls: int = 0
+    built_nodes: int = 0
+    """Distinct nodes named by compaction calls."""
+
+    @property
+    def cache_read_share(self) -> float | None:
+        return self.total.cache_read_share
+
+    @property
+    def calls_per_node(self) -> float | None:
+        """Compaction calls per built node; None before the first node."""
+        return self.compaction_calls / self.built_nodes if self.built_nodes else None
+
+    def as_dict(self) -> dict[str, Any]:
+        def table(groups: dict[str, Totals]) -> dict[str, Any]:
+            return {key: totals.as_dict() for key, totals in groups.items()}
+
+        return {
+            "total": self.total.as_dict(),
+            "by_day": table(self.by_day),
+            "by_role": table(self.by_role),
+            "by_model": table(self.by_model),
+            "cache_read_share": self.cache_read_share,
+            "compaction_calls": self.compaction_calls,
+            "built_nodes": self.built_nodes,
+            "calls_per_node": self.calls_per_node,
+        }
+
+
+def summarize(records: Iterable[UsageRecord]) -> Summary:
+    total = _Sum()
+    days: dict[str, _Sum] = {}
+    roles: dict[str, _Sum] = {}
+    models: dict[str, _Sum] = {}
+    compactions = 0
+    nodes: set[str] = set()
+    for record in records:
+        total.add(record)
+        days.setdefault(record.day, _Sum()).add(record)
+        roles.setdefault(record.role, _Sum()).add(record)
+        models.setdefault(f"{record.provider}/{record.model}", _Sum()).add(record)
+        if record.role == "compaction":
+            compactions += 1
+            if record.node is not None:
+                nodes.add(record.node)
+
+    def role_order(role: str) -> tuple[int, str]:
+        return (ROLES.index(role) if role in ROLES else len(ROLES), role)
+
+    return Summary(
+        total=total.freeze(),
+        by_day={day: days[day].freeze() for day in sorted(days)},
+        by_role={role: roles[role].freeze() for role in sorted(roles, key=role_order)},
+        by_model={model: models[model].freeze() for model in sorted(models)},
+        compaction_calls=compactions,
+        built_nodes=len(nodes),
+    )

@@ -1,0 +1,57 @@
+"""The pieces a running evertalk shares, made once from the home folder at start-up.
+
+The system prompt and the user's instructions are read here, once per process: they must be
+byte-identical on every call (SPEC §5), so an edit takes effect at the next start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evertalk.config import Config, load_config
+from evertalk.prompts import system_text
+
+if TYPE_CHECKING:
+    from evertalk.compactor.service import CompactorSettings
+    from evertalk.providers.base import Provider
+
+INSTRUCTIONS_NAME = "instructions.md"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    home: Path
+    config: Config
+    system: str  # the system prompt + the user's instructions, fixed for this process
+
+    @classmethod
+    def load(cls, home: Path) -> Runtime:
+        config = load_config(home)
+        return cls(home, config, system_text(read_instructions(home)))
+
+    def provider(self) -> Provider:
+        from evertalk.providers.factory import make_provider
+
+        key = self.config.api_key.reveal() if self.config.api_key else None
+        return make_provider(self.config.provider, key, self.config.base_url)
+
+    def compactor_settings(self) -> CompactorSettings:
+        from evertalk.compactor.service import CompactorSettings
+
+        memory = self.config.memory
+        return CompactorSettings(
+            model=memory.model,
+            effort=memory.effort or None,
+            concurrency=memory.concurrency,
+            deadline=memory.deadline,
+            cache_key=f"evertalk-compaction-{self.home.resolve()}"[:64],
+        )
+
+
+def read_instructions(home: Path) -> str:
+    try:
+        return (home / INSTRUCTIONS_NAME).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""

@@ -1,0 +1,456 @@
+"""Settings: the file, the environment, the defaults, private writes, and a key that never shows."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evertalk.config import (
+    Config,
+    ConfigError,
+    MemoryConfig,
+    Secret,
+    ToolPolicies,
+    TurnConfig,
+    dump_toml,
+    load_config,
+    save_config,
+)
+
+KEY = "sk-ant-api03-SECRETSECRETSECRET-0123456789abcdef"
+
+
+def write(home: Path, text: str) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_of(home: Path, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_config(home, env or {})
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.fixture
+def hostile_umask() -> Iterator[None]:
+    """A umask that would strip the owner's own bits: the modes must not depend on it."""
+    old = os.umask(0o277)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+# --- defaults and the file -----------------------------------------------------------------
+
+
+def test_defaults_without_a_file_or_environment(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "home", {})
+    assert config == Config(
+        provider="anthropic",
+        model="claude-sonnet-5-5",
+        base_url=None,
+        api_key=None,
+        memory=MemoryConfig("claude-haiku-5-5", "high", 20, 8, 600),
+        turn=TurnConfig(None),
+        tools=ToolPolicies(shell="ask", read="allow", write="ask", edit="ask"),
+    )
+    assert not (tmp_path / "home").exists()  # reading never creates anything
+
+
+@pytest.mark.parametrize(
+    ("provider", "turn", "memory", "base_url"),
+    [
+        ("anthropic", "claude-sonnet-5-5", "claude-haiku-5-5", None),
+        ("openai", "gpt-5.6-terra", "gpt-5.6-luna", None),
+        (
+            "openrouter",
+            "openai/gpt-5.6-terra",
+            "openai/gpt-5.6-luna",
+            "https://openrouter.ai/api/v1",
+        ),
+    ],
+)
+def test_each_hosted_provider_has_a_cheap_compaction_model(
+    tmp_path: Path, provider: str, turn: str, memory: str, base_url: str | None
+) -> None:
+    write(tmp_path, f'provider = "{provider}"\n')
+    config = load_config(tmp_path, {})
+    assert (config.model, config.memory.model, config.base_url) == (turn, memory, base_url)
+
+
+@pytest.mark.parametrize(
+    ("provider", "base_url"),
+    [
+        ("ollama", "http://localhost:11434/v1"),
+        ("llamacpp", "http://localhost:8080/v1"),
+        ("vllm", "http://localhost:8000/v1"),
+    ],
+)
+def test_local_servers_compact_with_the_turn_model(
+    tmp_path: Path, provider: str, base_url: str
+) -> None:
+    write(tmp_path, f'provider = "{provider}"\nmodel = "qwen3:8b"\n')
+    config = load_config(tmp_path, {})
+    assert (config.model, config.memory.model, config.base_url) == (
+        "qwen3:8b",
+        "qwen3:8b",
+        base_url,
+    )
+
+
+def test_a_local_server_gets_no_key_from_the_environment(tmp_path: Path) -> None:
+    write(tmp_path, 'provider = "ollama"\nmodel = "qwen3:8b"\n')
+    env = {"OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": KEY}
+    assert load_config(tmp_path, env).api_key is None
+    write(tmp_path, f'provider = "ollama"\nmodel = "qwen3:8b"\napi_key = "{KEY}"\n')
+    assert load_config(tmp_path, env).api_key == Secret(KEY)
+
+
+def test_a_local_server_without_a_model_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, 'provider = "ollama"\n')
+    message = error_of(tmp_path)
+    assert str(path) in message and "needs a model" in message
+
+
+def test_every_value_from_the_file(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        f"""
+provider = "openai"
+model = "gpt-5.6-sol"
+base_url = "https://proxy.example/v1"
+api_key = "{KEY}"
+
+[memory]
+model = "gpt-5.6-terra"
+effort = "xhigh"
+settle_timeout = 2.5
+concurrency = 3
+deadline = 90
+
+[turn]
+effort = "medium"
+
+[tools]
+shell = "deny"
+read = "ask"
+write = "allow"
+edit = "allow"
+""",
+    )
+    config = load_config(tmp_path, {})
+    assert config == Config(
+        provider="openai",
+        model="gpt-5.6-sol",
+        base_url="https://proxy.example/v1",
+        api_key=Secret(KEY),
+        memory=MemoryConfig("gpt-5.6-terra", "xhigh", 2.5, 3, 90),
+        turn=TurnConfig("medium"),
+        tools=ToolPolicies(shell="deny", read="ask", write="allow", edit="allow"),
+    )
+    assert config.api_key is not None and config.api_key.reveal() == KEY
+
+
+# --- the environment -----------------------------------------------------------------------
+
+
+def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
+    write(tmp_path, f'provider = "anthropic"\nmodel = "claude-opus-5-5"\napi_key = "{KEY}"\n')
+    env = {
+        "ANTHROPIC_API_KEY": "from-env",
+        "EVERTALK_MODEL": "claude-fable-5-1",
+        "EVERTALK_MEMORY_MODEL": "claude-haiku-4-5",
+    }
+    config = load_config(tmp_path, env)
+    assert config.model == "claude-fable-5-1"
+    assert config.memory.model == "claude-haiku-4-5"
+    assert config.api_key == Secret("from-env")
+    # Another provider's key variable is not this provider's key.
+    assert load_config(tmp_path, {"OPENAI_API_KEY": "x"}).api_key == Secret(KEY)
+
+
+def test_an_empty_variable_counts_as_unset(tmp_path: Path) -> None:
+    write(tmp_path, f'api_key = "{KEY}"\n')
+    config = load_config(tmp_path, {"ANTHROPIC_API_KEY": "", "EVERTALK_MODEL": ""})
+    assert config.api_key == Secret(KEY) and config.model == "claude-sonnet-5-5"
+
+
+def test_base_url_variables_apply_when_the_file_has_none(tmp_path: Path) -> None:
+    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9/a", "OPENAI_BASE_URL": "http://127.0.0.1:9/o"}
+    assert load_config(tmp_path, env).base_url == "http://127.0.0.1:9/a"
+    write(tmp_path, 'provider = "openai"\n')
+    assert load_config(tmp_path, env).base_url == "http://127.0.0.1:9/o"
+    # Each variable is for its own provider's SDK: not for OpenRouter or a local server.
+    write(tmp_path, 'provider = "vllm"\nmodel = "m"\n')
+    assert load_config(tmp_path, env).base_url == "http://localhost:8000/v1"
+    write(tmp_path, 'provider = "openrouter"\n')
+    assert load_config(tmp_path, env).base_url == "https://openrouter.ai/api/v1"
+    write(tmp_path, 'provider = "openai"\nbase_url = "https://file.example/v1"\n')
+    assert load_config(tmp_path, env).base_url == "https://file.example/v1"
+
+
+@pytest.mark.parametrize(
+    ("variables", "provider"),
+    [
+        (["OPENAI_API_KEY"], "openai"),
+        (["OPENROUTER_API_KEY"], "openrouter"),
+        (["ANTHROPIC_API_KEY"], "anthropic"),
+        (["OPENAI_API_KEY", "OPENROUTER_API_KEY"], "anthropic"),  # not exactly one: the default
+        ([], "anthropic"),
+    ],
+)
+def test_one_key_variable_picks_the_provider(
+    tmp_path: Path, variables: list[str], provider: str
+) -> None:
+    env = {name: f"key-of-{name}" for name in variables}
+    config = load_config(tmp_path, env)
+    assert config.provider == provider
+    if len(variables) == 1:
+        assert config.api_key == Secret(f"key-of-{variables[0]}")
+
+
+def test_a_provider_named_anywhere_beats_the_key_variables(tmp_path: Path) -> None:
+    assert load_config(
+        tmp_path, {"OPENAI_API_KEY": "k", "EVERTALK_PROVIDER": "anthropic"}
+    ).provider == ("anthropic")
+    write(tmp_path, 'provider = "anthropic"\n')
+    config = load_config(tmp_path, {"OPENAI_API_KEY": "k"})
+    assert config.provider == "anthropic" and config.api_key is None
+
+
+def test_switching_provider_by_environment_leaves_the_files_provider_settings(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path,
+        f'provider = "anthropic"\nmodel = "claude-opus-5-5"\napi_key = "{KEY}"\n'
+        'base_url = "https://anthropic-proxy.example"\n[memory]\nmodel = "claude-haiku-5-5"\n'
+        "concurrency = 2\n",
+    )
+    config = load_config(tmp_path, {"EVERTALK_PROVIDER": "openrouter"})
+    assert config.provider == "openrouter"
+    assert config.api_key is None  # the Anthropic key is never sent to OpenRouter
+    assert config.base_url == "https://openrouter.ai/api/v1"
+    assert (config.model, config.memory.model) == ("openai/gpt-5.6-terra", "openai/gpt-5.6-luna")
+    assert config.memory.concurrency == 2  # not tied to a provider: kept
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+def test_bad_toml_names_the_file_and_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, 'provider = "openai"\nmodel = \n')
+    message = error_of(tmp_path)
+    assert message.startswith(f"{path}: not valid TOML: line 2")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('provider = "antropic"', "`provider` must be one of anthropic, openai"),
+        ('[tools]\nshell = "yes"', "`tools.shell` must be allow, ask or deny, not 'yes'"),
+        ("[tools]\nread = true", "`tools.read` must be allow, ask or deny, not True"),
+        ('[memory]\nconcurrency = "eight"', "`memory.concurrency` must be a whole number >= 1"),
+        ("[memory]\nconcurrency = 0", "`memory.concurrency` must be a whole number >= 1, not 0"),
+        ("[memory]\nconcurrency = true", "`memory.concurrency` must be a whole number"),
+        ("[memory]\nsettle_timeout = -1", "`memory.settle_timeout` must be a number of seconds"),
+        ("[memory]\ndeadline = 0", "`memory.deadline` must be a positive number of seconds"),
+        ("[memory]\ndeadline = nan", "`memory.deadline` must be a number of seconds"),
+        ('[memory]\neffort = "extreme"', "`memory.effort` must be one of none"),
+        ("model = 5", "`model` must be a model name, not 5"),
+        ('model = ""', "`model` must be a model name"),
+        ('base_url = "localhost:8080"', "`base_url` must be an http:// or https:// address"),
+        ("memory = 3", "`memory` must be a table"),
+        ('[memory]\nmodle = "x"', "unknown setting `memory.modle`"),
+        ('colour = "blue"', "unknown setting `colour`"),
+        ("api_key = 12345", "`api_key` must be a non-empty string"),
+        ('api_key = ""', "`api_key` must be a non-empty string"),
+    ],
+)
+def test_bad_values_are_one_line_naming_the_file(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, text + "\n")
+    message = error_of(tmp_path)
+    assert message.startswith(f"{path}: {expected}"), message
+
+
+def test_a_bad_variable_is_named(tmp_path: Path) -> None:
+    assert error_of(tmp_path, {"EVERTALK_PROVIDER": "gemini"}).startswith(
+        "EVERTALK_PROVIDER: `provider` must be one of"
+    )
+    assert error_of(tmp_path, {"ANTHROPIC_BASE_URL": "nope"}).startswith(
+        "ANTHROPIC_BASE_URL: `base_url` must be an http"
+    )
+    assert error_of(tmp_path, {"EVERTALK_MODEL": " padded "}).startswith(
+        "EVERTALK_MODEL: `model` must be a model name"
+    )
+
+
+def test_an_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    write(tmp_path, "")
+    (tmp_path / "config.toml").write_bytes(b'model = "\xff"\n')
+    assert "not UTF-8" in error_of(tmp_path)
+
+
+# --- the key never shows ---------------------------------------------------------------------
+
+
+def test_secret_shows_nothing() -> None:
+    secret = Secret(KEY)
+    assert repr(secret) == str(secret) == f"{secret}" == "Secret('***')"
+    assert KEY not in f"{secret!r} {secret!s} {[secret]} { ({'k': secret}) }"
+    assert secret.reveal() == KEY
+    assert secret == Secret(KEY) and secret != Secret("other") and hash(secret) == hash(Secret(KEY))
+
+
+def test_the_key_is_not_in_the_configs_repr_or_str(tmp_path: Path) -> None:
+    write(tmp_path, f'api_key = "{KEY}"\n')
+    config = load_config(tmp_path, {"OPENAI_API_KEY": KEY + "-openai"})
+    shown = repr(config) + str(config) + f"{config}" + repr(config.origin)
+    assert "SECRET" not in shown and "Secret('***')" in shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'api_key = "{KEY}"\nprovider = "antropic"\n',  # a bad value on the next line
+        f'api_key = "{KEY}\n',  # an unterminated string
+        f"api_key = {KEY}\n",  # no quotes
+        f'api_key = "{KEY}\x01"\n',  # a control character inside the key
+        f'api_key = "{KEY}"\napi_key = "{KEY}"\n',  # twice
+        f'api_key = ["{KEY}"]\n',  # wrong type
+        f'[memory]\napi_key = "{KEY}"\n',  # in the wrong table
+        f'base_url = "{KEY}"\n',  # in the wrong setting
+        f'model = "{KEY} "\n',
+        f'[tools]\nshell = "{KEY}"\n',
+    ],
+)
+def test_errors_near_the_key_do_not_repeat_it(tmp_path: Path, text: str) -> None:
+    write(tmp_path, text)
+    message = error_of(tmp_path)
+    assert "SECRET" not in message, message
+
+
+def test_a_traceback_does_not_show_the_key(tmp_path: Path) -> None:
+    write(tmp_path, f'api_key = "{KEY}"\n[tools]\nshell = "sometimes"\n')
+    script = "import sys; from pathlib import Path; from evertalk.config import load_config; "
+    script += "load_config(Path(sys.argv[1]), {})"
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1 and "ConfigError" in result.stderr
+    assert "SECRET" not in result.stderr + result.stdout
+
+
+# --- saving ----------------------------------------------------------------------------------
+
+
+def test_save_is_private_and_atomic(tmp_path: Path, hostile_umask: None) -> None:
+    home = tmp_path / "new" / "home"
+    save_config(home, Config(provider="openai", api_key=Secret(KEY)))
+    assert home.stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700
+    assert (home / "config.toml").stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in home.iterdir()] == ["config.toml"]  # no temporary file left
+    # Replacing a file that someone made readable by others leaves a private one.
+    (home / "config.toml").chmod(0o644)
+    save_config(home, Config(provider="openai"))
+    assert (home / "config.toml").stat().st_mode & 0o777 == 0o600
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    config = Config(
+        provider="openrouter",
+        model='vendor/model "quoted" \\ \t name',
+        base_url="https://openrouter.example/api/v1",
+        api_key=Secret(KEY),
+        memory=MemoryConfig("vendor/small", "max", 0.25, 16, 1200),
+        turn=TurnConfig("low"),
+        tools=ToolPolicies(shell="allow", read="deny", write="deny", edit="allow"),
+    )
+    save_config(tmp_path, config)
+    assert load_config(tmp_path, {}) == config
+    loaded = load_config(tmp_path, {})
+    save_config(tmp_path, loaded)
+    assert load_config(tmp_path, {}) == config
+
+
+def test_a_default_config_saves_as_just_the_provider(tmp_path: Path) -> None:
+    save_config(tmp_path, Config())
+    text = (tmp_path / "config.toml").read_text()
+    assert tomllib.loads(text) == {"provider": "anthropic"}
+
+
+def test_saving_a_loaded_config_writes_only_the_users_settings(tmp_path: Path) -> None:
+    write(tmp_path, 'model = "claude-opus-5-5"\n[memory]\nconcurrency = 4\n')
+    env = {
+        "ANTHROPIC_API_KEY": KEY,
+        "EVERTALK_MODEL": "claude-fable-5-1",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:1",
+    }
+    loaded = load_config(tmp_path, env)
+    changed = replace(loaded, tools=replace(loaded.tools, shell="allow"))
+    save_config(tmp_path, changed)
+    text = (tmp_path / "config.toml").read_text()
+    assert "SECRET" not in text  # a key from the environment is never written
+    assert tomllib.loads(text) == {
+        "model": "claude-opus-5-5",  # the file's value, not the environment's
+        "memory": {"concurrency": 4},
+        "tools": {"shell": "allow"},
+    }
+
+
+def test_saving_after_a_provider_switch_keeps_the_files_settings(tmp_path: Path) -> None:
+    original = f'provider = "anthropic"\nmodel = "claude-opus-5-5"\napi_key = "{KEY}"\n'
+    write(tmp_path, original)
+    save_config(tmp_path, load_config(tmp_path, {"EVERTALK_PROVIDER": "openai"}))
+    assert tomllib.loads((tmp_path / "config.toml").read_text()) == tomllib.loads(original)
+
+
+def test_saving_checks_the_values(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"tools\.shell"):
+        save_config(tmp_path, Config(tools=ToolPolicies(shell="maybe")))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="`model`"):
+        save_config(tmp_path, Config(provider="ollama"))
+    assert not (tmp_path / "config.toml").exists()
+
+
+# --- the TOML writer -------------------------------------------------------------------------
+
+scalars = st.one_of(
+    st.text(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False),
+    st.booleans(),
+)
+keys = st.text(min_size=1)
+
+
+@given(st.dictionaries(keys, scalars), st.dictionaries(keys, st.dictionaries(keys, scalars)))
+def test_the_writer_round_trips_through_tomllib(
+    top: dict[str, object], tables: dict[str, dict[str, object]]
+) -> None:
+    document: dict[str, object] = {k: v for k, v in top.items() if k not in tables}
+    document.update(tables)
+    assert tomllib.loads(dump_toml(document)) == document
+
+
+def test_the_writer_writes_special_floats_and_leaves_out_none() -> None:
+    text = dump_toml({"a": math.inf, "b": -math.inf, "c": None, "t": {"n": math.nan, "x": None}})
+    loaded = tomllib.loads(text)
+    assert loaded["a"] == math.inf and loaded["b"] == -math.inf and "c" not in loaded
+    assert math.isnan(loaded["t"]["n"]) and "x" not in loaded["t"]

@@ -1,0 +1,154 @@
+"""`evertalk usage`, end to end, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from evertalk.ledger import Ledger, ledger_path
+from evertalk.providers.base import Usage
+
+PLUS1 = timezone(timedelta(hours=1))
+
+
+def run(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "EVERTALK_HOME"}
+    if home is not None:
+        env["EVERTALK_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "evertalk", *args], capture_output=True, text=True, env=env
+    )
+
+
+def make_ledger(home: Path) -> None:
+    with Ledger(ledger_path(home)) as ledger:
+        for k, (role, model, usage, cost, node) in enumerate(
+            [
+                ("turn", "claude-sonnet-5-5", Usage(1_000, 200, 150_000, 4_000), 0.125, None),
+                ("compaction", "claude-haiku-5-5", Usage(100, 50, 9_000, 900), 0.25, "0+2"),
+                ("compaction", "claude-haiku-5-5", Usage(100, 40, 9_900, 0), None, "0+2"),
+                ("compaction", "claude-haiku-5-5", Usage(100, 30, 9_900, 0), 0.5, "2+2"),
+            ]
+        ):
+            ledger.record(
+                role=role,
+                provider="anthropic",
+                model=model,
+                usage=usage,
+                cost=cost,
+                duration_ms=1_000,
+                node=node,
+                turn=7 if role == "turn" else None,
+                date=datetime(2026, 10, 20 + k // 2, 12, 0, tzinfo=PLUS1),
+            )
+
+
+def test_no_ledger_yet_is_one_friendly_line(tmp_path: Path) -> None:
+    result = run("usage", "--home", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 1 and "No model calls yet" in result.stdout
+    assert result.stderr == ""
+    as_json = json.loads(run("usage", "--json", "--home", str(tmp_path)).stdout)
+    assert as_json["total"]["calls"] == 0 and as_json["cache_read_share"] is None
+
+
+def test_the_table(tmp_path: Path) -> None:
+    make_ledger(tmp_path)
+    result = run("usage", "--home", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [
+        "by",
+        "day",
+        "calls",
+        "input",
+        "output",
+        "cache",
+        "read",
+        "cache",
+        "write",
+        "read",
+        "share",
+        "cost",
+    ]
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ")}
+    assert rows["2026-10-20"] == ["2", "1,100", "250", "159.0k", "4,900", "96.4%", "$0.38"]
+    assert rows["2026-10-21"] == ["2", "200", "70", "19,800", "0", "99.0%", "$0.50*"]
+    assert rows["turn"] == ["1", "1,000", "200", "150.0k", "4,000", "96.8%", "$0.12"]
+    assert rows["compaction"] == ["3", "300", "120", "28,800", "900", "96.0%", "$0.75*"]
+    assert rows["anthropic/claude-haiku-5-5"] == rows["compaction"]
+    total = next(line for line in lines if line.startswith("total")).split()
+    assert total == ["total", "4", "1,300", "320", "178.8k", "4,900", "96.6%", "$0.88*"]
+    assert "compaction calls per built node  1.50 (3 calls, 2 nodes)" in lines
+    assert any(line.startswith("cache read share") and "96.6%" in line for line in lines)
+    assert lines[-1] == "* leaves out 1 call with no known price"
+
+
+def test_json(tmp_path: Path) -> None:
+    make_ledger(tmp_path)
+    result = run("usage", "--json", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["ledger"] == str(tmp_path / "usage.jsonl") and data["skipped"] == 0
+    assert data["total"]["calls"] == 4 and data["total"]["cost"] == 0.875
+    assert data["total"]["cache_read"] == 178_800
+    assert data["cache_read_share"] == 178_800 / (1_300 + 178_800 + 4_900)
+    assert list(data["by_day"]) == ["2026-10-20", "2026-10-21"]
+    assert list(data["by_role"]) == ["turn", "compaction"]
+    assert data["by_model"]["anthropic/claude-sonnet-5-5"]["calls"] == 1
+    assert (data["compaction_calls"], data["built_nodes"], data["calls_per_node"]) == (3, 2, 1.5)
+
+
+def test_home_from_every_place(tmp_path: Path) -> None:
+    make_ledger(tmp_path)
+    for args, home in (
+        (("--home", str(tmp_path), "usage", "--json"), None),
+        (("usage", "--json", "--home", str(tmp_path)), None),
+        (("usage", "--json"), tmp_path),
+    ):
+        result = run(*args, home=home)
+        assert json.loads(result.stdout)["total"]["calls"] == 4, args
+
+
+def test_a_torn_line_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    make_ledger(tmp_path)
+    with open(ledger_path(tmp_path), "ab") as file:
+        file.write(b'{"date":"2026-10-2')
+    result = run("usage", "--home", str(tmp_path))
+    assert result.returncode == 0
+    assert result.stderr.strip().endswith("skipped 1 unreadable line")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert json.loads(run("usage", "--json", home=tmp_path).stdout)["skipped"] == 1
+
+
+def test_an_unreadable_ledger_is_one_line_and_status_1(tmp_path: Path) -> None:
+    ledger_path(tmp_path).mkdir()  # a folder where the file should be
+    result = run("usage", home=tmp_path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
+    result = run("usage", "--frobnicate", home=tmp_path)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_usage_imports_no_model_sdk(tmp_path: Path) -> None:
+    make_ledger(tmp_path)
+    script = (
+        "import sys\n"
+        "from evertalk.cli import main\n"
+        "assert main(['usage', '--home', sys.argv[1]]) == 0\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('anthropic', 'openai', "
+        "'httpx'))\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
