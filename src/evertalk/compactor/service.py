@@ -137,15 +137,17 @@ class Compactor:
                     self.in_flight.add(node)
                     group.start_soon(self._compact, node)
                 self._publish()
-                if until_built and not self.in_flight:
-                    if self.setup_error is not None or self.unbuilt() == 0:
-                        break
+                if until_built and not self.in_flight and self._done():
+                    break
                 with anyio.move_on_after(self._retry_delay()):
                     await self._wake.wait()
             group.cancel_scope.cancel()
         self._publish(force=True)
         if self.setup_error is not None:
             raise self.setup_error
+
+    def _done(self) -> bool:
+        return self.setup_error is not None or self.unbuilt() == 0
 
     def _next(self) -> Node | None:
         core = self.chat.core
