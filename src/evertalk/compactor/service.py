@@ -262,8 +262,8 @@ class Compactor:
         level, index = node
         if level == 0:
             message = self.chat.store.read_message(index)
-            return "\n" + leaf_task(index, message.kind, message.text)
+            return leaf_task(index, message.kind, message.text)
         left, right = (level - 1, 2 * index), (level - 1, 2 * index + 1)
         left_text, right_text = self.chat.text_of(left), self.chat.text_of(right)
         assert left_text is not None and right_text is not None
-        return "\n" + merge_task(left, left_text, right, right_text)
+        return merge_task(left, left_text, right, right_text)

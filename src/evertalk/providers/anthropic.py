@@ -1,0 +1,422 @@
+"""The Anthropic adapter: our Request to the Messages API and its event stream back.
+
+Requests carry explicit `cache_control` marks exactly where the layout put them (SPEC §7). The
+reply is streamed (`messages.create(stream=True)`) and accumulated here, so that every event is
+seen and a stream that ends before `message_stop` is an error, never a short reply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anthropic
+import anyio
+import httpx2
+from anthropic.types import (
+    InputJSONDelta,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+    RedactedThinkingBlock,
+    SignatureDelta,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
+from anthropic.types import TextDelta as SdkTextDelta
+from anthropic.types import ThinkingDelta as SdkThinkingDelta
+
+from .base import (
+    Event,
+    Finished,
+    Image,
+    Part,
+    ProviderError,
+    Request,
+    Started,
+    StopReason,
+    Text,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    ToolUse,
+    Usage,
+)
+from .errors import kind_for_status, kind_for_type, provider_error
+
+if TYPE_CHECKING:
+    from anthropic.types import RawMessageStreamEvent
+
+EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for a connection; `timeout` bounds every other wait (the SDK's own default
+is 10 minutes, and it applies between two bytes of a stream, not to the whole call)."""
+
+THINKING_BUDGETS: dict[str, int] = {
+    "low": 2048,
+    "medium": 8192,
+    "high": 16384,
+    "xhigh": 32768,
+    "max": 32768,
+}
+"""Manual extended thinking (`budget_tokens`) per effort, for models before adaptive thinking."""
+
+ADAPTIVE_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    "refusal": "refusal",
+}
+
+_VERSION = re.compile(r"claude-(?:[a-z]+-)?(\d+)(?:[-.](\d{1,2})(?!\d))?")
+
+
+def uses_adaptive_thinking(model: str) -> bool:
+    """Claude Opus/Sonnet 4.6 and every later model take `thinking: {"type": "adaptive"}` with
+    `output_config.effort`; several of them answer 400 to a manual `budget_tokens`. Older models
+    (Haiku 4.5, Sonnet 4.5, Opus 4.5, …) know only the manual budget."""
+    name = model.lower().rsplit("/", 1)[-1]
+    if "mythos" in name or "fable" in name:
+        return True
+    found = _VERSION.search(name)
+    if found is None:
+        return False
+    version = (int(found.group(1)), int(found.group(2) or 0))
+    return version >= (4, 6)
+
+
+def thinking_params(
+    model: str, effort: str | None, max_tokens: int, adaptive: bool | None = None
+) -> dict[str, Any]:
+    """`thinking` (and `output_config`, `max_tokens`) for an effort; empty when effort is None.
+
+    Adaptive models get the effort as is and summarized thoughts (some default to omitting them,
+    and thoughts are shown to the user). Older models get a manual budget; `max_tokens` grows by
+    the budget so that the reply keeps the room the caller asked for (it must exceed the budget).
+    """
+    if effort is None:
+        return {}
+    if adaptive if adaptive is not None else uses_adaptive_thinking(model):
+        if effort not in ADAPTIVE_EFFORTS:
+            raise ProviderError("bad_request", f"unknown reasoning effort {effort!r}")
+        return {
+            "thinking": {"type": "adaptive", "display": "summarized"},
+            "output_config": {"effort": effort},
+        }
+    budget = THINKING_BUDGETS.get(effort)
+    if budget is None:
+        raise ProviderError("bad_request", f"unknown reasoning effort {effort!r}")
+    return {
+        "thinking": {"type": "enabled", "budget_tokens": budget},
+        "max_tokens": max_tokens + budget,
+    }
+
+
+def request_params(request: Request, adaptive: bool | None = None) -> dict[str, Any]:
+    """The Messages API body for a request (without `stream`)."""
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+    }
+    if request.system:
+        params["system"] = [_text_block(block.text, block.mark) for block in request.system]
+    if request.tools:
+        params["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in request.tools
+        ]
+        if request.tool_choice == "none":
+            params["tool_choice"] = {"type": "none"}
+    params["messages"] = [
+        {"role": message.role, "content": [_block(part) for part in message.parts]}
+        for message in request.messages
+    ]
+    params.update(thinking_params(request.model, request.effort, request.max_tokens, adaptive))
+    return params
+
+
+def _text_block(text: str, mark: bool = False) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": text}
+    if mark:
+        block["cache_control"] = EPHEMERAL
+    return block
+
+
+def _image_block(image: Image) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+    }
+    if image.mark:
+        block["cache_control"] = EPHEMERAL
+    return block
+
+
+def _block(part: Part) -> dict[str, Any]:
+    if isinstance(part, Text):
+        return _text_block(part.text, part.mark)
+    if isinstance(part, Image):
+        return _image_block(part)
+    if isinstance(part, Thinking):
+        if part.redacted:
+            return {"type": "redacted_thinking", "data": part.signature}
+        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+    if isinstance(part, ToolUse):
+        return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
+    # blocks inside a tool result carry no marks of their own: the result's mark covers them
+    content = [
+        _text_block(item.text)
+        if isinstance(item, Text)
+        else _image_block(Image(item.media_type, item.data))
+        for item in part.content
+    ]
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": part.tool_use_id,
+        "content": content,
+    }
+    if part.is_error:
+        block["is_error"] = True
+    if part.mark:
+        block["cache_control"] = EPHEMERAL
+    return block
+
+
+# --- the stream ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Block:
+    kind: str  # "text" | "thinking" | "redacted" | "tool_use" | "other"
+    text: list[str] = field(default_factory=list)
+    signature: str = ""
+    tool_id: str = ""
+    name: str = ""
+    json: list[str] = field(default_factory=list)
+    initial_input: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Reply:
+    """The reply as it streams in; `feed` turns SDK events into ours."""
+
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    model: str = ""
+    stop: str | None = None
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    started: bool = False
+    finished: Finished | None = None
+
+    def feed(self, event: RawMessageStreamEvent) -> list[Event]:
+        if isinstance(event, RawMessageStartEvent):
+            message = event.message
+            self.model = message.model
+            usage = message.usage
+            self.input = usage.input_tokens
+            self.output = usage.output_tokens
+            self.cache_read = usage.cache_read_input_tokens or 0
+            self.cache_write = usage.cache_creation_input_tokens or 0
+            if self.started:
+                return []
+            self.started = True
+            return [Started()]
+        if isinstance(event, RawContentBlockStartEvent):
+            return self._start(event)
+        if isinstance(event, RawContentBlockDeltaEvent):
+            return self._delta(event)
+        if isinstance(event, RawContentBlockStopEvent):
+            return []
+        if isinstance(event, RawMessageDeltaEvent):
+            self.stop = event.delta.stop_reason or self.stop
+            delta_usage = event.usage
+            self.output = delta_usage.output_tokens
+            if delta_usage.input_tokens is not None:
+                self.input = delta_usage.input_tokens
+            if delta_usage.cache_read_input_tokens is not None:
+                self.cache_read = delta_usage.cache_read_input_tokens
+            if delta_usage.cache_creation_input_tokens is not None:
+                self.cache_write = delta_usage.cache_creation_input_tokens
+            return []
+        if isinstance(event, RawMessageStopEvent):
+            self.finished = self._finish()
+            return [self.finished]
+        return []  # an event type this code does not know
+
+    def _start(self, event: RawContentBlockStartEvent) -> list[Event]:
+        block = event.content_block
+        if isinstance(block, TextBlock):
+            self.blocks[event.index] = _Block("text", text=[block.text] if block.text else [])
+            return [TextDelta(block.text)] if block.text else []
+        if isinstance(block, ThinkingBlock):
+            self.blocks[event.index] = _Block(
+                "thinking",
+                text=[block.thinking] if block.thinking else [],
+                signature=block.signature,
+            )
+            return [ThinkingDelta(block.thinking)] if block.thinking else []
+        if isinstance(block, RedactedThinkingBlock):
+            self.blocks[event.index] = _Block("redacted", signature=block.data)
+            return []
+        if isinstance(block, ToolUseBlock):
+            self.blocks[event.index] = _Block(
+                "tool_use", tool_id=block.id, name=block.name, initial_input=dict(block.input)
+            )
+            return []
+        self.blocks[event.index] = _Block("other")
+        return []
+
+    def _delta(self, event: RawContentBlockDeltaEvent) -> list[Event]:
+        block = self.blocks.get(event.index)
+        if block is None:
+            raise ProviderError("server", "the reply stream sent a delta for an unknown block")
+        delta = event.delta
+        if isinstance(delta, SdkTextDelta) and block.kind == "text":
+            block.text.append(delta.text)
+            return [TextDelta(delta.text)] if delta.text else []
+        if isinstance(delta, SdkThinkingDelta) and block.kind == "thinking":
+            block.text.append(delta.thinking)
+            return [ThinkingDelta(delta.thinking)] if delta.thinking else []
+        if isinstance(delta, SignatureDelta) and block.kind == "thinking":
+            block.signature += delta.signature
+            return []
+        if isinstance(delta, InputJSONDelta) and block.kind == "tool_use":
+            block.json.append(delta.partial_json)
+            return []
+        return []  # citations and deltas of blocks we do not keep
+
+    def _finish(self) -> Finished:
+        parts: list[Part] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block.kind == "text":
+                parts.append(Text("".join(block.text)))
+            elif block.kind == "thinking":
+                parts.append(Thinking("".join(block.text), block.signature))
+            elif block.kind == "redacted":
+                parts.append(Thinking("", block.signature, redacted=True))
+            elif block.kind == "tool_use":
+                parts.append(ToolUse(block.tool_id, block.name, _tool_input(block)))
+        stop = _STOP_REASONS.get(self.stop or "", "other")
+        usage = Usage(self.input, self.output, self.cache_read, self.cache_write)
+        return Finished(parts, stop, usage, self.model)
+
+
+def _tool_input(block: _Block) -> dict[str, Any]:
+    raw = "".join(block.json)
+    if not raw.strip():
+        return block.initial_input
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ProviderError("server", f"tool call {block.name} has invalid JSON input") from None
+    if not isinstance(value, dict):
+        raise ProviderError("server", f"tool call {block.name} input is not an object")
+    return value
+
+
+class AnthropicProvider:
+    """The Provider over `anthropic.AsyncAnthropic` (SPEC §7: explicit cache marks)."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        api_key: str | None,
+        base_url: str | None,
+        *,
+        http_client: httpx2.AsyncClient | None = None,
+        max_retries: int = 4,
+        timeout: float = 600,
+        adaptive_thinking: bool | None = None,
+    ) -> None:
+        """`api_key` and `base_url` None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
+        `adaptive_thinking` None: chosen by the model name (`uses_adaptive_thinking`)."""
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url,
+            http_client=http_client,
+            max_retries=max_retries,
+            timeout=httpx2.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
+        )
+        self._secrets = (api_key, self._client.api_key, self._client.auth_token)
+        self._adaptive = adaptive_thinking
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
+
+    def params(self, request: Request) -> dict[str, Any]:
+        return request_params(request, self._adaptive)
+
+    async def stream(self, request: Request) -> AsyncIterator[Event]:
+        params = self.params(request)
+        error: ProviderError | None = None
+        try:
+            sdk_stream = await self._client.messages.create(**params, stream=True)
+        except Exception as exc:  # mapped below, outside the handler: no SDK error chained
+            error = self._error(exc, started=False)
+        if error is not None:
+            raise error
+        reply = _Reply()
+        try:
+            iterator = sdk_stream.__aiter__()
+            while reply.finished is None:
+                try:
+                    event = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    error = self._error(exc, started=True)
+                if error is not None:
+                    raise error
+                for out in reply.feed(event):
+                    yield out
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sdk_stream.close()
+        if reply.finished is None:
+            raise ProviderError("cut", "the reply stream ended before message_stop")
+
+    def _error(self, exc: Exception, *, started: bool) -> ProviderError:
+        secrets = self._secrets
+        if isinstance(exc, ProviderError):
+            return exc
+        if isinstance(exc, anthropic.APIStatusError):
+            kind = kind_for_type(exc.type) or kind_for_status(exc.status_code)
+            status = exc.status_code if exc.status_code >= 400 else None
+            detail = exc.api_message or exc.message
+            return provider_error(kind, f"Anthropic: {detail}", status, secrets=secrets)
+        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+            return provider_error("timeout", "Anthropic: the request timed out", secrets=secrets)
+        if started and isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
+            return provider_error(
+                "cut", f"Anthropic: the reply stream broke off ({type(exc).__name__})"
+            )
+        if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
+            return provider_error("connection", "Anthropic: could not connect", secrets=secrets)
+        if isinstance(exc, anthropic.APIError):
+            return provider_error("server", f"Anthropic: {exc.message}", secrets=secrets)
+        if isinstance(exc, TypeError) and "authentication" in str(exc):
+            return provider_error("auth", "Anthropic: no API key is set", secrets=secrets)
+        if isinstance(exc, anthropic.AnthropicError):
+            return provider_error("auth", f"Anthropic: {exc}", secrets=secrets)
+        if started and isinstance(exc, ValueError):  # a malformed event (bad JSON)
+            return provider_error("cut", "Anthropic: the reply stream was malformed")
+        raise exc
+
+    async def aclose(self) -> None:
+        await self._client.close()

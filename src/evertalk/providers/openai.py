@@ -1,0 +1,385 @@
+"""The OpenAI adapter: Chat Completions, for OpenAI and any compatible server (OpenRouter,
+Ollama, llama.cpp server, vLLM) through `base_url`.
+
+No explicit cache marks (SPEC §7): the stable layout lets automatic prefix caching work, and a
+`prompt_cache_key` steers calls with the same prefix to the same cache. The user message's text
+is sent as one string, the blocks concatenated exactly, so the prompt's bytes are the rendered
+view followed by the tail whatever a server does with content parts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import httpx2
+import openai
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletionChunk
+
+from .base import (
+    Event,
+    Finished,
+    Image,
+    Message,
+    Part,
+    ProviderError,
+    Request,
+    Started,
+    StopReason,
+    Text,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+from .errors import kind_for_status, provider_error
+
+MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for a connection; `timeout` bounds every other wait."""
+
+_FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Where compatible servers stream thoughts: `reasoning_content` (vLLM before 0.10, llama.cpp,
+DeepSeek), `reasoning` (OpenRouter, Ollama, newer vLLM)."""
+
+
+def request_params(
+    request: Request,
+    *,
+    send_cache_key: bool = True,
+    max_tokens_field: MaxTokensField = "max_completion_tokens",
+) -> dict[str, Any]:
+    """The Chat Completions body for a request (streaming, with usage in the last chunk)."""
+    params: dict[str, Any] = {
+        "model": request.model,
+        "messages": chat_messages(request),
+        max_tokens_field: request.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        params["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                },
+            }
+            for t in request.tools
+        ]
+        if request.tool_choice == "none":
+            params["tool_choice"] = "none"
+    if request.effort is not None:
+        params["reasoning_effort"] = request.effort
+    if request.cache_key and send_cache_key:
+        params["prompt_cache_key"] = request.cache_key
+    return params
+
+
+def chat_messages(request: Request) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": "".join(b.text for b in request.system)})
+    for message in request.messages:
+        if message.role == "assistant":
+            messages.append(_assistant(message))
+        else:
+            messages.extend(_user(message))
+    return messages
+
+
+def _assistant(message: Message) -> dict[str, Any]:
+    """Texts joined; thoughts dropped (Chat Completions takes none back); tool calls."""
+    text = "".join(part.text for part in message.parts if isinstance(part, Text))
+    calls = [
+        {
+            "id": part.id,
+            "type": "function",
+            "function": {"name": part.name, "arguments": _compact(part.input)},
+        }
+        for part in message.parts
+        if isinstance(part, ToolUse)
+    ]
+    out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _user(message: Message) -> list[dict[str, Any]]:
+    """Tool results as `tool` messages (they must follow the assistant's calls at once), then
+    one user message with the texts and images, images of tool results included."""
+    out: list[dict[str, Any]] = []
+    rest: list[Text | Image] = []
+    for part in message.parts:
+        if isinstance(part, ToolResult):
+            text = "".join(item.text for item in part.content if isinstance(item, Text))
+            out.append({"role": "tool", "tool_call_id": part.tool_use_id, "content": text})
+            rest.extend(item for item in part.content if isinstance(item, Image))
+        elif isinstance(part, Text | Image):
+            rest.append(part)
+    if rest:
+        out.append({"role": "user", "content": _content(rest)})
+    return out
+
+
+def _content(parts: list[Text | Image]) -> str | list[dict[str, Any]]:
+    """One string when all is text; otherwise content parts, adjacent texts joined into one."""
+    if all(isinstance(part, Text) for part in parts):
+        return "".join(part.text for part in parts if isinstance(part, Text))
+    content: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, Text):
+            if content and content[-1]["type"] == "text":
+                content[-1]["text"] += part.text
+            else:
+                content.append({"type": "text", "text": part.text})
+        else:
+            url = f"data:{part.media_type};base64,{part.data}"
+            content.append({"type": "image_url", "image_url": {"url": url}})
+    return content
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- the stream ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Reply:
+    started: bool = False
+    model: str = ""
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    calls: dict[int, _Call] = field(default_factory=dict)
+    finish: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    def feed(self, chunk: ChatCompletionChunk) -> list[Event]:
+        events: list[Event] = []
+        if not self.started:
+            self.started = True
+            events.append(Started())
+        if chunk.model:
+            self.model = chunk.model
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            extra = delta.model_extra or {}
+            thought = next(
+                (extra[name] for name in _REASONING_FIELDS if isinstance(extra.get(name), str)),
+                "",
+            )
+            if thought:
+                self.thinking.append(thought)
+                events.append(ThinkingDelta(thought))
+            if delta.content:
+                self.text.append(delta.content)
+                events.append(TextDelta(delta.content))
+            for call_delta in delta.tool_calls or []:
+                call = self.calls.setdefault(call_delta.index, _Call())
+                if call_delta.id:
+                    call.id = call_delta.id
+                function = call_delta.function
+                if function is not None:
+                    if function.name:
+                        call.name = function.name if not call.name else call.name
+                    if function.arguments:
+                        call.arguments.append(function.arguments)
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        return events
+
+    def finished(self) -> Finished:
+        parts: list[Part] = []
+        if self.thinking:
+            parts.append(Thinking("".join(self.thinking)))
+        if self.text:
+            parts.append(Text("".join(self.text)))
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            parts.append(ToolUse(call.id or f"call_{index}", call.name, _arguments(call)))
+        stop = _FINISH_REASONS.get(self.finish or "", "other")
+        if stop == "end_turn" and self.calls:
+            stop = "tool_use"  # some servers say "stop" after tool calls
+        return Finished(parts, stop, self.usage, self.model)
+
+
+def _usage(usage: CompletionUsage) -> Usage:
+    details = usage.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details is not None else 0
+    written = (details.cache_write_tokens or 0) if details is not None else 0
+    prompt = usage.prompt_tokens or 0
+    return Usage(
+        input=max(0, prompt - cached - written),
+        output=usage.completion_tokens or 0,
+        cache_read=cached,
+        cache_write=written,
+    )
+
+
+def _arguments(call: _Call) -> dict[str, Any]:
+    raw = "".join(call.arguments)
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ProviderError("server", f"tool call {call.name} has invalid JSON arguments") from None
+    if not isinstance(value, dict):
+        raise ProviderError("server", f"tool call {call.name} arguments are not an object")
+    return value
+
+
+def is_openai_api(base_url: str) -> bool:
+    return httpx2.URL(base_url).host == "api.openai.com"
+
+
+class OpenAIProvider:
+    """The Provider over `openai.AsyncOpenAI` Chat Completions."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        api_key: str | None,
+        base_url: str | None,
+        *,
+        http_client: httpx2.AsyncClient | None = None,
+        max_retries: int = 4,
+        timeout: float = 600,
+        send_cache_key: bool = True,
+        max_tokens_field: MaxTokensField | None = None,
+        name: str = "openai",
+    ) -> None:
+        """`api_key` and `base_url` None: the SDK reads OPENAI_API_KEY / OPENAI_BASE_URL.
+        `max_tokens_field` None: `max_completion_tokens` for api.openai.com (its reasoning models
+        refuse `max_tokens`), `max_tokens` for other servers (some know only that one).
+        `name`: the provider kind for the ledger (openai, openrouter, ollama, …)."""
+        self.name = name
+        error: ProviderError | None = None
+        try:
+            self._client = openai.AsyncOpenAI(
+                api_key=api_key,
+                base_url=base_url,
+                http_client=http_client,
+                max_retries=max_retries,
+                timeout=httpx2.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
+            )
+        except openai.OpenAIError:
+            error = ProviderError("auth", "OpenAI: no API key is set (OPENAI_API_KEY)")
+        if error is not None:
+            raise error
+        self._secrets = (api_key, self._client.api_key)
+        self._send_cache_key = send_cache_key
+        if max_tokens_field is None:
+            official = is_openai_api(str(self._client.base_url))
+            max_tokens_field = "max_completion_tokens" if official else "max_tokens"
+        self._max_tokens_field: MaxTokensField = max_tokens_field
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(base_url={str(self._client.base_url)!r})"
+
+    def params(self, request: Request) -> dict[str, Any]:
+        return request_params(
+            request, send_cache_key=self._send_cache_key, max_tokens_field=self._max_tokens_field
+        )
+
+    async def stream(self, request: Request) -> AsyncIterator[Event]:
+        params = self.params(request)
+        error: ProviderError | None = None
+        try:
+            sdk_stream = await self._client.chat.completions.create(**params)
+        except Exception as exc:  # mapped below, outside the handler: no SDK error chained
+            error = self._error(exc, started=False)
+        if error is not None:
+            raise error
+        reply = _Reply()
+        try:
+            iterator = sdk_stream.__aiter__()
+            while True:
+                try:
+                    chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    error = self._error(exc, started=True)
+                if error is not None:
+                    raise error
+                for out in reply.feed(chunk):
+                    yield out
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sdk_stream.close()
+        if reply.finish is None:
+            raise ProviderError("cut", "the reply stream ended without a finish_reason")
+        yield reply.finished()
+
+    def _error(self, exc: Exception, *, started: bool) -> ProviderError:
+        secrets = self._secrets
+        if isinstance(exc, ProviderError):
+            return exc
+        if isinstance(exc, openai.APIStatusError):
+            detail = _body_message(exc.body) or exc.message
+            kind = kind_for_status(exc.status_code)
+            return provider_error(kind, f"OpenAI: {detail}", exc.status_code, secrets=secrets)
+        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+            return provider_error("timeout", "OpenAI: the request timed out", secrets=secrets)
+        if started and isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
+            return provider_error(
+                "cut", f"OpenAI: the reply stream broke off ({type(exc).__name__})"
+            )
+        if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
+            return provider_error("connection", "OpenAI: could not connect", secrets=secrets)
+        if isinstance(exc, openai.APIError):  # an error object inside the stream
+            code = exc.body.get("code") if isinstance(exc.body, dict) else None
+            status = code if isinstance(code, int) else None
+            kind = kind_for_status(status) if status is not None else "server"
+            return provider_error(kind, f"OpenAI: {exc.message}", status, secrets=secrets)
+        if isinstance(exc, openai.OpenAIError):
+            return provider_error("auth", f"OpenAI: {exc}", secrets=secrets)
+        if started and isinstance(exc, ValueError):  # a malformed chunk (bad JSON)
+            return provider_error("cut", "OpenAI: the reply stream was malformed")
+        raise exc
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _body_message(body: object) -> str | None:
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            message = error.get("message")
+            if isinstance(message, str):
+                return message
+    return None

@@ -1,0 +1,44 @@
+"""Fixtures: the anyio backend, and `expose`, which serves a fake in-process or over loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from starlette.types import ASGIApp
+
+from fakes import LoopbackServer, SwitchApp
+
+Expose = Callable[[ASGIApp], ASGIApp | str]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def loopback() -> Iterator[tuple[SwitchApp, str]]:
+    """One uvicorn server on 127.0.0.1 for the session, serving the fake of the current test."""
+    switch = SwitchApp()
+    server = LoopbackServer(switch)
+    url = server.start()
+    yield switch, url
+    server.stop()
+
+
+@pytest.fixture(params=["in-process", "loopback"])
+def expose(request: pytest.FixtureRequest) -> Iterator[Expose]:
+    """Turns a fake into a target for `anthropic_async` / `openai_async`: the app itself
+    (in-process transport) or the URL of the loopback server, now serving it."""
+    if request.param == "in-process":
+        yield lambda app: app
+        return
+    switch, url = request.getfixturevalue("loopback")
+
+    def target(app: ASGIApp) -> str:
+        switch.current = app
+        return url
+
+    yield target
+    switch.current = None
