@@ -14,7 +14,7 @@ from pathlib import Path
 
 from evertalk.memory import Budget, MemoryCore, Node, node_name
 from evertalk.memory.core import SavedViews
-from evertalk.memory.text import PLACEHOLDER, flatten, leaf_input, split_text
+from evertalk.memory.text import PLACEHOLDER, flatten, leaf_input, split_text, valid_unicode
 from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
 from evertalk.memory.view import render
 from evertalk.store.chat_dir import ChatStore
@@ -92,7 +92,7 @@ class Chat:
     ) -> list[int]:
         """Log a message, split into pages when long (SPEC §1.6); returns the ids."""
         self._writable()
-        pieces = split_text(text)
+        pieces = split_text(valid_unicode(text))
         ids = []
         for number, piece in enumerate(pieces):
             piece_key = key if key is None or len(pieces) == 1 else f"{key}.{number}"
@@ -114,6 +114,7 @@ class Chat:
     def build(self, node: Node, text: str) -> None:
         """Record the compactor's line for a node, durably, then tell the core."""
         self._writable()
+        text = valid_unicode(text)
         error = self.core.pending_error(node)
         if error:
             raise StoreError(error)

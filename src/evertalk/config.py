@@ -34,6 +34,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, cast, get_args
 
+from evertalk.store.secure import make_dir, write_atomic
+
 ProviderName = Literal["anthropic", "openai", "openrouter", "ollama", "llamacpp", "vllm"]
 Policy = Literal["allow", "ask", "deny"]
 
@@ -43,8 +45,6 @@ EFFORTS: Final = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 LOCAL_PROVIDERS: Final = ("ollama", "llamacpp", "vllm")
 
 CONFIG_FILE: Final = "config.toml"
-DIR_MODE: Final = 0o700
-FILE_MODE: Final = 0o600
 
 # (turn model, compaction model). The compactor's default is the provider's smallest current
 # model, which takes an effort setting (SPEC §4.7: small model, high effort). A local server has
@@ -433,8 +433,8 @@ def save_config(home: Path, config: Config) -> None:
     body = dump_toml(document)
     text = "# evertalk settings (rewritten by evertalk: comments are not kept)\n"
     text += "\n" + body if body else ""
-    _private_dir(home)
-    _write_atomic(config_path(home), text.encode("utf-8"))
+    make_dir(home)
+    write_atomic(config_path(home), text.encode("utf-8"))
 
 
 def _to_write(config: Config) -> dict[str, Value]:
@@ -514,42 +514,3 @@ def toml_string(text: str) -> str:
             out.append(char)
     out.append('"')
     return "".join(out)
-
-
-def _private_dir(path: Path) -> None:
-    """Create `path` and missing parents as 0700 folders (the umask does not get a say)."""
-    if path.is_dir():
-        return
-    if path.parent != path:
-        _private_dir(path.parent)
-    try:
-        os.mkdir(path, DIR_MODE)
-    except FileExistsError:
-        if not path.is_dir():
-            raise
-        return
-    os.chmod(path, DIR_MODE)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`: a crash leaves the old file or the new one, never a mix."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    try:
-        try:
-            os.fchmod(fd, FILE_MODE)  # O_CREAT's mode passes through the umask, fchmod does not
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

@@ -21,13 +21,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
+from evertalk.store.secure import FILE_MODE, make_dir
+
 if TYPE_CHECKING:
     from evertalk.providers.base import Usage
 
 LEDGER_FILE: Final = "usage.jsonl"
 ROLES: Final = ("turn", "compaction", "subagent")
-DIR_MODE: Final = 0o700
-FILE_MODE: Final = 0o600
 
 
 def ledger_path(home: Path) -> Path:
@@ -132,7 +132,7 @@ class Ledger:
 
     def _open(self) -> int:
         if self._fd is None:
-            _private_dir(self.path.parent)
+            make_dir(self.path.parent)
             flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC  # read: the torn-line check
             try:
                 fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
@@ -172,21 +172,6 @@ def _end_torn_line(fd: int) -> None:
     size = os.fstat(fd).st_size
     if size and os.pread(fd, 1, size - 1) != b"\n":
         os.write(fd, b"\n")
-
-
-def _private_dir(path: Path) -> None:
-    """Create `path` and missing parents as 0700 folders (the umask does not get a say)."""
-    if path.is_dir():
-        return
-    if path.parent != path:
-        _private_dir(path.parent)
-    try:
-        os.mkdir(path, DIR_MODE)
-    except FileExistsError:
-        if not path.is_dir():
-            raise
-        return
-    os.chmod(path, DIR_MODE)
 
 
 # --- reading -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from evertalk.prompts import system_text
 
 if TYPE_CHECKING:
     from evertalk.compactor.service import CompactorSettings
-    from evertalk.providers.base import Provider
+    from evertalk.providers.base import Provider, Request
 
 INSTRUCTIONS_NAME = "instructions.md"
 
@@ -32,10 +32,18 @@ class Runtime:
         return cls(home, config, system_text(read_instructions(home)))
 
     def provider(self) -> Provider:
+        """The configured provider, its calls passing through one prefix gate (SPEC §4.6)."""
         from evertalk.providers.factory import make_provider
+        from evertalk.providers.gate import GatedProvider, PrefixGate
+        from evertalk.providers.layout import prefix_keys
 
         key = self.config.api_key.reveal() if self.config.api_key else None
-        return make_provider(self.config.provider, key, self.config.base_url)
+        inner = make_provider(self.config.provider, key, self.config.base_url)
+
+        def keys(request: Request) -> list[str]:
+            return [f"{inner.name}|{key}" for key in prefix_keys(request)]
+
+        return GatedProvider(inner, PrefixGate(), keys)
 
     def compactor_settings(self) -> CompactorSettings:
         from evertalk.compactor.service import CompactorSettings

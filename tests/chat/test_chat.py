@@ -116,3 +116,9 @@ def test_read_only_open_writes_nothing(tmp_path: Path) -> None:
         assert chat.t == 1
     after = {p: p.read_bytes() for p in (tmp_path / "chat").rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path: Path) -> None:
+    with _open(tmp_path / "chat") as chat:
+        chat.append("echo", "bytes \udcff from a tool")
+        assert chat.store.read_message(0).text == "bytes \ufffd from a tool"

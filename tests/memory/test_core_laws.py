@@ -453,7 +453,6 @@ def test_real_budget_sawtooth() -> None:
     assert max(sizes_after_warmup) <= budget.ceiling + 512
 
 
-@pytest.mark.xfail(strict=True, reason="core.context drops a merge's own last line (SPEC §3.7)")
 def test_merge_context_ends_at_its_node() -> None:
     """SPEC §3.7: a merge's context holds the cview lines that end at or before its last
     message b, so (1, 0) over messages 0–1 sees its own leaves 0+1 and 1+1."""
@@ -467,7 +466,6 @@ def test_merge_context_ends_at_its_node() -> None:
     assert core.context((1, 0)) == [(0, 0), (0, 1)]
 
 
-@pytest.mark.xfail(strict=True, reason="core.context drops a merge's own last line (SPEC §3.7)")
 def test_context_equals_the_spec_over_a_history() -> None:
     ref = RefCore(2_000, 1_000, 800, 400, 8)
     core = MemoryCore(Budget(2_000, 1_000, 800, 400, 8))
@@ -499,7 +497,6 @@ def test_leaf_context_stops_before_its_message_and_at_the_first_unbuilt_line() -
     assert core.context((0, 3)) == [(0, 0), (0, 1), (0, 2)]
 
 
-@pytest.mark.xfail(strict=True, reason="core.context counts a leaf's own line (SPEC §3.7)")
 def test_leaf_context_ends_before_its_message_even_once_built() -> None:
     """SPEC §3.7 defines a leaf's context as the lines that end before its message; the core
     only gets this right while the leaf is unbuilt (its own line then stops the walk)."""

@@ -64,7 +64,7 @@ class MemoryCore:
         """A compaction's context (SPEC §3.7): cview lines that end at or before the node's end
         (for a leaf, before its message), oldest first, up to the first unbuilt line."""
         level, index = node
-        end = ((index + 1) << level) - (1 if level else 0)
+        end = ((index + 1) << level) - (0 if level else 1)  # exclusive bound
         lines: list[Node] = []
         for start, line_level in self.cview.lines.items():
             if start + (1 << line_level) > end:

@@ -54,4 +54,6 @@ def children(node: Node) -> tuple[Node, Node]:
 def exists(node: Node, t: int) -> bool:
     """A node exists once all its messages are logged: (i+1)·2^l ≤ T."""
     level, index = node
-    return level >= 0 and index >= 0 and (index + 1) << level <= t
+    if level < 0 or index < 0 or level >= t.bit_length():  # 2^l > T: no such node (yet)
+        return False
+    return (index + 1) << level <= t

@@ -41,7 +41,7 @@ def apply(core: MemoryCore, event: dict[str, Any]) -> None:
     op = event.get("op")
     if op == "append":
         kind, text = event.get("kind"), event.get("text")
-        if kind not in KINDS:
+        if not isinstance(kind, str) or kind not in KINDS:
             raise BadEvent(f"unknown kind {kind!r}")
         core.append(str(kind), _text(text))
     elif op == "build":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 LINE_LIMIT = 512
 """The size target of one summary line, in UTF-8 bytes (SPEC §2.1)."""
 
@@ -14,12 +16,18 @@ KINDS = frozenset({"user", "ever", "tool", "echo", "work", "note"})
 MESSAGE_LIMIT = 30_000
 """Longest text of one message, in characters (SPEC §1.5, §1.6)."""
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SPLIT_WINDOW_START = 24_000  # a piece may end after any of its characters 24,001 … 30,000
 
 
 def utf8_len(text: str) -> int:
     # surrogatepass: a lone surrogate from JSON input must not crash size accounting
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def valid_unicode(text: str) -> str:
+    """`text` with each lone surrogate (which UTF-8 cannot encode) replaced by U+FFFD."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def flatten(text: str) -> str:
@@ -32,8 +40,13 @@ def cut_utf8(text: str, limit: int = LINE_LIMIT) -> str:
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= limit:
         return text
-    # a trailing partial character is dropped; everything before it is whole
-    return data[:limit].decode("utf-8", "ignore")
+    # drop the partial character at the cut, if any: at most three bytes of it
+    for end in range(limit, limit - 4, -1):
+        try:
+            return data[:end].decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            continue
+    raise AssertionError("unreachable: a UTF-8 character is at most four bytes")
 
 
 def leaf_input(kind: str, text: str) -> str:

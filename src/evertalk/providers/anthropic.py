@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anthropic
-import anyio
 import httpx2
 from anthropic.types import (
     InputJSONDelta,
@@ -50,6 +49,7 @@ from .base import (
     Usage,
 )
 from .errors import kind_for_status, kind_for_type, provider_error
+from .relay import relay
 
 if TYPE_CHECKING:
     from anthropic.types import RawMessageStreamEvent
@@ -364,32 +364,21 @@ class AnthropicProvider:
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
         params = self.params(request)
-        error: ProviderError | None = None
-        try:
-            sdk_stream = await self._client.messages.create(**params, stream=True)
-        except Exception as exc:  # mapped below, outside the handler: no SDK error chained
-            error = self._error(exc, started=False)
-        if error is not None:
-            raise error
         reply = _Reply()
-        try:
-            iterator = sdk_stream.__aiter__()
-            while reply.finished is None:
-                try:
-                    event = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    error = self._error(exc, started=True)
-                if error is not None:
-                    raise error
-                for out in reply.feed(event):
-                    yield out
-        finally:
-            with anyio.CancelScope(shield=True):
-                await sdk_stream.close()
+
+        async def open_stream() -> Any:
+            return await self._client.messages.create(**params, stream=True)
+
+        def done() -> bool:
+            return reply.finished is not None
+
+        async for event in relay(open_stream, reply.feed, done, self._mapped):
+            yield event
         if reply.finished is None:
             raise ProviderError("cut", "the reply stream ended before message_stop")
+
+    def _mapped(self, exc: Exception, started: bool) -> ProviderError:
+        return self._error(exc, started=started)
 
     def _error(self, exc: Exception, *, started: bool) -> ProviderError:
         secrets = self._secrets

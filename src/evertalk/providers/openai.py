@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import anyio
 import httpx2
 import openai
 from openai.types import CompletionUsage
@@ -39,6 +38,7 @@ from .base import (
     Usage,
 )
 from .errors import kind_for_status, provider_error
+from .relay import relay
 
 MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
 
@@ -316,33 +316,19 @@ class OpenAIProvider:
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
         params = self.params(request)
-        error: ProviderError | None = None
-        try:
-            sdk_stream = await self._client.chat.completions.create(**params)
-        except Exception as exc:  # mapped below, outside the handler: no SDK error chained
-            error = self._error(exc, started=False)
-        if error is not None:
-            raise error
         reply = _Reply()
-        try:
-            iterator = sdk_stream.__aiter__()
-            while True:
-                try:
-                    chunk = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    error = self._error(exc, started=True)
-                if error is not None:
-                    raise error
-                for out in reply.feed(chunk):
-                    yield out
-        finally:
-            with anyio.CancelScope(shield=True):
-                await sdk_stream.close()
+
+        async def open_stream() -> Any:
+            return await self._client.chat.completions.create(**params)
+
+        async for event in relay(open_stream, reply.feed, lambda: False, self._mapped):
+            yield event
         if reply.finish is None:
             raise ProviderError("cut", "the reply stream ended without a finish_reason")
         yield reply.finished()
+
+    def _mapped(self, exc: Exception, started: bool) -> ProviderError:
+        return self._error(exc, started=started)
 
     def _error(self, exc: Exception, *, started: bool) -> ProviderError:
         secrets = self._secrets

@@ -1,0 +1,50 @@
+"""Pumping an SDK stream into our events, with errors mapped outside the SDK's handlers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+import anyio
+
+from evertalk.providers.base import Event, ProviderError
+
+MapError = Callable[[Exception, bool], ProviderError]
+"""(SDK exception, whether the response had started) → our typed error."""
+
+
+async def relay(
+    open_stream: Callable[[], Awaitable[Any]],
+    feed: Callable[[Any], Iterable[Event]],
+    done: Callable[[], bool],
+    map_error: MapError,
+) -> AsyncIterator[Event]:
+    """Yield the events `feed` makes of each SDK item until the stream ends or `done()`.
+
+    Errors are raised outside the `except` blocks, so no SDK exception (whose context might
+    hold request details) is chained to ours. The SDK stream is always closed, even when the
+    caller is cancelled.
+    """
+    error: ProviderError | None = None
+    try:
+        sdk_stream = await open_stream()
+    except Exception as exc:
+        error = map_error(exc, False)
+    if error is not None:
+        raise error
+    try:
+        iterator = sdk_stream.__aiter__()
+        while not done():
+            try:
+                item = await iterator.__anext__()
+            except StopAsyncIteration:
+                break
+            except Exception as exc:
+                error = map_error(exc, True)
+            if error is not None:
+                raise error
+            for event in feed(item):
+                yield event
+    finally:
+        with anyio.CancelScope(shield=True):
+            await sdk_stream.close()
