@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import chat_gen, core_replay
+from bench import cache_replay, chat_gen, core_replay
 
 OUT = Path(__file__).with_name("out")
 
@@ -43,8 +43,12 @@ def main() -> int:
     appends = _probe("append")
     print(
         f"append latency (fsync + view.json): median {appends['median_ms']:.2f} ms, "
-        f"p99 {appends['p99_ms']:.2f} ms over {appends['appends']} appends"
+        f"p99 {appends['p99_ms']:.2f} ms over {appends['appends']} appends",
+        flush=True,
     )
+    cache = cache_replay.run()
+    print(cache.line())
+    print(cache.detail())
     return 0
 
 

@@ -21,6 +21,7 @@ the 5-minute lifetime holds as it would in a lively chat whatever the speed of t
 
 from __future__ import annotations
 
+import hashlib
 import random
 import sys
 import tempfile
@@ -43,13 +44,14 @@ from evertalk.providers.base import Text, collect
 from evertalk.providers.gate import GatedProvider, PrefixGate
 from evertalk.providers.layout import prefix_keys, turn_request
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for the fakes
 
 from fakes import (
     IN_PROCESS_URL,
     AnthropicFake,
     Behaviour,
     Call,
+    Fail,
     FakeClock,
     Reply,
     RequestRecord,
@@ -63,7 +65,9 @@ from fakes.common import canonical
 TURN_MODEL, MEMORY_MODEL = DEFAULT_MODELS["anthropic"]
 TURN_MAX_TOKENS = 16_000
 SETTLE_TIMEOUT = MemoryConfig().settle_timeout  # seconds a turn waits for its lines (SPEC §6.1)
+DRAIN_TIMEOUT = 60.0  # seconds the compactor gets to build what the last messages made
 SECONDS_PER_MESSAGE = 4.0  # the fake clock's step per logged message
+TOOL_PAIRS = (0, 0, 0, 1, 1, 2, 3)  # tool calls (a `tool` and an `echo` message each) per turn
 START = datetime(2026, 11, 30, 9, 0, tzinfo=timezone(timedelta(hours=1)))
 
 _VOCABULARY = (
@@ -132,14 +136,20 @@ def line_length(rng: random.Random) -> Callable[[int], int]:
     return length
 
 
+def compaction_reply(call: Call) -> Reply | Fail:
+    """The summarizer, its line length drawn from the request's input and attempt, so that a
+    node gets the same line whatever order the parallel calls arrive in."""
+    seed = hashlib.sha256(f"{call.attempt}|{call.input_text}".encode()).digest()
+    return summarizer(line_length(random.Random(seed)))(call)
+
+
 def is_compaction(body: dict[str, Any] | None) -> bool:
     return body is not None and (body.get("tool_choice") or {}).get("type") == "none"
 
 
 def behaviour(rng: random.Random) -> Behaviour:
-    summarize = summarizer(line_length(rng))
     answer = turn_reply(rng)
-    return lambda call: summarize(call) if is_compaction(call.body) else answer(call)
+    return lambda call: compaction_reply(call) if is_compaction(call.body) else answer(call)
 
 
 # -- the figures --------------------------------------------------------------------------
@@ -147,11 +157,13 @@ def behaviour(rng: random.Random) -> Behaviour:
 
 @dataclass
 class Share:
-    """Prompt tokens and bytes read from the cache, written to it, and sent uncached."""
+    """Prompt tokens and bytes read from the cache, written to it, and sent uncached; and the
+    bytes of the prefix (tools, system, the view or context up to `</chat>`) read and sent."""
 
     calls: int = 0
     tokens: list[int] = field(default_factory=lambda: [0, 0, 0])  # read, write, input
     bytes: list[int] = field(default_factory=lambda: [0, 0, 0])
+    prefix: list[int] = field(default_factory=lambda: [0, 0])  # read, not read
 
     def add(self, record: RequestRecord) -> None:
         assert record.body is not None
@@ -159,15 +171,16 @@ class Share:
         read, write = record.cache_read, record.cache_write
         for i, value in enumerate((read, write, record.input_tokens)):
             self.tokens[i] += value
-        split = [0, 0, 0]
+        blocks, sizes = prompt_blocks(record.body), block_bytes(record.body)
+        prefix = prefix_length(record.body)
         before = 0
-        for block, size in zip(prompt_blocks(record.body), block_bytes(record.body), strict=True):
-            # blocks are read, then written, then sent as input, in request order
+        for i, (block, size) in enumerate(zip(blocks, sizes, strict=True)):
+            # the blocks read come first, then those written, then the uncached input
             part = 0 if before < read else 1 if before < read + write else 2
-            split[part] += size
+            self.bytes[part] += size
+            if i < prefix:
+                self.prefix[min(part, 1)] += size
             before += block.tokens
-        for i, value in enumerate(split):
-            self.bytes[i] += value
 
     @staticmethod
     def _read(values: list[int]) -> float:
@@ -181,6 +194,46 @@ class Share:
     @property
     def byte_share(self) -> float:
         return self._read(self.bytes)
+
+    @property
+    def prefix_share(self) -> float:
+        return self._read(self.prefix)
+
+
+@dataclass
+class Tally:
+    """The fake's records, counted as they finish; each one's bodies are dropped once counted,
+    so that a long replay does not keep every prompt in memory."""
+
+    turn: Share = field(default_factory=Share)
+    compaction: Share = field(default_factory=Share)
+    refused: int = 0
+    counted: int = 0  # records[:counted] are all counted
+    seen: set[int] = field(default_factory=set)  # counted records at or after `counted`
+
+    def take(self, records: list[RequestRecord], final: bool = False) -> None:
+        for record in records[self.counted :]:
+            if record.index in self.seen or not (final or record.finished or record.status != 200):
+                continue
+            if record.status == 200:
+                (self.compaction if is_compaction(record.body) else self.turn).add(record)
+            else:
+                self.refused += 1
+            record.raw, record.body = b"", None
+            self.seen.add(record.index)
+        while self.counted in self.seen:
+            self.seen.discard(self.counted)
+            self.counted += 1
+
+
+def prefix_length(body: dict[str, Any]) -> int:
+    """The blocks of `prompt_blocks(body)` up to the view's (or context's) last piece."""
+    system, content = body.get("system"), body["messages"][0]["content"]
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    view = next(i for i, block in enumerate(content) if block.get("text", "").endswith("</chat>"))
+    systems = 1 if isinstance(system, str) else len(system or [])
+    return len(body.get("tools") or []) + systems + view + 1
 
 
 def block_bytes(body: dict[str, Any]) -> list[int]:
@@ -217,6 +270,9 @@ class Result:
     built: int
     settle_timeouts: int
     settle_max_s: float
+    refused: int  # requests the fake did not answer with 200
+    unbuilt: int  # nodes left unbuilt at the end
+    last_error: str | None  # the compactor's last failure, if any
 
     def line(self) -> str:
         return (
@@ -230,10 +286,20 @@ class Result:
     def detail(self) -> str:
         return (
             f"  bytes read from the cache: turns {self.turn.byte_share:.1%}, compactions "
-            f"{self.compaction.byte_share:.1%}; {self.turn.calls} turn and "
-            f"{self.compaction.calls} compaction calls, {self.built} model-built nodes; "
-            f"settle wait max {self.settle_max_s:.2f} s, {self.settle_timeouts} timeouts; "
-            f"{self.seconds:.0f} s"
+            f"{self.compaction.byte_share:.1%}; of the prefix bytes (tools, system, view or "
+            f"context): turns {self.turn.prefix_share:.1%}, compactions "
+            f"{self.compaction.prefix_share:.1%}\n"
+            f"  {self.turn.calls} turn and {self.compaction.calls} compaction calls, "
+            f"{self.built} model-built nodes; settle wait max {self.settle_max_s:.2f} s, "
+            f"{self.settle_timeouts} timeouts; {self.seconds:.0f} s" + self._problems()
+        )
+
+    def _problems(self) -> str:
+        if not (self.refused or self.unbuilt or self.last_error):
+            return ""
+        return (
+            f"\n  PROBLEMS: {self.refused} requests refused, {self.unbuilt} nodes left unbuilt, "
+            f"last compactor error: {self.last_error}"
         )
 
 
@@ -274,6 +340,7 @@ async def replay_async(messages: int, seed: int) -> Result:
         model=MEMORY_MODEL, effort=memory.effort or None, concurrency=memory.concurrency
     )
     turn_effort = TurnConfig().effort
+    tally = Tally()
     turns = timeouts = 0
     settle_max = 0.0
     started = time.perf_counter()
@@ -303,33 +370,36 @@ async def replay_async(messages: int, seed: int) -> Result:
                     )
                     finished = await collect(provider, request)
                     turns += 1
-                    for _ in range(rng.choice((0, 0, 0, 1, 1, 2, 3))):
+                    for _ in range(rng.choice(TOOL_PAIRS)):
                         if chat.t + 3 > messages:  # room for the pair and the reply
                             break
                         call, result = tool_call(rng)
                         log("tool", call)
                         log("echo", result)
                     log("ever", finished.text)
-                while compactor.unbuilt() or compactor.in_flight:  # the last few nodes
-                    await anyio.sleep(0.01)
+                    tally.take(fake.records)
+                with anyio.move_on_after(DRAIN_TIMEOUT):  # the nodes the last messages made
+                    while compactor.unbuilt() or compactor.in_flight:
+                        await anyio.sleep(0.01)
                 group.cancel_scope.cancel()
         finally:
+            unbuilt = compactor.unbuilt()
             chat.close()
             await provider.aclose()
-    turn, compaction = Share(), Share()
-    for record in fake.records:
-        if record.status == 200:
-            (compaction if is_compaction(record.body) else turn).add(record)
+    tally.take(fake.records, final=True)
     return Result(
         messages=chat.t,
         turns=turns,
         seconds=time.perf_counter() - started,
-        turn=turn,
-        compaction=compaction,
+        turn=tally.turn,
+        compaction=tally.compaction,
         compactor_calls=compactor.calls,
         built=compactor.built,
         settle_timeouts=timeouts,
         settle_max_s=settle_max,
+        refused=tally.refused,
+        unbuilt=unbuilt,
+        last_error=compactor.last_error,
     )
 
 
