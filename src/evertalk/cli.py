@@ -28,6 +28,22 @@ def default_home() -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="evertalk", description="An AI agent with one chat that never ends.")
     parser.add_argument("--home", type=Path, help="the evertalk folder (default ~/.evertalk)")
+    parser.add_argument(
+        "-p",
+        "--print",
+        dest="prompt",
+        metavar="MESSAGE",
+        help="answer MESSAGE in one turn without the terminal app and print the reply "
+        "('-' reads the message from standard input)",
+    )
+    parser.add_argument(
+        "--json", dest="json_events", action="store_true", help="with -p: print every event as JSON"
+    )
+    parser.add_argument(
+        "--allow",
+        metavar="TOOLS",
+        help="with -p: let these tools run without asking, e.g. shell,write,edit",
+    )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     memory = commands.add_parser("memory", help="look at the chat's memory")
     actions = memory.add_subparsers(dest="action", parser_class=_Parser)
@@ -79,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.prompt is not None:
+        return _headless(args)
+    if args.json_events or args.allow is not None:
+        raise UsageError("--json and --allow go with -p MESSAGE")
     if args.command == "usage":
         from evertalk.usage_cli import run_usage_command
 
@@ -97,6 +117,23 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     home = args.home or default_home()
     return run_memory_command(args, home)
+
+
+def _headless(args: argparse.Namespace) -> int:
+    from evertalk.agent.policy import parse_grants
+    from evertalk.headless import run_headless
+
+    if args.command is not None:
+        raise UsageError("-p runs one turn: it takes no command")
+    try:
+        grants = parse_grants(args.allow or "")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    message = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if args.prompt == "-":
+        message = message.removesuffix("\n")
+    home = args.home or default_home()
+    return run_headless(home, message, as_json=args.json_events, grants=grants)
 
 
 def _replay(args: argparse.Namespace) -> int:

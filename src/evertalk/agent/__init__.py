@@ -1,0 +1,1 @@
+"""The agent: turns, tools, permissions and subagents (SPEC §5, §6)."""

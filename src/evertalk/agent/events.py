@@ -1,0 +1,93 @@
+"""What a running agent tells its user interface (the terminal app, headless mode).
+
+A UI consumes these in order; they carry everything it shows. Thoughts arrive as
+ThinkingDelta and are never logged (SPEC §6.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class Settling:
+    """The turn waits for summaries before it starts (SPEC §6.1)."""
+
+    unbuilt: int  # lines of the view still unbuilt
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    message_ids: list[int]  # the ids the turn's message(s) got in the log
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReplyLogged:
+    """A reply text block completed and was logged as `ever`."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    call_id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    call_id: str
+    name: str
+    output: str  # as logged (clipped)
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """A message typed during the turn (or a subagent's report) reached the model."""
+
+    kind: Literal["user", "work"]
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    reason: Literal["done", "cancelled", "error", "context_full", "max_steps"]
+    error: str | None = None  # one line, for reason "error"
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """One model call of the turn finished: its cost, for the status bar."""
+
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+    cost: float | None
+
+
+AgentEvent = (
+    Settling
+    | TurnStarted
+    | TextDelta
+    | ThinkingDelta
+    | ReplyLogged
+    | ToolStarted
+    | ToolFinished
+    | Delivered
+    | TurnEnded
+    | CallUsage
+)

@@ -1,0 +1,419 @@
+"""A running agent: the chat, its compactor, turns one after another, and subagents.
+
+    async with Agent.open(home, asker=asker) as agent:
+        agent.submit("where does the log rotate?")
+        async for event in agent.events():
+            ...
+
+A message submitted while no turn runs starts one (SPEC §6.1): the nodes the turn needs go
+first in the compactor's queue, the turn waits at most `memory.settle_timeout` seconds for every
+line of the view to be built (`Settling`), renders the view, logs the message, and runs the call
+`[tools] [system] [view] [header + message]` and its tool loop. A message submitted during a turn
+is held and delivered between two tool calls, or, if the turn ends first, starts the next turn
+together with any other held message (SPEC §6.4). A subagent's report is held the same way.
+Nothing carries over from one turn to the next but the view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+from anyio.abc import TaskGroup
+
+from evertalk.agent.events import AgentEvent, Settling, TurnEnded, TurnStarted
+from evertalk.agent.permissions import Asker
+from evertalk.agent.policy import Policy
+from evertalk.agent.subagents import AgentLog, Subagents
+from evertalk.agent.tools import Toolbox, ToolContext
+from evertalk.agent.turn import Ending, Held, ImageStore, Limits, MessageLog, TurnLoop, one_line
+from evertalk.chat import Chat
+from evertalk.compactor.service import Compactor
+from evertalk.config import KEY_VARIABLES, Config, config_path
+from evertalk.ledger import Ledger, ledger_path
+from evertalk.memory import Node
+from evertalk.prompts import TOOLS, turn_header
+from evertalk.providers.base import Provider
+from evertalk.runtime import Runtime
+
+SETTLE_POLL = 0.05
+"""Seconds between two looks at the view while a turn waits for its lines to be built."""
+
+
+def subagent_marker(name: str) -> str:
+    """The marker of a subagent's header: what follows is a task to do, not a compaction."""
+    return (
+        f"Turn: you are the subagent {name}, working in the background for Ever. A task "
+        "follows: do it, then reply with your report. It is not a compaction task."
+    )
+
+
+class NotConfigured(Exception):
+    """No provider can be called: no API key anywhere. The message is one line."""
+
+
+def configuration_problem(home: Path, config: Config) -> str | None:
+    """Why no model can be called with these settings, or None."""
+    variable = KEY_VARIABLES.get(config.provider)
+    if config.api_key is not None or variable is None:
+        return None  # a local server needs no key
+    if config.provider == "anthropic" and os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        return None
+    return (
+        f"no provider is configured: set {variable}, or api_key in {config_path(home)} "
+        "(running evertalk in a terminal sets one up)"
+    )
+
+
+@dataclass(frozen=True)
+class AgentStatus:
+    model: str
+    view_bytes: int  # the view's size as the budget counts it (SPEC §3.1)
+    compactor_running: int
+    compactor_queued: int
+    cost: float  # USD spent in this session: turns, subagents and compactions
+    turn_cost: float  # of which turns and subagents
+    busy: bool
+    subagents: int  # running now
+
+
+def _local_now() -> datetime:
+    return datetime.now().astimezone()
+
+
+class Agent:
+    """One session of the chat. Make it with `Agent.open`; everything runs in its task group."""
+
+    def __init__(
+        self,
+        *,
+        home: Path,
+        runtime: Runtime,
+        chat: Chat,
+        provider: Provider,
+        compactor: Compactor,
+        toolbox: Toolbox,
+        ledger: Ledger,
+        workdir: Path,
+        clock: Callable[[], datetime],
+        limits: Limits,
+        group: TaskGroup,
+    ) -> None:
+        self.home = home
+        self.runtime = runtime
+        self.chat = chat
+        self.provider = provider
+        self.compactor = compactor
+        self.toolbox = toolbox
+        self.ledger = ledger
+        self.workdir = workdir
+        self.clock = clock
+        self.limits = limits
+        self.model = runtime.config.model
+        self.settle_timeout = runtime.config.memory.settle_timeout
+        self.agents_dir = chat.store.path / "agents"
+        self.images = ImageStore(chat.store.path / "images")
+        where = str(home.resolve()).encode("utf-8", "surrogateescape")
+        self.cache_key = "evertalk-turn-" + hashlib.sha256(where).hexdigest()[:32]  # per chat
+        self.subagents = Subagents(
+            self.agents_dir, group, self._run_subagent, self._hold, self._changed
+        )
+        self.turn_cost = 0.0
+        self._held: list[Held] = []
+        self._sender, self._receiver = anyio.create_memory_object_stream[AgentEvent](math.inf)
+        self._wake = anyio.Event()
+        self._change = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._turning = False
+        self._waiters = 0
+        self._closed = False
+        self._opened = False
+
+    # -- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        home: Path,
+        *,
+        asker: Asker | None,
+        granted: Iterable[str] = (),
+        provider: Provider | None = None,
+        workdir: Path | None = None,
+        clock: Callable[[], datetime] | None = None,
+        limits: Limits | None = None,
+    ) -> AsyncIterator[Agent]:
+        """Open the chat (its lock: `ChatLocked` propagates), the runtime, the provider (gated;
+        `NotConfigured` without a key) unless one is given, a running compactor and the tools.
+        At exit a running turn and the subagents are cancelled (what they logged stays), and
+        everything is closed. `asker` None is headless: `ask` counts as `deny`."""
+        runtime = Runtime.load(home)
+        own = provider is None
+        if provider is None:
+            problem = configuration_problem(home, runtime.config)
+            if problem is not None:
+                raise NotConfigured(problem)
+        chat = Chat.open(home / "chat")
+        try:
+            if provider is None:
+                provider = runtime.provider()
+            ledger = Ledger(ledger_path(home))
+            try:
+                compactor = Compactor(
+                    chat,
+                    provider,
+                    runtime.compactor_settings(),
+                    system=runtime.system,
+                    tools=TOOLS,
+                    ledger=ledger,
+                )
+                policy = Policy(
+                    runtime.config.tools, granted=granted, interactive=asker is not None
+                )
+                body_error: BaseException | None = None
+                try:
+                    async with anyio.create_task_group() as group:
+                        agent = cls(
+                            home=home,
+                            runtime=runtime,
+                            chat=chat,
+                            provider=provider,
+                            compactor=compactor,
+                            toolbox=Toolbox(policy, asker),
+                            ledger=ledger,
+                            workdir=(workdir or Path.cwd()).resolve(),
+                            clock=clock or _local_now,
+                            limits=limits or Limits(),
+                            group=group,
+                        )
+                        group.start_soon(agent._compact)
+                        group.start_soon(agent._drive)
+                        try:
+                            yield agent
+                        except BaseException as error:
+                            body_error = error
+                            raise
+                        finally:
+                            agent._closed = True
+                            group.cancel_scope.cancel()
+                            agent._sender.close()
+                            agent._receiver.close()
+                except BaseExceptionGroup as errors:
+                    # the caller's own error comes out as itself, not wrapped by the task group
+                    if body_error is not None and list(errors.exceptions) == [body_error]:
+                        raise body_error from None
+                    raise
+            finally:
+                ledger.close()
+                if own:
+                    with anyio.CancelScope(shield=True):
+                        await provider.aclose()
+        finally:
+            chat.close()
+
+    # -- what the user interface calls ------------------------------------------------------
+
+    def submit(self, text: str) -> None:
+        """A user message: it starts a turn when none runs, else it is held for the running
+        turn (delivered between two tool calls) or, if that turn ends first, the next. Messages
+        that come while a turn still waits for its view to settle join its opening message."""
+        if self._closed:
+            raise RuntimeError("the agent is closed")
+        if not text.strip():
+            raise ValueError("an empty message cannot be sent")
+        self._hold(Held("user", text))
+
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        """Every event, in order, for one consumer; ends when the agent closes."""
+        with suppress(anyio.ClosedResourceError):
+            async for event in self._receiver:
+                yield event
+
+    def cancel(self) -> None:
+        """Cancel the running turn, at once; what it logged stays logged."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @property
+    def busy(self) -> bool:
+        """A turn runs, or messages are held for one."""
+        return self._turning or bool(self._held)
+
+    async def wait_idle(self) -> None:
+        """Until no turn runs and no message is held."""
+        while self.busy:
+            await self._change.wait()
+
+    async def wait_quiet(self) -> None:
+        """Until no turn runs, no message is held and no subagent works (headless mode)."""
+        while self.busy or self.subagents.running:
+            await self._change.wait()
+
+    def status(self) -> AgentStatus:
+        compactor = self.compactor.status()
+        return AgentStatus(
+            model=self.model,
+            view_bytes=self.chat.core.view.size,
+            compactor_running=compactor.running,
+            compactor_queued=compactor.queued,
+            cost=self.turn_cost + self.compactor.cost,
+            turn_cost=self.turn_cost,
+            busy=self.busy,
+            subagents=len(self.subagents.running),
+        )
+
+    # -- the inside -------------------------------------------------------------------------
+
+    def _emit(self, event: AgentEvent) -> None:
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._sender.send_nowait(event)
+
+    def _changed(self) -> None:
+        self._change.set()
+        self._change = anyio.Event()
+
+    def _hold(self, held: Held) -> None:
+        self._held.append(held)
+        self._wake.set()
+        self._changed()
+
+    def _take_held(self) -> list[Held]:
+        held, self._held = self._held, []
+        return held
+
+    def _add_cost(self, cost: float) -> None:
+        self.turn_cost += cost
+
+    async def _compact(self) -> None:
+        with suppress(Exception):  # a broken compactor leaves turns working on placeholders
+            await self.compactor.run()
+
+    async def _drive(self) -> None:
+        """Start a turn whenever messages are held and none runs."""
+        while True:
+            if not self._held:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+                continue
+            await self._turn()
+            self._changed()
+
+    def _unbuilt(self) -> list[Node]:
+        tree = self.chat.core.tree
+        return [node for node in self.chat.core.view if not tree.is_built(node)]
+
+    async def _settle(self, emit: Callable[[AgentEvent], None]) -> None:
+        """Wait until every line of the view is built, at most `settle_timeout` seconds; the
+        nodes waited for go first in the compactor's queue (SPEC §6.1)."""
+        unbuilt = self._unbuilt()
+        if not unbuilt:
+            return
+        deadline = anyio.current_time() + self.settle_timeout
+        self._waiters += 1
+        self.compactor.waiting = True  # failed nodes are retried on a timer meanwhile
+        try:
+            shown = -1
+            while unbuilt:
+                if len(unbuilt) != shown:
+                    shown = len(unbuilt)
+                    emit(Settling(shown))
+                    self.compactor.prioritize(unbuilt)
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    break
+                await anyio.sleep(min(SETTLE_POLL, left))
+                unbuilt = self._unbuilt()
+        finally:
+            self._waiters -= 1
+            if self._waiters == 0:
+                self.compactor.waiting = False
+
+    def _loop(self, log: MessageLog, context: ToolContext, *, master: bool) -> TurnLoop:
+        return TurnLoop(
+            provider=self.provider,
+            model=self.model,
+            effort=self.runtime.config.turn.effort,
+            system=self.runtime.system,
+            tools=TOOLS,
+            toolbox=self.toolbox,
+            context=context,
+            log=log,
+            images=self.images,
+            ledger=self.ledger,
+            role="turn" if master else "subagent",
+            emit=self._emit if master else _discard,
+            take_held=self._take_held if master else _nothing,
+            on_cost=self._add_cost,
+            limits=self.limits,
+            cache_key=self.cache_key,
+        )
+
+    def _log_held(self, held: list[Held]) -> list[int]:
+        ids: list[int] = []
+        for message in held:
+            ids += self.chat.append(message.kind, message.text, agent=message.agent)
+        self.compactor.message_logged()
+        return ids
+
+    async def _turn(self) -> None:
+        self._turning = True
+        self._changed()
+        self._opened = False
+        ended: TurnEnded | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                ended = await self._open_turn()
+            if ended is None:  # cancelled
+                if not self._opened:  # still settling: what the user said is kept all the same
+                    self._log_held(self._take_held())
+                ended = TurnEnded("cancelled")
+        except Exception as error:  # the log failed (a full disk): say so, keep the session
+            ended = TurnEnded("error", one_line(f"{type(error).__name__}: {error}"))
+        finally:
+            self._scope = None
+            self._turning = False
+        self._emit(ended)
+
+    async def _open_turn(self) -> TurnEnded:
+        """The settle wait, the view, the message logged, then the loop (SPEC §6.1)."""
+        await self._settle(self._emit)
+        held = self._take_held()
+        view = self.chat.render_view()
+        self._opened = True
+        ids = self._log_held(held)
+        self._emit(TurnStarted(ids))
+        opening = turn_header(self.clock()) + "\n" + "\n\n".join(m.text for m in held)
+        context = ToolContext(
+            self.chat,
+            self.workdir,
+            self.agents_dir,
+            is_subagent=False,
+            start_agent=self.subagents.start,
+        )
+        ending = await self._loop(self.chat, context, master=True).run(view, opening, ids[0])
+        return ending.event
+
+    async def _run_subagent(self, name: str, task: str, log: AgentLog) -> Ending:
+        await self._settle(_discard)
+        view = self.chat.render_view()
+        log.append("user", task)
+        context = ToolContext(self.chat, self.workdir, self.agents_dir, is_subagent=True)
+        opening = turn_header(self.clock(), subagent_marker(name)) + "\n" + task
+        return await self._loop(log, context, master=False).run(view, opening, name)
+
+
+def _discard(event: AgentEvent) -> None:
+    pass
+
+
+def _nothing() -> list[Held]:
+    return []

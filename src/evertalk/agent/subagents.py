@@ -1,0 +1,156 @@
+"""Subagents (SPEC §6.7): background loops with their own logs, reporting to the main chat.
+
+`agent(name, task)` starts one and returns at once. A subagent is a fresh call
+`[tools] [system] [view] [task]`, after the same bounded settle wait as a turn, with its own tool
+loop and its own log in `chat/agents/<Name>/YYYY-MM-DD.jsonl` (the records of §1.2, ids from 0).
+Its final reply comes back to the main chat as one `work` message `[Name] reply`: between the
+tool calls of a running turn, or as the start of a new turn. The master never waits for one;
+at most 8 run at once, and a subagent cannot start another (depth 1).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+from anyio.abc import TaskGroup
+
+from evertalk.agent.tools.base import ToolError
+from evertalk.agent.turn import Ending, Held
+from evertalk.memory.text import split_text, valid_unicode
+from evertalk.store.days import day_file_name, iso, local_now
+from evertalk.store.jsonl import Appender
+from evertalk.store.records import encode_message
+from evertalk.store.secure import DIR_MODE, fsync_dir, make_dir
+
+MAX_RUNNING = 8
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+
+
+class SubagentError(ToolError):
+    """A subagent cannot start: the message is one line, for the model to read (the Toolbox
+    makes it the `agent` call's error result)."""
+
+
+class AgentLog:
+    """A subagent's own log: the message records of SPEC §1.2, appended and fsynced one by one,
+    with ids from 0. Only a new subagent writes one, so it never needs to be read back here."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.count = 0
+        self._appender = Appender(max_open=1)
+
+    @classmethod
+    def create(cls, agents_dir: Path, name: str) -> AgentLog:
+        """A new log for `name`; a name used before in this chat is refused."""
+        make_dir(agents_dir)
+        folder = agents_dir / name
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            raise SubagentError(
+                f"a subagent named {name} already exists in this chat: choose another name"
+            ) from None
+        os.chmod(folder, DIR_MODE)
+        fsync_dir(agents_dir)
+        return cls(folder)
+
+    def append(
+        self,
+        kind: str,
+        text: str,
+        *,
+        key: str | None = None,
+        images: list[str] | None = None,
+        agent: str | None = None,
+    ) -> list[int]:
+        """Log a message, split into pages when long; returns the ids. Keys are not kept: a
+        subagent's log is never appended to again after a restart."""
+        ids = []
+        for number, piece in enumerate(split_text(valid_unicode(text))):
+            when = local_now()
+            first = images if number == 0 else None
+            data = encode_message(self.count, kind, piece, iso(when), None, first, agent)
+            self._appender.append(self.folder / day_file_name(when), data)
+            ids.append(self.count)
+            self.count += 1
+        return ids
+
+    def close(self) -> None:
+        self._appender.close()
+
+
+Runner = Callable[[str, str, AgentLog], Awaitable[Ending]]
+"""Runs a subagent's loop: (name, task, log) → how it ended (the session provides it)."""
+
+
+class Subagents:
+    """The subagents of one session: started in the session's task group, cancelled with it."""
+
+    def __init__(
+        self,
+        agents_dir: Path,
+        group: TaskGroup,
+        run: Runner,
+        deliver: Callable[[Held], None],
+        changed: Callable[[], None] = lambda: None,
+        limit: int = MAX_RUNNING,
+    ) -> None:
+        self.agents_dir = agents_dir
+        self.group = group
+        self._run = run
+        self._deliver = deliver
+        self._changed = changed
+        self.limit = limit
+        self.running: set[str] = set()
+
+    async def start(self, name: str, task: str) -> str:
+        """The `start_agent` given to the tools: start `name` on `task`, return at once."""
+        if not NAME.fullmatch(name):
+            raise SubagentError(
+                "a subagent's name is a letter, then up to 31 letters, digits, - or _"
+            )
+        if not task.strip():
+            raise SubagentError("the task is empty: say what the subagent should do")
+        if len(self.running) >= self.limit:
+            raise SubagentError(
+                f"{self.limit} subagents are running already; start this one after one of "
+                "them reports"
+            )
+        if name in self.running:
+            raise SubagentError(f"a subagent named {name} is running already")
+        log = AgentLog.create(self.agents_dir, name)
+        self.running.add(name)
+        self._changed()
+        self.group.start_soon(self._work, name, task, log)
+        return (
+            f"Subagent {name} started in the background. Its report will come back as a "
+            f"message starting with [{name}]."
+        )
+
+    async def _work(self, name: str, task: str, log: AgentLog) -> None:
+        report: str | None = None
+        try:
+            ending = await self._run(name, task, log)
+            event = ending.event
+            if event.reason == "done":
+                report = ending.final or "(finished without a reply)"
+            else:
+                why = event.error or event.reason
+                report = f"stopped before finishing: {why}"
+                if ending.final:
+                    report += "\n\n" + ending.final
+        except anyio.get_cancelled_exc_class():
+            raise  # the session closes: nothing to report
+        except Exception as error:  # a bug in one subagent must not end the session
+            report = f"stopped before finishing: {type(error).__name__}: {error}"
+        finally:
+            log.close()
+            self.running.discard(name)
+            if report is not None:
+                self._deliver(Held("work", f"[{name}] {report}", agent=name))
+            self._changed()

@@ -1,0 +1,244 @@
+"""The file tools: `read`, `write` and `edit` (SPEC §6.6).
+
+Paths are absolute, or relative to the working directory (`~` is the user's home). `write` and
+`edit` replace a file atomically (a temporary file in the same folder, then a rename), keep an
+existing file's mode, and write through a symbolic link to its target rather than replacing the
+link. `edit` keeps bytes that are not UTF-8 exactly as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from evertalk.agent.tools.base import (
+    Args,
+    RunState,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+    result,
+)
+from evertalk.agent.tools.output import ClipBuffer
+from evertalk.memory.text import valid_unicode
+from evertalk.store.secure import write_all
+
+# -- paths --------------------------------------------------------------------------------------
+
+
+def resolve(workdir: Path, path: str) -> Path:
+    """The file `path` names: `~` expanded, a relative path taken from `workdir`."""
+    if not path:
+        raise ToolError("`path` must not be empty")
+    if "\0" in path:
+        raise ToolError("`path` must not contain a NUL character")
+    return workdir / Path(path).expanduser()
+
+
+def _os_problem(shown: str, error: OSError) -> ToolError:
+    if isinstance(error, FileNotFoundError):
+        return ToolError(f"{shown}: no such file")
+    if isinstance(error, IsADirectoryError):
+        return ToolError(f"{shown} is a directory, not a file")
+    if isinstance(error, NotADirectoryError | FileExistsError):
+        return ToolError(f"{shown}: a part of the path is a file, not a directory")
+    if isinstance(error, PermissionError):
+        return ToolError(f"{shown}: permission denied")
+    return ToolError(f"{shown}: {error.strerror or error}")
+
+
+def line_count(text: str) -> int:
+    """Lines as an editor counts them: a last line without a newline counts too."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+# -- read ---------------------------------------------------------------------------------------
+
+
+def parse_read(tool_input: object) -> ReadCall:
+    args = Args("read", tool_input, ("path", "offset", "limit"))
+    path = args.string("path")
+    offset = args.optional_integer("offset", 0)
+    if offset < 0:
+        raise ToolError(f"`offset` must be 0 or more, not {offset}")
+    limit: int | None = None
+    if args.has("limit"):
+        limit = args.integer("limit")
+        if limit < 1:
+            raise ToolError(f"`limit` must be 1 or more, not {limit}")
+    return ReadCall(path, offset, limit)
+
+
+@dataclass(frozen=True)
+class ReadCall:
+    path: str
+    offset: int = 0  # lines to skip
+    limit: int | None = None  # the most lines to return; None: all the rest
+
+    async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
+        target = resolve(ctx.workdir, self.path)
+        buffer = ClipBuffer(limit)
+        try:
+            lines = read_lines(target, self.offset, self.limit, buffer, self.path)
+        except OSError as error:
+            raise _os_problem(self.path, error) from None
+        if buffer.total:
+            return result(buffer.text())
+        if lines == 0:
+            return result(f"({self.path} is empty)")
+        raise ToolError(
+            f"offset {self.offset} is past the end of {self.path}, which has "
+            f"{_plural(lines, 'line')}"
+        )
+
+
+def read_lines(
+    path: Path, offset: int, limit: int | None, buffer: ClipBuffer, shown: str = ""
+) -> int:
+    """Feed lines offset … offset+limit−1 of the file to `buffer`; the number of lines read.
+
+    A NUL byte anywhere up to the last line wanted makes it a binary file, which is refused.
+    Bytes that are not UTF-8 show as U+FFFD.
+    """
+    shown = shown or str(path)
+    kind = os.stat(path).st_mode
+    if stat.S_ISDIR(kind):
+        raise IsADirectoryError(21, "Is a directory", str(path))
+    if not stat.S_ISREG(kind):
+        raise ToolError(f"{shown} is not a regular file")
+    end = None if limit is None else offset + limit
+    count = 0
+    with open(path, "rb") as file:
+        for raw in file:  # lines split at b"\n", which never falls inside a UTF-8 character
+            if b"\0" in raw:
+                raise ToolError(f"{shown} is a binary file (it holds NUL bytes)")
+            if count >= offset:
+                buffer.feed(raw.decode("utf-8", "replace"))
+            count += 1
+            if end is not None and count >= end:
+                break
+    return count
+
+
+# -- write --------------------------------------------------------------------------------------
+
+
+def parse_write(tool_input: object) -> WriteCall:
+    args = Args("write", tool_input, ("path", "content"))
+    return WriteCall(args.string("path"), args.string("content"))
+
+
+@dataclass(frozen=True)
+class WriteCall:
+    path: str
+    content: str
+
+    async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
+        target = resolve(ctx.workdir, self.path)
+        data = valid_unicode(self.content).encode("utf-8")
+        try:
+            real = Path(os.path.realpath(target))
+            existed = real.exists()
+            if real.is_dir():
+                raise IsADirectoryError(21, "Is a directory", str(target))
+            real.parent.mkdir(parents=True, exist_ok=True)
+            replace_file(real, data)
+        except OSError as error:
+            raise _os_problem(self.path, error) from None
+        verb = "replaced" if existed else "created"
+        size = f"{_plural(len(data), 'byte')}, {_plural(line_count(self.content), 'line')}"
+        return result(f"{verb} {self.path} ({size})")
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Put `data` in `path` atomically: a temporary file beside it, fsynced, then renamed over
+    it. An existing file's permission bits are kept; a new file gets the usual 0666 − umask."""
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = None
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# -- edit ---------------------------------------------------------------------------------------
+
+
+def parse_edit(tool_input: object) -> EditCall:
+    args = Args("edit", tool_input, ("path", "old", "new"))
+    path, old, new = args.string("path"), args.string("old"), args.string("new")
+    if not old:
+        raise ToolError("`old` must not be empty: it is the text to replace")
+    if old == new:
+        raise ToolError("`old` and `new` are the same: there is nothing to change")
+    return EditCall(path, old, new)
+
+
+def occurrences(text: str, old: str) -> list[int]:
+    """Where `old` starts in `text`, overlapping matches included (`aa` is twice in `aaa`)."""
+    found: list[int] = []
+    start = text.find(old)
+    while start >= 0:
+        found.append(start)
+        start = text.find(old, start + 1)
+    return found
+
+
+@dataclass(frozen=True)
+class EditCall:
+    path: str
+    old: str
+    new: str
+
+    async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
+        target = resolve(ctx.workdir, self.path)
+        old, new = valid_unicode(self.old), valid_unicode(self.new)
+        try:
+            real = Path(os.path.realpath(target))
+            raw = real.read_bytes()
+        except OSError as error:
+            raise _os_problem(self.path, error) from None
+        if b"\0" in raw:
+            raise ToolError(f"{self.path} is a binary file (it holds NUL bytes)")
+        # surrogateescape: bytes that are not UTF-8 go back to the file exactly as they were
+        text = raw.decode("utf-8", "surrogateescape")
+        found = occurrences(text, old)
+        if not found:
+            hint = ""
+            if "\n" in old and "\r\n" in text and old.replace("\n", "\r\n") in text:
+                hint = " (the file's lines end in \\r\\n)"
+            raise ToolError(f"`old` does not occur in {self.path}{hint}; the file is unchanged")
+        if len(found) > 1:
+            lines = ", ".join(str(text.count("\n", 0, at) + 1) for at in found[:10])
+            more = ", …" if len(found) > 10 else ""
+            raise ToolError(
+                f"`old` occurs {len(found)} times in {self.path} (at lines {lines}{more}); "
+                "give more of the text around it so that it occurs once; the file is unchanged"
+            )
+        at = found[0]
+        changed = text[:at] + new + text[at + len(old) :]
+        try:
+            replace_file(real, changed.encode("utf-8", "surrogateescape"))
+        except OSError as error:
+            raise _os_problem(self.path, error) from None
+        line = text.count("\n", 0, at) + 1
+        return result(f"edited {self.path}: replaced the one occurrence, at line {line}")

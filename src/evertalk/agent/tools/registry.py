@@ -1,0 +1,91 @@
+"""The Toolbox: one entry point that validates a call, checks its permission and runs it.
+
+`Toolbox.run` never raises for a bad input, a refusal, a timeout or an OS error: each of those is
+an error outcome whose text is one line. Cancellation (the user stopped the turn) still propagates,
+after the shell tool has killed its command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Final
+
+from evertalk.agent.permissions import Asker
+from evertalk.agent.policy import Policy
+from evertalk.agent.tools.agent import DEPTH_ERROR, parse_agent
+from evertalk.agent.tools.base import (
+    Call,
+    RunState,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+    failure,
+    output_limit,
+)
+from evertalk.agent.tools.files import parse_edit, parse_read, parse_write
+from evertalk.agent.tools.memory import parse_date, parse_zoom
+from evertalk.agent.tools.shell import parse_shell
+from evertalk.chat import ToolInputError
+from evertalk.memory.text import clip_output
+from evertalk.prompts import TOOLS
+from evertalk.providers.base import Image, Text, Tool
+from evertalk.store.errors import StoreError, describe
+
+PARSERS: Final[dict[str, Callable[[object], Call]]] = {
+    "zoom": parse_zoom,
+    "date": parse_date,
+    "shell": parse_shell,
+    "read": parse_read,
+    "write": parse_write,
+    "edit": parse_edit,
+    "agent": parse_agent,
+}
+"""Every tool of `prompts.TOOLS`, by name: its input check, which returns a call to run."""
+
+MEMORY_TOOLS: Final = frozenset({"zoom", "date"})
+"""Their output is not clipped here: `zoom(id, 1)` returns its message whole (SPEC §6.5)."""
+
+
+class Toolbox:
+    """The tools of a turn (or of a subagent), with the process's permission policy."""
+
+    definitions: Final[list[Tool]] = TOOLS
+
+    def __init__(self, policy: Policy, asker: Asker | None) -> None:
+        self.policy = policy
+        self.asker = asker
+        self.state = RunState()
+
+    async def run(self, name: str, tool_input: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Validate, check permission, run. Unknown tool, bad input, refusal, timeout or OS
+        error: an error outcome with a one-line text."""
+        parse = PARSERS.get(name)
+        if parse is None:
+            return failure(f"there is no tool {name!r} (the tools: {', '.join(PARSERS)})")
+        if name == "agent" and ctx.is_subagent:
+            return failure(DEPTH_ERROR)
+        try:
+            call = parse(tool_input)
+            refusal = await self.policy.check(name, tool_input, self.asker)
+            if refusal is not None:
+                return failure(refusal)
+            limit = output_limit(name)
+            outcome = await call.run(ctx, limit, self.state)
+        except (ToolError, ToolInputError) as error:
+            return failure(str(error))
+        except OSError as error:
+            return failure(describe(error))
+        except StoreError as error:
+            return failure(f"the chat cannot be read: {error}")
+        if name in MEMORY_TOOLS:
+            return outcome
+        return clip(outcome, limit)
+
+
+def clip(outcome: ToolOutcome, limit: int) -> ToolOutcome:
+    """The outcome with its text clipped to `limit` characters (SPEC §1.5); images are kept."""
+    if len(outcome.text) <= limit:
+        return outcome
+    content: list[Text | Image] = [Text(clip_output(outcome.text, limit)), *outcome.images]
+    return replace(outcome, content=content)

@@ -1,0 +1,135 @@
+"""The `shell` tool: `bash -c command` in the working directory, with a timeout (SPEC §6.6).
+
+The command runs in a session (and process group) of its own, with stdin from /dev/null and stdout
+and stderr merged into one pipe. On timeout, or when the turn is cancelled, the whole group is
+killed. The result is the output, then `[exit status N]` (or `[timed out after N s]`), clipped by
+SPEC §1.5 as it is read, so that a command that prints gigabytes costs no more memory than one
+that prints a page.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+
+from evertalk.agent.tools.base import Args, RunState, ToolContext, ToolError, ToolOutcome
+from evertalk.agent.tools.output import ClipBuffer
+from evertalk.config import KEY_VARIABLES
+from evertalk.providers.base import Text
+
+DEFAULT_TIMEOUT = 120
+MAX_TIMEOUT = 600
+LINGER = 0.5
+"""Seconds to wait, once bash has exited, for processes it left in the background to close the
+output pipe; after that their output is no longer collected (they keep running)."""
+
+
+def parse_shell(tool_input: object) -> ShellCall:
+    args = Args("shell", tool_input, ("command", "timeout"))
+    command = args.string("command", nonempty=True)
+    if "\0" in command:
+        raise ToolError("`command` must not contain a NUL character")
+    timeout = args.optional_integer("timeout", DEFAULT_TIMEOUT)
+    if not 1 <= timeout <= MAX_TIMEOUT:
+        raise ToolError(f"`timeout` must be 1 to {MAX_TIMEOUT} seconds, not {timeout}")
+    return ShellCall(command, timeout)
+
+
+def shell_environment(base: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment commands run with: ours, without the providers' API keys, so that a
+    command like `env` cannot copy a key into the log (which is kept forever and summarized)."""
+    hidden = set(KEY_VARIABLES.values())
+    return {name: value for name, value in base.items() if name not in hidden}
+
+
+@dataclass(frozen=True)
+class ShellCall:
+    command: str
+    timeout: int = DEFAULT_TIMEOUT
+
+    async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
+        if not ctx.workdir.is_dir():
+            raise ToolError(f"the working directory {ctx.workdir} does not exist")
+        buffer = ClipBuffer(limit)
+        status, lingering = await run_command(
+            self.command, self.timeout, ctx, buffer, shell_environment()
+        )
+        if buffer.total and not buffer.ends_with_newline():
+            buffer.feed("\n")
+        if lingering:
+            buffer.feed("[processes left in the background still run; their output is not shown]\n")
+        if status is None:
+            buffer.feed(f"[timed out after {self.timeout} s]")
+        elif status < 0:
+            buffer.feed(f"[killed by signal {-status}]")
+        else:
+            buffer.feed(f"[exit status {status}]")
+        return ToolOutcome([Text(buffer.text())], is_error=status is None)
+
+
+async def run_command(
+    command: str,
+    timeout: float,
+    ctx: ToolContext,
+    buffer: ClipBuffer,
+    env: Mapping[str, str],
+) -> tuple[int | None, bool]:
+    """Run `command`, feeding its output to `buffer`; (exit status or None on timeout, whether
+    background processes still held the output when bash exited)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    process = await anyio.open_process(
+        ["bash", "-c", command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=ctx.workdir,
+        env=env,
+        start_new_session=True,
+    )
+    finished = anyio.Event()
+    lingering = False
+
+    async def pump(stream: anyio.abc.ByteReceiveStream) -> None:
+        try:
+            async for chunk in stream:
+                buffer.feed(decoder.decode(chunk))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        buffer.feed(decoder.decode(b"", final=True))
+        finished.set()
+
+    timed_out = False
+    try:
+        assert process.stdout is not None
+        async with anyio.create_task_group() as group:
+            group.start_soon(pump, process.stdout)
+            with anyio.move_on_after(timeout):
+                await process.wait()
+            if process.returncode is None:
+                timed_out = True
+                kill_group(process.pid)
+            with anyio.move_on_after(LINGER):
+                await finished.wait()
+            lingering = not finished.is_set()
+            group.cancel_scope.cancel()
+        await process.wait()
+        return (None if timed_out else process.returncode), lingering and not timed_out
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:  # cancelled: the turn stopped while it ran
+                kill_group(process.pid)
+            await process.aclose()
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group that `pid` leads (the command's session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

@@ -1,0 +1,372 @@
+"""One turn's tool loop (SPEC §6.2–§6.4), shared by the master's turns and the subagents.
+
+A turn is a fresh conversation: `[tools] [system] [view] [header + message]`, then the turn's own
+steps. Everything is logged the moment it happens, in the order the model saw it:
+
+- each reply's text as `ever` (the text blocks between two tool calls joined into one message);
+- each tool call as `tool` (`name` + space + compact JSON input) before the tool runs;
+- each result as `echo` (`name: output`, clipped to 30,000 characters, images stored and listed);
+- each message delivered mid-turn as `user` or `work`, after the results of the step it joins.
+
+Thoughts are streamed to the user, sent back within the turn as the API requires, and never
+logged; they go when the turn ends, with the rest of its steps. Appends carry idempotency keys
+derived from the turn and the step (`turn-<first id>-<step>-<n>`), so that a re-sent append
+never logs a message twice.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import anyio
+
+from evertalk.agent import events
+from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
+from evertalk.ledger import Ledger
+from evertalk.providers.base import (
+    Finished,
+    Image,
+    Message,
+    Part,
+    Provider,
+    ProviderError,
+    Request,
+    Text,
+    TextDelta,
+    ThinkingDelta,
+    Tool,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+from evertalk.providers.layout import turn_request
+from evertalk.providers.prices import cost as price_of
+from evertalk.store.secure import make_dir, write_atomic
+
+TURN_MAX_TOKENS = 16_000
+"""Output cap of one call of a turn (a manual thinking budget is added on top by the adapter)."""
+
+CONTEXT_BUDGET = 200_000
+"""Tokens a call may use, prompt and output cap together: the context window of the current
+Anthropic models (OpenAI's are larger). A turn stops its loop, and says so, before a call that
+would need more (SPEC §6.2); its steps are logged and reach the next turn through the view."""
+
+MAX_STEPS = 200
+"""Model calls in one turn at most: a loop that never ends costs without bound."""
+
+BYTES_PER_TOKEN = 3
+"""For estimating a prompt's tokens from its bytes: below the usual 4 for English, since code,
+JSON and other languages take more tokens per byte. Overestimating only stops a turn early."""
+
+NO_OUTPUT = "(no output)"
+"""What an empty tool output is shown and logged as (an API refuses an empty text block)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_tokens: int = TURN_MAX_TOKENS
+    context_budget: int = CONTEXT_BUDGET
+    max_steps: int = MAX_STEPS
+
+
+@dataclass(frozen=True)
+class Held:
+    """A message that came in while a turn ran: a user's words, or a subagent's report."""
+
+    kind: Literal["user", "work"]
+    text: str
+    agent: str | None = None
+
+
+class MessageLog(Protocol):
+    """Where a loop logs: the main chat (`Chat`) or a subagent's own log."""
+
+    def append(
+        self,
+        kind: str,
+        text: str,
+        *,
+        key: str | None = None,
+        images: list[str] | None = None,
+        agent: str | None = None,
+    ) -> list[int]: ...
+
+
+_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+
+
+class ImageStore:
+    """`chat/images/<sha256>.<ext>`: one private file per distinct image (SPEC §1.1)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def save(self, image: Image) -> str | None:
+        """The image's file name, writing the file if it is new; None for undecodable data."""
+        try:
+            data = base64.b64decode(image.data, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        extension = _EXTENSIONS.get(image.media_type, "bin")
+        name = f"{hashlib.sha256(data).hexdigest()}.{extension}"
+        path = self.folder / name
+        if not path.exists():
+            make_dir(self.folder)
+            write_atomic(path, data)
+        return name
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a loop ended: the event for the UI, and the text of the last reply (a subagent's
+    report)."""
+
+    event: events.TurnEnded
+    final: str
+
+
+def _discard(event: events.AgentEvent) -> None:
+    pass
+
+
+def _none() -> list[Held]:
+    return []
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_text(name: str, tool_input: dict[str, Any]) -> str:
+    """A `tool` message: the name, a space, the compact JSON input (SPEC §1.2)."""
+    return f"{name} {compact_json(tool_input)}"
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass
+class TurnLoop:
+    """Runs the calls and tools of one turn (or of one subagent)."""
+
+    provider: Provider
+    model: str
+    effort: str | None
+    system: str
+    tools: list[Tool]
+    toolbox: Toolbox
+    context: ToolContext
+    log: MessageLog
+    images: ImageStore
+    ledger: Ledger | None = None
+    role: Literal["turn", "subagent"] = "turn"
+    emit: Callable[[events.AgentEvent], None] = _discard
+    take_held: Callable[[], list[Held]] = _none
+    on_cost: Callable[[float], None] = lambda cost: None
+    limits: Limits = Limits()
+    cache_key: str | None = None
+    running_tool: str | None = field(default=None, init=False)
+
+    async def run(self, view: str, opening: str, turn_id: int | str) -> Ending:
+        """The loop, from the opening text (header + message, or header + task) to the end.
+
+        Errors end the turn, with an `echo` saying why; cancellation propagates (what was
+        logged stays, and a tool cut short gets an `echo` saying so).
+        """
+        try:
+            return await self._loop(view, opening, turn_id)
+        except anyio.get_cancelled_exc_class():
+            if self.running_tool is not None:
+                self._append("echo", f"{self.running_tool}: cancelled before it finished")
+            raise
+        except ProviderError as error:
+            why = f"the model call failed: {error}"
+        except Exception as error:  # a bug or a full disk must not take the session down
+            why = one_line(f"{type(error).__name__}: {error}") or type(error).__name__
+        self._stopped(why)
+        return Ending(events.TurnEnded("error", why), "")
+
+    def _stopped(self, why: str) -> None:
+        with contextlib.suppress(Exception):  # the log itself failed: nothing more can be written
+            self._append("echo", f"turn stopped: {why}")
+
+    def _append(
+        self,
+        kind: str,
+        text: str,
+        key: str | None = None,
+        images: list[str] | None = None,
+        agent: str | None = None,
+    ) -> list[int]:
+        return self.log.append(kind, text, key=key, images=images, agent=agent)
+
+    async def _loop(self, view: str, opening: str, turn_id: int | str) -> Ending:
+        tail: list[Part] = [Text(opening)]
+        steps: list[Message] = []
+        last: Usage | None = None
+        added = 0  # bytes sent since the last call's prompt
+        for step in range(self.limits.max_steps + 1):
+            if step == self.limits.max_steps:
+                why = f"it reached {self.limits.max_steps} model calls"
+                self._stopped(why)
+                return Ending(events.TurnEnded("max_steps", why), "")
+            request = turn_request(
+                self.model,
+                self.system,
+                self.tools,
+                view,
+                tail,
+                steps,
+                self.limits.max_tokens,
+                self.effort,
+                self.cache_key,
+            )
+            needed = self._estimate(request, last, added) + self.limits.max_tokens
+            if needed > self.limits.context_budget:
+                why = (
+                    f"the next call would need about {needed:,} tokens of context, more than "
+                    f"the {self.limits.context_budget:,} allowed; what was done is logged"
+                )
+                self._stopped(why)
+                return Ending(events.TurnEnded("context_full", why), "")
+            finished = await self._call(request, turn_id)
+            last = finished.usage
+            results, replies = await self._act(finished, f"turn-{turn_id}-{step}")
+            if not results:
+                return Ending(events.TurnEnded("done"), "\n\n".join(replies))
+            extra: list[Part] = []
+            for n, held in enumerate(self.take_held()):
+                key = f"turn-{turn_id}-{step}-m{n}"
+                self._append(held.kind, held.text, key=key, agent=held.agent)
+                self.emit(events.Delivered(held.kind, held.text))
+                extra.append(Text(held.text))
+            assistant = Message("assistant", _sendable(finished.parts))
+            user = Message("user", [*results, *extra])
+            steps += [assistant, user]
+            added = _bytes_of([*results, *extra])
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _estimate(self, request: Request, last: Usage | None, added: int) -> int:
+        """Tokens of the request's prompt: the previous call's prompt and output plus what was
+        added since, or, for the first call, the request's bytes."""
+        if last is not None:
+            return last.prompt + last.output + added // BYTES_PER_TOKEN
+        size = sum(len(block.text.encode("utf-8", "surrogatepass")) for block in request.system)
+        size += sum(
+            len(compact_json(tool.input_schema)) + len(tool.description) for tool in request.tools
+        )
+        size += sum(_bytes_of(message.parts) for message in request.messages)
+        return size // BYTES_PER_TOKEN
+
+    async def _call(self, request: Request, turn_id: int | str) -> Finished:
+        started = time.monotonic()
+        finished: Finished | None = None
+        async for event in self.provider.stream(request):
+            if isinstance(event, TextDelta):
+                if event.text:
+                    self.emit(events.TextDelta(event.text))
+            elif isinstance(event, ThinkingDelta):
+                if event.text:
+                    self.emit(events.ThinkingDelta(event.text))
+            elif isinstance(event, Finished):
+                finished = event
+        if finished is None:
+            raise ProviderError("cut", "the reply stream ended before the reply was complete")
+        usage = finished.usage
+        cost = price_of(self.provider.name, self.model, usage)
+        if self.ledger is not None:
+            self.ledger.record(
+                role=self.role,
+                provider=self.provider.name,
+                model=self.model,
+                usage=usage,
+                cost=cost,
+                duration_ms=(time.monotonic() - started) * 1e3,
+                turn=turn_id,
+            )
+        self.on_cost(cost or 0.0)
+        self.emit(
+            events.CallUsage(usage.input, usage.output, usage.cache_read, usage.cache_write, cost)
+        )
+        return finished
+
+    async def _act(self, finished: Finished, key: str) -> tuple[list[Part], list[str]]:
+        """Log the reply's texts and run its tool calls, in order. Returns the tool results and
+        the reply texts logged after the last tool call."""
+        results: list[Part] = []
+        texts: list[str] = []
+        replies: list[str] = []
+        n = 0
+
+        def flush() -> None:
+            nonlocal n
+            text = "".join(texts).strip()
+            texts.clear()
+            if text:
+                self._append("ever", text, key=f"{key}-{n}")
+                n += 1
+                replies.append(text)
+                self.emit(events.ReplyLogged(text))
+
+        for part in finished.parts:
+            if isinstance(part, Text):
+                texts.append(part.text)
+            elif isinstance(part, ToolUse):
+                flush()
+                replies.clear()
+                results.append(await self._tool(part, key, n))
+                n += 2
+        flush()
+        return results, replies
+
+    async def _tool(self, use: ToolUse, key: str, n: int) -> ToolResult:
+        self._append("tool", tool_text(use.name, use.input), key=f"{key}-{n}")
+        self.emit(events.ToolStarted(use.id, use.name, use.input))
+        self.running_tool = use.name
+        try:
+            outcome = await self.toolbox.run(use.name, use.input, self.context)
+        except Exception as error:  # a tool's bug becomes an error result the model reads
+            outcome = ToolOutcome([Text(one_line(f"the tool failed: {error!r}"))], True)
+        self.running_tool = None
+        content = list(outcome.content)
+        if not any(isinstance(item, Text) and item.text for item in content):
+            content.insert(0, Text(NO_OUTPUT))  # an API refuses an empty text block
+            outcome = ToolOutcome(content, outcome.is_error, outcome.image_names)
+        logged = outcome.log_text(use.name)
+        names = list(outcome.image_names) or [
+            name for name in (self.images.save(image) for image in outcome.images) if name
+        ]
+        self._append("echo", logged, key=f"{key}-{n + 1}", images=names or None)
+        shown = logged.removeprefix(f"{use.name}: ")
+        self.emit(events.ToolFinished(use.id, use.name, shown, outcome.is_error))
+        return ToolResult(use.id, content, is_error=outcome.is_error)
+
+
+def _sendable(parts: Sequence[Part]) -> list[Part]:
+    """The reply as it goes back within the turn: thoughts (with their signatures), texts and
+    tool calls in order; empty texts dropped (the API refuses them)."""
+    return [part for part in parts if not (isinstance(part, Text) and not part.text)]
+
+
+def _bytes_of(parts: Sequence[Part]) -> int:
+    size = 0
+    for part in parts:
+        if isinstance(part, Text):
+            size += len(part.text.encode("utf-8", "surrogatepass"))
+        elif isinstance(part, ToolResult):
+            size += _bytes_of(part.content)
+        elif isinstance(part, ToolUse):
+            size += len(compact_json(part.input).encode("utf-8", "surrogatepass"))
+        elif isinstance(part, Image):
+            size += 1600 * BYTES_PER_TOKEN  # about what an API charges for a large image
+    return size

@@ -1,0 +1,139 @@
+"""`evertalk -p MESSAGE`: one turn without a terminal app.
+
+The turn runs as any other (the settle wait included) and its final reply goes to standard
+output. With `--json`, every event goes to standard output as one JSON line instead, as it
+happens. Tools whose policy is `ask` do not run (no one can be asked) unless `--allow` grants
+them for this run. If the turn starts subagents, the run goes on until they have reported and the
+turns their reports start have ended: a subagent is never left cut off halfway.
+
+Exit status: 0 when every turn ended normally; 1 with a one-line error on standard error (no
+provider configured, the chat open in another process, a failed model call, a turn stopped);
+130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+
+from evertalk.agent.events import (
+    AgentEvent,
+    ReplyLogged,
+    Settling,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from evertalk.agent.session import Agent, NotConfigured
+from evertalk.config import ConfigError
+from evertalk.providers.base import ProviderError
+from evertalk.store.errors import StoreError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def run_headless(
+    home: Path,
+    message: str,
+    *,
+    as_json: bool = False,
+    grants: Sequence[str] = (),
+    workdir: Path | None = None,
+) -> int:
+    """Run the turn for `message` and print its reply (or its events); the exit status."""
+    try:
+        return anyio.run(_run, home, message, as_json, tuple(grants), workdir)
+    except KeyboardInterrupt:
+        print("evertalk: interrupted; what was logged stays", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+async def _run(
+    home: Path, message: str, as_json: bool, grants: tuple[str, ...], workdir: Path | None
+) -> int:
+    if not message.strip():
+        return _fail("the message is empty")
+    try:
+        async with Agent.open(home, asker=None, granted=grants, workdir=workdir) as agent:
+            agent.submit(message)
+            printer: JsonPrinter | ReplyPrinter
+            if as_json:
+                printer = JsonPrinter(sys.stdout, sys.stderr)
+            else:
+                printer = ReplyPrinter(sys.stdout, sys.stderr)
+            async for event in agent.events():
+                printer.show(event)
+                if isinstance(event, TurnEnded) and not (agent.busy or agent.subagents.running):
+                    break
+            return printer.status
+    except (ConfigError, StoreError, NotConfigured, ProviderError) as error:
+        return _fail(str(error))
+
+
+def _fail(message: str) -> int:
+    print(f"evertalk: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+class ReplyPrinter:
+    """Prints each turn's final reply: the reply texts after its last tool call."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out = out
+        self.err = err
+        self.status = EXIT_OK
+        self.replies: list[str] = []
+
+    def show(self, event: AgentEvent) -> None:
+        if isinstance(event, TurnStarted | ToolStarted):
+            self.replies = []
+        elif isinstance(event, ReplyLogged):
+            self.replies.append(event.text)
+        elif isinstance(event, Settling) and self.err.isatty():
+            print(f"waiting for {event.unbuilt} summaries…", file=self.err, flush=True)
+        elif isinstance(event, TurnEnded):
+            if self.replies:
+                print("\n\n".join(self.replies), file=self.out, flush=True)
+            self.replies = []
+            if event.reason == "cancelled":
+                self.status = EXIT_INTERRUPTED
+            elif event.reason != "done":
+                self.status = EXIT_FAILED
+                why = event.error or event.reason.replace("_", " ")
+                print(f"evertalk: the turn stopped: {why}", file=self.err, flush=True)
+
+
+class JsonPrinter:
+    """Every event as one JSON line: `{"type": "text_delta", "text": "…"}` and so on."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out = out
+        self.err = err
+        self.status = EXIT_OK
+
+    def show(self, event: AgentEvent) -> None:
+        print(event_json(event), file=self.out, flush=True)
+        if isinstance(event, TurnEnded) and event.reason != "done":
+            self.status = EXIT_INTERRUPTED if event.reason == "cancelled" else EXIT_FAILED
+            if event.reason != "cancelled":
+                why = event.error or event.reason.replace("_", " ")
+                print(f"evertalk: the turn stopped: {why}", file=self.err, flush=True)
+
+
+def event_type(event: AgentEvent) -> str:
+    """`TextDelta` → `text_delta`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(event).__name__).lower()
+
+
+def event_json(event: AgentEvent) -> str:
+    fields: dict[str, Any] = {"type": event_type(event), **dataclasses.asdict(event)}
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))

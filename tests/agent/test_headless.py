@@ -1,0 +1,187 @@
+"""`evertalk -p` as a user runs it: a subprocess against the fake served on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_turn_support import API_KEY, log_of, script, write_config
+
+from evertalk.chat import Chat
+from fakes import AnthropicFake, Fail, ToolCall, reply, serve, slow
+from fakes import chat as answer
+
+CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
+
+
+def run(
+    home: Path, *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "evertalk", *args],
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        env=environment(home),
+        cwd=home,
+        timeout=timeout,
+    )
+
+
+def environment(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CLEAN)}
+    env["EVERTALK_HOME"] = str(home)
+    return env
+
+
+@pytest.fixture
+def fake() -> AnthropicFake:
+    return AnthropicFake(script())
+
+
+@pytest.fixture
+def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
+    home = tmp_path / "home"
+    with serve(fake.app) as url:
+        write_config(home, base_url=url)
+        yield home
+
+
+def assert_no_key(result: subprocess.CompletedProcess[str]) -> None:
+    assert API_KEY not in result.stdout and API_KEY not in result.stderr
+
+
+def test_prints_the_final_reply(home: Path, fake: AnthropicFake) -> None:
+    fake.behaviour.push(  # type: ignore[attr-defined]
+        reply("Let me check.", ToolCall("date", {"id": 0})), answer("It is message 0.")
+    )
+    result = run(home, "-p", "when did I write this?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "It is message 0.\n"
+    assert_no_key(result)
+    assert [kind for kind, _ in log_of(home)] == ["user", "ever", "tool", "echo", "ever"]
+
+
+def test_json_streams_the_events_of_a_message_from_stdin(home: Path, fake: AnthropicFake) -> None:
+    fake.behaviour.push(answer("Hello there."))  # type: ignore[attr-defined]
+    result = run(home, "-p", "-", "--json", stdin="a message\nof two lines\n")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    types = [event["type"] for event in events]
+    assert types[0] == "turn_started" and types[-3:] == ["call_usage", "reply_logged", "turn_ended"]
+    assert "text_delta" in types
+    assert events[-1] == {"type": "turn_ended", "reason": "done", "error": None}
+    assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "Hello there."
+    assert log_of(home)[0] == ("user", "a message\nof two lines")
+
+
+def test_waits_for_the_subagents_it_started(home: Path, fake: AnthropicFake) -> None:
+    script = fake.behaviour
+    script.route(  # type: ignore[attr-defined]
+        lambda call: "you are the subagent Scout," in call.last_user_text,
+        slow(0.5, answer("There are 3 files.")),
+    )
+    script.push(  # type: ignore[attr-defined]
+        reply(ToolCall("agent", {"name": "Scout", "task": "count the files"})),
+        answer("Scout is on it."),
+        answer("Scout found 3 files."),
+    )
+    result = run(home, "-p", "have Scout count them")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Scout is on it.\nScout found 3 files.\n"
+    assert ("work", "[Scout] There are 3 files.") in log_of(home)
+
+
+def test_failures_are_one_line_and_nonzero(home: Path, fake: AnthropicFake) -> None:
+    # the model refuses the key
+    fake.behaviour.push(Fail(401, f"invalid x-api-key {API_KEY}"))  # type: ignore[attr-defined]
+    result = run(home, "-p", "hello")
+    assert result.returncode == 1 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1 and "turn stopped" in result.stderr
+    assert_no_key(result)
+    assert log_of(home)[-1][0] == "echo" and "[redacted]" in log_of(home)[-1][1]
+    for path in home.rglob("*"):
+        if path.is_file() and path.name != "config.toml":
+            assert API_KEY.encode() not in path.read_bytes(), path
+    # the chat is open in another process
+    with Chat.open(home / "chat"):
+        result = run(home, "-p", "hello")
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith(f"(pid {os.getpid()})")
+    assert len(result.stderr.splitlines()) == 1
+    # no provider configured
+    bare = home.parent / "bare"
+    bare.mkdir()
+    (bare / "config.toml").write_text('provider = "anthropic"\n')
+    result = run(bare, "-p", "hello")
+    assert result.returncode == 1 and "ANTHROPIC_API_KEY" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+    # wrong flags
+    for args in (["-p", "x", "--allow", "rm"], ["--json"], ["-p", "x", "memory", "status"]):
+        result = run(home, *args)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, args
+
+
+def test_shell_runs_only_when_allowed(home: Path, fake: AnthropicFake, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    touch = ToolCall("shell", {"command": f"touch {marker}"})
+    fake.behaviour.push(  # type: ignore[attr-defined]
+        reply(touch), answer("Not allowed."), reply(touch), answer("Done.")
+    )
+    denied = run(home, "-p", "touch it")
+    assert denied.returncode == 0 and denied.stdout == "Not allowed.\n"
+    assert not marker.exists()
+    echo = log_of(home)[2]
+    assert echo[0] == "echo" and "did not allow" in echo[1]
+    allowed = run(home, "-p", "touch it", "--allow", "shell,write")
+    assert allowed.returncode == 0 and allowed.stdout == "Done.\n"
+    assert marker.exists()
+
+
+def test_a_crash_mid_turn_loses_and_repeats_nothing(home: Path, fake: AnthropicFake) -> None:
+    fake.behaviour.push(  # type: ignore[attr-defined]
+        reply("Working on it.", ToolCall("shell", {"command": "sleep 5"})),
+        answer("after the crash"),
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evertalk", "-p", "do the slow thing", "--allow", "shell"],
+        env=environment(home),
+        cwd=home,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not any(b'"kind": "tool"' in p.read_bytes() for p in (home / "chat").glob("main/*")):
+            assert time.monotonic() < deadline, "the tool call was never logged"
+            assert process.poll() is None
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(10)
+    before = log_of(home)
+    assert before == [
+        ("user", "do the slow thing"),
+        ("ever", "Working on it."),
+        ("tool", 'shell {"command":"sleep 5"}'),
+    ]
+    result = run(home, "-p", "are you there?")  # the lock died with its owner
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "after the crash\n"
+    after = log_of(home)
+    assert after == [*before, ("user", "are you there?"), ("ever", "after the crash")]
+    ids = [
+        json.loads(line)["i"]
+        for p in (home / "chat").glob("main/*")
+        for line in p.read_text().splitlines()
+        if line.startswith("{")
+    ]
+    assert sorted(ids) == list(range(len(after)))

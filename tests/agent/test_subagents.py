@@ -1,0 +1,156 @@
+"""Subagents (SPEC §6.7): their own call and log, the report in the main chat as a `work`
+message, arriving between tool calls or starting a turn, at most 8 at once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_turn_support import (
+    collect_turn,
+    log_of,
+    opened,
+    records_of,
+    script,
+    texts,
+    turn_bodies,
+    write_config,
+)
+
+from evertalk.agent.events import Delivered, ToolFinished, TurnStarted
+from evertalk.agent.subagents import MAX_RUNNING, AgentLog
+from fakes import AnthropicFake, Call, ToolCall, reply, slow
+from fakes import chat as answer
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    write_config(home)
+    return home
+
+
+def subagent(name: str):  # type: ignore[no-untyped-def]
+    return lambda call: f"you are the subagent {name}," in call.last_user_text
+
+
+def agent_records(home: Path, name: str) -> list[dict[str, object]]:
+    folder = home / "chat" / "agents" / name
+    return [
+        json.loads(line)
+        for path in sorted(folder.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+
+
+async def test_a_report_when_idle_starts_a_turn(home: Path) -> None:
+    task = "count the files in ~/notes"
+    fake = AnthropicFake(
+        script()
+        .route(subagent("Scout"), slow(0.3, answer("There are 3 files.")))
+        .push(
+            reply(ToolCall("agent", {"name": "Scout", "task": task})),
+            answer("Scout is on it."),
+            answer("Scout found 3 files."),
+        )
+    )
+    async with opened(home, fake) as agent:
+        agent.submit("have Scout count my notes")
+        seen = await collect_turn(agent, turns=2)
+        assert agent.status().subagents == 0
+    starts = [e for e in seen if isinstance(e, TurnStarted)]
+    assert len(starts) == 2 and not any(isinstance(e, Delivered) for e in seen)
+    started = next(e for e in seen if isinstance(e, ToolFinished))
+    assert not started.is_error and "Scout" in started.output
+    log = log_of(home)
+    assert [kind for kind, _ in log] == ["user", "tool", "echo", "ever", "work", "ever"]
+    assert log[4] == ("work", "[Scout] There are 3 files.")
+    assert records_of(home)[4]["agent"] == "Scout"
+    # the subagent's own call: [tools][system][view][header + task], the master's tools and system
+    sub = next(c for c in fake.behaviour.calls if subagent("Scout")(c))  # type: ignore[attr-defined]
+    first = turn_bodies(fake)[0]
+    assert sub.body["tools"] == first["tools"] and sub.body["system"] == first["system"]
+    sub_blocks = texts(sub.body["messages"][0]["content"])
+    assert sub_blocks[-2].endswith("</chat>") and sub_blocks[-1].endswith("\n" + task)
+    # its own log, ids from 0; the report's turn carries it after the view
+    records = agent_records(home, "Scout")
+    assert [(r["i"], r["kind"], r["text"]) for r in records] == [
+        (0, "user", task),
+        (1, "ever", "There are 3 files."),
+    ]
+    assert list(records[0])[:5] == ["i", "kind", "text", "size", "date"]
+    report_turn = turn_bodies(fake)[-1]
+    assert texts(report_turn["messages"][0]["content"])[-1].endswith("\n[Scout] There are 3 files.")
+    ledger = [json.loads(x) for x in (home / "usage.jsonl").read_text().splitlines()]
+    assert [r["turn"] for r in ledger if r["role"] == "subagent"] == ["Scout"]
+
+
+async def test_a_report_mid_turn_arrives_between_tool_calls(home: Path) -> None:
+    fake = AnthropicFake(
+        script()
+        .route(subagent("Digger"), answer("The log rotates weekly."))
+        .push(
+            reply(ToolCall("agent", {"name": "Digger", "task": "find the rotation"})),
+            reply(ToolCall("shell", {"command": "sleep 0.5"})),
+            answer("Digger says weekly."),
+        )
+    )
+    async with opened(home, fake, granted=["shell"]) as agent:
+        agent.submit("ask Digger, and meanwhile wait a bit")
+        seen = await collect_turn(agent)
+        await agent.wait_quiet()
+    assert sum(isinstance(e, TurnStarted) for e in seen) == 1
+    assert [e for e in seen if isinstance(e, Delivered)] == [
+        Delivered("work", "[Digger] The log rotates weekly.")
+    ]
+    kinds = [kind for kind, _ in log_of(home)]
+    assert kinds == ["user", "tool", "echo", "tool", "echo", "work", "ever"]
+    main = [
+        b for b in turn_bodies(fake) if "the subagent" not in texts(b["messages"][0]["content"])[-1]
+    ]
+    third = main[2]["messages"][-1]["content"]
+    assert [block["type"] for block in third] == ["tool_result", "text"]
+    assert third[1]["text"] == "[Digger] The log rotates weekly."
+
+
+async def test_at_most_eight_at_once_and_names_are_unique(home: Path) -> None:
+    calls = [ToolCall("agent", {"name": f"A{n}", "task": "wait"}) for n in range(MAX_RUNNING + 1)]
+    calls.append(ToolCall("agent", {"name": "A0", "task": "again"}))
+
+    def any_subagent(call: Call) -> bool:
+        return "you are the subagent" in call.last_user_text
+
+    fake = AnthropicFake(
+        script().route(any_subagent, slow(30, answer("late"))).push(reply(*calls), answer("ok"))
+    )
+    async with opened(home, fake) as agent:
+        agent.submit("start many")
+        seen = await collect_turn(agent)
+        assert agent.status().subagents == MAX_RUNNING
+    results = [e for e in seen if isinstance(e, ToolFinished)]
+    assert [e.is_error for e in results] == [False] * MAX_RUNNING + [True, True]
+    assert "8 subagents are running" in results[MAX_RUNNING].output
+    assert "already" in results[-1].output
+    # closing cancelled them: no report was logged
+    assert not any(kind == "work" for kind, _ in log_of(home))
+
+
+def test_agent_log_pages_and_modes(tmp_path: Path) -> None:
+    log = AgentLog.create(tmp_path / "agents", "Pager")
+    ids = log.append("echo", "y " * 40_000)
+    log.close()
+    assert ids == [0, 1, 2]
+    folder = tmp_path / "agents" / "Pager"
+    assert folder.stat().st_mode & 0o777 == 0o700
+    (day,) = folder.iterdir()
+    assert day.stat().st_mode & 0o777 == 0o600
+    records = [json.loads(line) for line in day.read_text().splitlines()]
+    assert "".join(r["text"] for r in records) == "y " * 40_000

@@ -1,0 +1,163 @@
+"""Shared pieces of the turn, session, subagent and headless tests (no tests of its own).
+
+A home folder with a config pointing at a fake, an agent on the real Anthropic SDK talking to the
+in-process fake, routes that tell compactions from turns, and readers of the log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from evertalk.agent.events import AgentEvent, TurnEnded
+from evertalk.agent.session import Agent
+from evertalk.agent.turn import Limits
+from evertalk.chat import Chat
+from evertalk.providers.anthropic import AnthropicProvider
+from evertalk.providers.base import Provider
+from evertalk.providers.openai import OpenAIProvider
+from fakes import (
+    IN_PROCESS_URL,
+    AnthropicFake,
+    Call,
+    OpenAIFake,
+    Script,
+    async_client,
+    summarizer,
+)
+
+API_KEY = "sk-ant-test-SECRET-0123456789"
+MODEL = "claude-sonnet-5-5"
+MEMORY_MODEL = "claude-haiku-5-5"
+
+
+def write_config(
+    home: Path, *, settle: float = 20, base_url: str | None = None, **extra: str
+) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    lines = ['provider = "anthropic"', f'model = "{MODEL}"', f'api_key = "{API_KEY}"']
+    if base_url is not None:
+        lines.append(f'base_url = "{base_url}"')
+    lines += ["", "[memory]", f'model = "{MEMORY_MODEL}"', f"settle_timeout = {settle}"]
+    tools = [f'{name} = "{policy}"' for name, policy in extra.items()]
+    if tools:
+        lines += ["", "[tools]", *tools]
+    (home / "config.toml").write_text("\n".join(lines) + "\n")
+
+
+def is_compaction(call: Call) -> bool:
+    return call.body.get("tool_choice") in ({"type": "none"}, "none")
+
+
+def is_turn(call: Call) -> bool:
+    return not is_compaction(call)
+
+
+def script(summary: Any = None) -> Script:
+    """A script whose compactions get `summary` (default: a 100-byte summarizer); turns are
+    scripted with `push` or routes by the test."""
+    return Script().route(is_compaction, summary if summary is not None else summarizer(100))
+
+
+def provider_for(fake: AnthropicFake | OpenAIFake) -> Provider:
+    client = async_client(fake.app)
+    if isinstance(fake, OpenAIFake):
+        return OpenAIProvider(API_KEY, f"{IN_PROCESS_URL}/v1", http_client=client)
+    return AnthropicProvider(API_KEY, IN_PROCESS_URL, http_client=client)
+
+
+def fixed_clock(moment: datetime) -> Callable[[], datetime]:
+    return lambda: moment
+
+
+DAY_ONE = datetime(2026, 10, 8, 14, 3, 22, tzinfo=timezone(timedelta(hours=2)))
+
+
+@asynccontextmanager
+async def opened(
+    home: Path,
+    fake: AnthropicFake | OpenAIFake,
+    *,
+    granted: Iterable[str] = (),
+    clock: Callable[[], datetime] | None = None,
+    limits: Limits | None = None,
+    workdir: Path | None = None,
+) -> AsyncIterator[Agent]:
+    provider = provider_for(fake)
+    try:
+        async with Agent.open(
+            home,
+            asker=None,
+            granted=granted,
+            provider=provider,
+            workdir=workdir or home,
+            clock=clock or fixed_clock(DAY_ONE),
+            limits=limits,
+        ) as agent:
+            yield agent
+    finally:
+        await provider.aclose()
+
+
+async def collect_turn(
+    agent: Agent,
+    *,
+    turns: int = 1,
+    on: Callable[[AgentEvent], None] | None = None,
+    timeout: float = 15,
+) -> list[AgentEvent]:
+    """Events until `turns` turns have ended."""
+    seen: list[AgentEvent] = []
+    with anyio.fail_after(timeout):
+        async for event in agent.events():
+            seen.append(event)
+            if on is not None:
+                on(event)
+            if isinstance(event, TurnEnded):
+                turns -= 1
+                if turns == 0:
+                    break
+    return seen
+
+
+def log_of(home: Path) -> list[tuple[str, str]]:
+    """(kind, text) of every message of the chat, oldest first."""
+    with Chat.open(home / "chat", readonly=True) as chat:
+        return [
+            (record.kind, record.text)
+            for record in (chat.store.read_message(i) for i in range(chat.t))
+        ]
+
+
+def records_of(home: Path) -> list[dict[str, Any]]:
+    """The raw records of the main log, in file order (every day file)."""
+    out: list[dict[str, Any]] = []
+    for path in sorted((home / "chat" / "main").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip().startswith("{"):
+                out.append(json.loads(line))
+    return out
+
+
+def turn_bodies(fake: AnthropicFake | OpenAIFake) -> list[dict[str, Any]]:
+    """The bodies of the turn requests the fake answered, in order (compactions left out)."""
+    return [
+        r.body
+        for r in fake.records
+        if r.body is not None and r.body.get("tool_choice") not in ({"type": "none"}, "none")
+    ]
+
+
+def texts(content: list[dict[str, Any]]) -> list[str]:
+    return [block["text"] for block in content if block.get("type") == "text"]
+
+
+def user_texts(body: dict[str, Any]) -> str:
+    """All the text of the first user message (view blocks and tail), joined."""
+    return "".join(texts(body["messages"][0]["content"]))
