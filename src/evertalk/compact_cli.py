@@ -18,11 +18,18 @@ from evertalk.store.errors import StoreError
 
 
 def run_compact(home: Path) -> int:
+    chat_dir = home / "chat"
+    if not (chat_dir / "main").is_dir():  # Chat.open would make an empty chat
+        return _fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
     try:
         runtime = Runtime.load(home)
-        chat = Chat.open(home / "chat")
+        chat = Chat.open(chat_dir)
     except (ConfigError, StoreError) as error:
         return _fail(str(error))
+    if not sum(row.count(0) for row in chat.core.tree.flags):
+        chat.close()  # nothing to build: no need to load a model SDK
+        print(_progress(0, 0, 0, 0.0, None), file=sys.stderr)
+        return 0
     ledger = Ledger(ledger_path(home))
     try:
         provider = runtime.provider()
@@ -45,34 +52,42 @@ def run_compact(home: Path) -> int:
     finally:
         ledger.close()
         chat.close()
-    print(_progress(compactor, total), file=sys.stderr)
+    print(_line(compactor, total), file=sys.stderr)
     return 0
 
 
 async def _compact(compactor: Compactor, total: int) -> None:
+    error: ProviderError | None = None
     async with anyio.create_task_group() as group:
         group.start_soon(_show_progress, compactor, total)
-        await compactor.run(until_built=True)
+        try:
+            await compactor.run(until_built=True)
+        except ProviderError as caught:  # raised out of the group it would come in a group
+            error = caught
         group.cancel_scope.cancel()
+    if error is not None:
+        raise error
 
 
 async def _show_progress(compactor: Compactor, total: int) -> None:
     while True:
         if sys.stderr.isatty():
-            print("\r" + _progress(compactor, total), end="", file=sys.stderr, flush=True)
+            print("\r" + _line(compactor, total), end="", file=sys.stderr, flush=True)
         await anyio.sleep(0.5)
 
 
-def _progress(compactor: Compactor, total: int) -> str:
+def _line(compactor: Compactor, total: int) -> str:
+    error = compactor.last_error if compactor.failed_at else None
     done = total - compactor.unbuilt()
+    return _progress(done, total, compactor.calls, compactor.cost, error)
+
+
+def _progress(done: int, total: int, calls: int, cost: float, error: str | None) -> str:
     width = 24
     filled = width * done // total if total else width
     bar = "#" * filled + "-" * (width - filled)
-    error = f" · last error: {compactor.last_error}" if compactor.failed_at else ""
-    return (
-        f"[{bar}] built {done:,}/{total:,} · calls {compactor.calls:,} · "
-        f"${compactor.cost:.4f}{error}"
-    )
+    tail = f" · last error: {error}" if error else ""
+    return f"[{bar}] built {done:,}/{total:,} · calls {calls:,} · ${cost:.4f}{tail}"
 
 
 def _fail(message: str) -> int:

@@ -130,7 +130,9 @@ class Compactor:
         async with anyio.create_task_group() as group:
             while True:
                 self._wake = anyio.Event()
-                while len(self.in_flight) < self.settings.concurrency:
+                # after a setup error, one call at a time probes whether the setup works again
+                limit = 1 if self.setup_error else self.settings.concurrency
+                while len(self.in_flight) < limit:
                     node = self._next()
                     if node is None:
                         break
@@ -182,26 +184,31 @@ class Compactor:
 
     async def _compact(self, node: Node) -> None:
         try:
-            line = await self._summarize(node)
-        except ProviderError as error:
-            if error.kind in SETUP_ERRORS:
-                self.setup_error = error
-                self.last_error = str(error)
-                self.failed_at[node] = self.clock()
-            else:
-                self._fail(node, error)
-        except (TimeoutError, UnusableReply) as error:
-            self._fail(node, error)
+            await self._attempt(node)
         except Exception as error:  # a bug or a disk error must not kill the service
             self.last_error = f"{node_name(node)}: {type(error).__name__}: {error}"
             self.failed_at[node] = self.clock()
-        else:
-            self.setup_error = None
-            self.chat.build(node, line)
-            self.built += 1
         finally:
             self.in_flight.discard(node)
             self.wake()
+
+    async def _attempt(self, node: Node) -> None:
+        try:
+            line = await self._summarize(node)
+        except ProviderError as error:
+            if error.kind not in SETUP_ERRORS:
+                self._fail(node, error)
+                return
+            self.setup_error = error
+            self.last_error = str(error)
+            self.failed_at[node] = self.clock()
+            return
+        except (TimeoutError, UnusableReply) as error:
+            self._fail(node, error)
+            return
+        self.setup_error = None
+        self.chat.build(node, line)
+        self.built += 1
 
     def _fail(self, node: Node, error: Exception) -> None:
         self.setup_error = None  # a call got through to the model: the setup works

@@ -55,11 +55,20 @@ class Queues:
         self._prune(tree)
         if not self._merges:
             return None
-        if self._merges[0] not in skip:
-            return self._merges[0]
-        for node in heapq.nsmallest(len(skip) + 1, self._merges):
+        merges = self._merges
+        if merges[0] not in skip:
+            return merges[0]
+        # Walk the heap in order: below the top it may still hold merges already built (they
+        # left `_queued` but are popped only once they reach the top), so the first len(skip)+1
+        # entries need not contain a ready one even when one exists further down.
+        frontier = [(merges[0], 0)]
+        while frontier:
+            node, at = heapq.heappop(frontier)
             if node not in skip and node in self._queued:
                 return node
+            for child in (2 * at + 1, 2 * at + 2):
+                if child < len(merges):
+                    heapq.heappush(frontier, (merges[child], child))
         return None
 
     def merge_count(self) -> int:
