@@ -1,4 +1,5 @@
-"""The command line: `evertalk`, `evertalk memory …` and `evertalk usage`.
+"""The command line: `evertalk` (the terminal app), `evertalk -p`, `evertalk memory …` and
+`evertalk usage`.
 
 Imports are lazy so start-up stays fast.
 """
@@ -104,7 +105,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_usage_command(args, args.home or default_home())
     if args.command is None:
-        args.action = "status"
+        if _in_a_terminal():
+            from evertalk.tui import run_terminal
+
+            return run_terminal(args.home or default_home())
+        args.action = "status"  # not a terminal (a pipe, `make run` in CI): the memory's status
     elif args.action is None:
         raise UsageError("memory: say what to do: status, view, zoom, date, compact or replay")
     if args.action == "replay":
@@ -117,6 +122,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     home = args.home or default_home()
     return run_memory_command(args, home)
+
+
+def _in_a_terminal() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):  # closed or replaced streams
+        return False
 
 
 def _headless(args: argparse.Namespace) -> int:

@@ -1,0 +1,519 @@
+"""The chat screen: the log of the session, the input, the status bar; and `run_terminal`.
+
+`run_terminal(home)` opens the agent first, so that a chat already open in another process is
+reported (with its pid) before any screen is drawn, then runs the app on the same event loop.
+On a machine with no provider configured, the setup screen comes first.
+
+The app consumes the agent's events in one worker (`_pump`), in order: each reply streams into
+a Markdown row, each tool call is a collapsed row whose title gets ✓ or ✗ when it finished,
+thoughts are dimmed. It is also the agent's `Asker`: a tool whose policy is `ask` opens a dialog
+(allow once, always, deny) and the turn waits for the answer.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+from textual.app import App, ComposeResult, SuspendNotSupported
+from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
+from textual.widget import Widget
+from textual.widgets import Footer, Markdown, TextArea
+from textual.widgets.markdown import MarkdownStream
+
+from evertalk.agent.events import (
+    AgentEvent,
+    CallUsage,
+    Delivered,
+    ReplyLogged,
+    Settling,
+    TextDelta,
+    ThinkingDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from evertalk.agent.permissions import Decision
+from evertalk.agent.session import Agent, NotConfigured, configuration_problem
+from evertalk.config import ConfigError, load_config
+from evertalk.providers.base import ProviderError
+from evertalk.store.errors import ChatLocked, StoreError
+from evertalk.tui import commands
+from evertalk.tui.commands import CommandError, Invocation, read_line
+from evertalk.tui.status import MemoryWatch, status_line
+from evertalk.tui.widgets import (
+    ChatLog,
+    CommandHint,
+    NoteRow,
+    OutputRow,
+    PermissionScreen,
+    PromptInput,
+    ReplyView,
+    StatusBar,
+    ThoughtRow,
+    ToolRow,
+    UserRow,
+    WorkRow,
+    clip,
+    one_line,
+)
+
+EARLIER = 8  # messages of the log shown when the app opens
+HISTORY = 200  # messages the user sent before, for Up and Down
+HISTORY_SCAN = 2_000  # messages read back to find them
+STATUS_EVERY = 0.5  # seconds between two looks at the agent's status
+
+STOPPED = {
+    "cancelled": "cancelled: what was logged stays logged",
+    "context_full": "the turn stopped: the context is full",
+    "max_steps": "the turn stopped: too many model calls",
+}
+
+Editor = Callable[[Path], None]
+
+
+class ChatApp(App[int]):
+    """The chat in the terminal. Attach an open agent before running it."""
+
+    TITLE = "evertalk"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = """
+    Screen { layout: vertical; }
+    Footer { height: 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+c", "interrupt", "cancel turn", priority=True),
+        Binding("ctrl+d", "quit", "quit"),  # the input's own Ctrl+D defers to it when empty
+    ]
+
+    def __init__(self, home: Path, *, editor: Editor | None = None) -> None:
+        super().__init__()
+        self.home = home
+        self.agent: Agent | None = None
+        self.editor = editor  # None: $VISUAL or $EDITOR, the app suspended meanwhile
+        self.memory_watch = MemoryWatch()
+        self._reply: ReplyView | None = None
+        self._stream: MarkdownStream | None = None
+        self._streamed = ""  # streamed reply text not yet matched by a ReplyLogged
+        self._thought: ThoughtRow | None = None
+        self._tools: dict[str, ToolRow] = {}
+        self._held: list[UserRow] = []
+        self._settling: NoteRow | None = None
+
+    def attach(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def _agent(self) -> Agent:
+        if self.agent is None:
+            raise RuntimeError("the app runs with an open agent: call attach() first")
+        return self.agent
+
+    # -- layout ---------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield ChatLog(id="log")
+        yield PromptInput(id="prompt")
+        yield CommandHint(id="hint")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    @property
+    def chat_log(self) -> ChatLog:
+        return self.query_one(ChatLog)
+
+    @property
+    def prompt(self) -> PromptInput:
+        return self.query_one(PromptInput)
+
+    @property
+    def status_bar(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    async def on_mount(self) -> None:
+        agent = self._agent()
+        self.chat_log.anchor()
+        self.prompt.focus()
+        rows = self._earlier_rows()
+        rows += [NoteRow(f"warning: {w}", classes="error") for w in agent.chat.warnings]
+        await self.chat_log.mount_all(rows)
+        self.prompt.sent = self._sent_before()
+        self.refresh_status()
+        self.set_interval(STATUS_EVERY, self.refresh_status)
+        self.run_worker(self._pump(), name="events", group="events", exit_on_error=True)
+
+    def _earlier_rows(self) -> list[Widget]:
+        chat = self._agent().chat
+        t = chat.t
+        if t == 0:
+            return [NoteRow("A new chat. Say hello; /help lists the keys and the commands.")]
+        start = max(0, t - EARLIER)
+        rows: list[Widget] = [
+            NoteRow(
+                f"{t:,} messages in this chat"
+                + (f"; the last {t - start} follow" if start else "")
+                + ". /memory shows what Ever remembers, /help the keys and the commands."
+            )
+        ]
+        for i in range(start, t):
+            record = chat.store.read_message(i)
+            if record.kind == "user":
+                rows.append(UserRow(record.text, classes="earlier"))
+            elif record.kind == "ever":
+                rows.append(ReplyView(record.text, classes="earlier"))
+            elif record.kind == "work":
+                rows.append(WorkRow(record.text))
+            else:
+                rows.append(NoteRow(f"{record.kind}: {clip(one_line(record.text), 160)}"))
+        return rows
+
+    def _sent_before(self) -> list[str]:
+        chat = self._agent().chat
+        found: list[str] = []
+        for i in range(chat.t - 1, max(-1, chat.t - 1 - HISTORY_SCAN), -1):
+            record = chat.store.read_message(i)
+            if record.kind == "user":
+                found.append(record.text)
+                if len(found) == HISTORY:
+                    break
+        return found[::-1]
+
+    async def _add(self, *rows: Widget) -> None:
+        await self.chat_log.mount_all(rows)
+
+    # -- the status bar -------------------------------------------------------------------
+
+    def refresh_status(self) -> None:
+        if self.agent is None:
+            return
+        status = self.agent.status()
+        try:
+            bar, log = self.status_bar, self.chat_log
+        except NoMatches:  # the app is closing
+            return
+        bar.set_text(status_line(status))
+        merged = self.memory_watch.sample(status.view_bytes)
+        if merged is not None:
+            log.mount(NoteRow(merged, classes="memory"))
+
+    # -- the agent's events ---------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        async for event in self._agent().events():
+            try:
+                await self.show(event)
+            except NoMatches:  # the app is closing: its widgets are gone
+                return
+            except Exception as error:  # a row that fails to show must not stop the session
+                await self._add(NoteRow(f"display error: {error!r}", classes="error"))
+
+    async def show(self, event: AgentEvent) -> None:
+        if isinstance(event, TextDelta):
+            await self._text(event.text)
+        elif isinstance(event, ThinkingDelta):
+            await self._think(event.text)
+        elif isinstance(event, ReplyLogged):
+            await self._reply_logged(event.text)
+        elif isinstance(event, ToolStarted):
+            await self._end_reply()
+            row = ToolRow(event.name, event.input)
+            self._tools[event.call_id] = row
+            await self._add(row)
+        elif isinstance(event, ToolFinished):
+            found = self._tools.pop(event.call_id, None)
+            if found is None:
+                found = ToolRow(event.name, {})
+                await self._add(found)
+            found.finish(event.output, event.is_error)
+        elif isinstance(event, Delivered):
+            await self._delivered(event)
+        elif isinstance(event, Settling):
+            await self._settle(event.unbuilt)
+        elif isinstance(event, TurnStarted):
+            await self._turn_started(event.message_ids)
+        elif isinstance(event, TurnEnded):
+            await self._turn_ended(event)
+        elif isinstance(event, CallUsage):
+            self.refresh_status()
+
+    async def _text(self, text: str) -> None:
+        self._thought = None
+        if self._reply is None or self._stream is None:
+            self._reply = ReplyView("")
+            await self._add(self._reply)
+            self._stream = Markdown.get_stream(self._reply)
+        self._streamed += text
+        await self._stream.write(text)
+
+    async def _think(self, text: str) -> None:
+        if self._reply is not None:
+            await self._end_reply()
+        if self._thought is None:
+            self._thought = ThoughtRow()
+            await self._add(self._thought)
+        self._thought.add(text)
+
+    async def _reply_logged(self, text: str) -> None:
+        at = self._streamed.find(text)
+        if at >= 0:
+            self._streamed = self._streamed[at + len(text) :]
+        else:  # it did not stream: show it whole
+            await self._end_reply()
+            await self._add(ReplyView(text))
+
+    async def _end_reply(self) -> None:
+        stream, self._stream, self._reply = self._stream, None, None
+        self._thought = None
+        if stream is not None:
+            await stream.stop()
+
+    async def _delivered(self, event: Delivered) -> None:
+        if event.kind == "work":
+            await self._end_reply()
+            await self._add(WorkRow(event.text))
+            return
+        for row in self._held:
+            if row.text == event.text:
+                row.delivered()
+                self._held.remove(row)
+                return
+
+    async def _settle(self, unbuilt: int) -> None:
+        text = f"waiting for summaries ({unbuilt})"
+        if self._settling is None:
+            self._settling = NoteRow(text)
+            await self._add(self._settling)
+        else:
+            self._settling.set_text(text)
+
+    async def _unsettle(self) -> None:
+        if self._settling is not None:
+            await self._settling.remove()
+            self._settling = None
+
+    async def _turn_started(self, ids: list[int]) -> None:
+        await self._unsettle()
+        self._streamed = ""
+        for row in self._held:
+            row.delivered()
+        self._held.clear()
+        chat = self._agent().chat
+        for i in ids:  # a subagent's report that starts a turn: the user has not seen it
+            record = chat.store.read_message(i)
+            if record.kind == "work":
+                await self._add(WorkRow(record.text))
+
+    async def _turn_ended(self, event: TurnEnded) -> None:
+        await self._end_reply()
+        await self._unsettle()
+        self._streamed = ""
+        for tool in self._tools.values():
+            if not tool.finished:
+                tool.finish("cancelled before it finished", True)
+        self._tools.clear()
+        if event.reason == "error":
+            await self._add(NoteRow(f"error: {event.error or 'the turn failed'}", classes="error"))
+        elif event.reason in STOPPED:
+            text = STOPPED[event.reason]
+            if event.reason != "cancelled" and event.error:
+                text = f"the turn stopped: {event.error}"
+            classes = "error" if event.reason != "cancelled" else None
+            await self._add(NoteRow(text, classes=classes))
+        if not self._agent().busy:  # a cancel while settling logs what was held
+            for row in self._held:
+                row.delivered()
+            self._held.clear()
+        self.refresh_status()
+
+    # -- the agent asks -------------------------------------------------------------------
+
+    async def ask(self, tool: str, tool_input: dict[str, Any]) -> Decision:
+        """`Asker.ask`: a dialog over the chat; the turn waits for the user's answer. If the turn
+        is cancelled meanwhile, the dialog goes away."""
+        answered = anyio.Event()
+        answers: list[Decision] = []
+        shown: list[PermissionScreen] = []
+
+        def done(decision: Decision | None) -> None:
+            if not answers:
+                answers.append(decision or "deny")
+            answered.set()
+
+        def open_dialog() -> None:
+            screen = PermissionScreen(tool, tool_input)
+            shown.append(screen)
+            self.bell()
+            self.push_screen(screen, callback=done)
+
+        def close_dialog() -> None:
+            for screen in shown:
+                if screen in self.screen_stack:
+                    screen.dismiss(None)
+
+        self.call_later(open_dialog)  # in the app's own task, whatever task asks
+        try:
+            await answered.wait()
+        finally:
+            if not answers:
+                answers.append("deny")
+                self.call_later(close_dialog)
+        return answers[0]
+
+    # -- the input ------------------------------------------------------------------------
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if isinstance(event.text_area, PromptInput):
+            self.query_one(CommandHint).show_for(event.text_area.text)
+
+    async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
+        self.query_one(CommandHint).show_for("")
+        self.chat_log.anchor()
+        line = read_line(message.text)
+        if isinstance(line, Invocation):
+            await self.run_command(line)
+        else:
+            await self.send(line)
+
+    def on_prompt_input_page(self, message: PromptInput.Page) -> None:
+        if message.pages < 0:
+            self.chat_log.scroll_page_up()
+        else:
+            self.chat_log.scroll_page_down()
+
+    async def send(self, text: str) -> None:
+        agent = self._agent()
+        held = agent.busy
+        row = UserRow(text, held=held)
+        try:
+            agent.submit(text)
+        except (RuntimeError, ValueError) as error:
+            await self._add(NoteRow(f"not sent: {error}", classes="error"))
+            return
+        if held:
+            self._held.append(row)
+        await self._add(row)
+
+    async def run_command(self, line: Invocation) -> None:
+        agent = self._agent()
+        command = line.command
+        try:
+            if command is None:
+                raise CommandError(
+                    f"unknown command {line.word}: /help lists the commands "
+                    "(// sends a message that starts with /)"
+                )
+            if command is commands.HELP:
+                await self._output(commands.help_text())
+            elif command is commands.MEMORY:
+                status = agent.status()
+                view, summary = commands.memory_text(
+                    agent.chat, status.compactor_running, status.compactor_queued
+                )
+                await self._add(OutputRow(view, classes="view"), OutputRow(summary))
+            elif command is commands.ZOOM:
+                await self._output(commands.zoom_text(agent.chat, line.args))
+            elif command is commands.MODEL:
+                await self._output(commands.model_text(self.home, agent.model, line.args))
+            elif command is commands.MEMORY_MODEL:
+                memory = agent.runtime.config.memory
+                text = commands.memory_model_text(self.home, memory.model, memory.effort, line.args)
+                await self._output(text)
+            elif command is commands.USAGE:
+                await self._output(commands.usage_text(self.home))
+            elif command is commands.INSTRUCTIONS:
+                await self._output(self.edit_instructions())
+            elif command is commands.QUIT:
+                await self.action_quit()
+        except CommandError as error:
+            await self._add(OutputRow(str(error), classes="error"))
+
+    async def _output(self, text: str) -> None:
+        await self._add(OutputRow(text))
+
+    def edit_instructions(self) -> str:
+        """Open `<home>/instructions.md` in the editor; what to tell the user after."""
+        try:
+            path = commands.instructions_file(self.home)
+        except OSError as error:
+            raise CommandError(f"cannot create the instructions file: {error}") from None
+        after = (
+            f"{path}: your instructions take effect at the next start (they stay the same "
+            "for a whole session, so that the model's prompt cache keeps working)"
+        )
+        if self.editor is not None:
+            self.editor(path)
+            return after
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        try:
+            with self.suspend():
+                subprocess.run([*shlex.split(editor), str(path)], check=False)
+        except SuspendNotSupported:
+            raise CommandError(f"cannot open an editor here: edit {path} yourself") from None
+        except (OSError, ValueError) as error:
+            raise CommandError(f"cannot run the editor {editor!r} (set $EDITOR): {error}") from None
+        return after
+
+    # -- keys -----------------------------------------------------------------------------
+
+    def action_interrupt(self) -> None:
+        """Ctrl+C: cancel the running turn; otherwise copy the selection, or say how to quit."""
+        agent = self._agent()
+        if agent.busy:
+            agent.cancel()
+            return
+        prompt = self.prompt
+        if prompt.selected_text:
+            prompt.action_copy()
+            return
+        self.notify("No turn is running. Ctrl+D or /quit leaves.", timeout=3)
+
+    async def action_quit(self) -> None:
+        await self._end_reply()
+        self.exit(0)
+
+
+# --- the command line's entry point -----------------------------------------------------------
+
+
+def run_terminal(home: Path) -> int:
+    """Set up the provider if none is, open the chat, run the app; the exit status."""
+    try:
+        return anyio.run(_main, home)
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _main(home: Path) -> int:
+    try:
+        config = load_config(home)
+    except ConfigError as error:
+        return _fail(str(error))
+    if configuration_problem(home, config) is not None:
+        from evertalk.tui.setup import SetupApp
+
+        if not await SetupApp(home, config).run_async():
+            return _fail("nothing was set up; run evertalk again to set up a provider")
+    app = ChatApp(home)
+    try:
+        async with Agent.open(home, asker=app) as agent:
+            app.attach(agent)
+            await app.run_async()
+    except ChatLocked as error:
+        return _fail(
+            f"{error}. Only one evertalk at a time can use a chat: close the other one first."
+        )
+    except (ConfigError, NotConfigured, StoreError, ProviderError) as error:
+        return _fail(str(error))
+    return app.return_code or 0
+
+
+def _fail(message: str) -> int:
+    print(f"evertalk: {' '.join(message.split())}", file=sys.stderr)
+    return 1

@@ -1,0 +1,349 @@
+"""The terminal app driven by Textual's Pilot: the real Agent, the real Anthropic SDK, the
+in-process fake. Typing and sending, streaming, the status bar, slash commands, cancel, and the
+permission dialog."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from tui_support import (
+    MODEL,
+    enter_line,
+    is_compaction,
+    log_of,
+    running,
+    script,
+    type_text,
+    wait_until,
+    write_config,
+)
+
+from evertalk.agent.policy import DENIED
+from evertalk.tui.app import ChatApp
+from evertalk.tui.widgets import (
+    NoteRow,
+    OutputRow,
+    PermissionScreen,
+    PromptInput,
+    ReplyView,
+    StatusBar,
+    ThoughtRow,
+    ToolRow,
+    UserRow,
+    WorkRow,
+)
+from fakes import AnthropicFake, Script, ToolCall, reply, slow, summarizer
+from fakes import chat as answer
+
+pytestmark = pytest.mark.anyio
+
+LONG_REPLY = (
+    "The log rotates **weekly**: the rule is in `/etc/logrotate.d/notes`, and it keeps four "
+    "old files, compressed, before it drops the oldest one."
+)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    write_config(home)
+    return home
+
+
+def app_of(pilot: object) -> ChatApp:
+    app = pilot.app  # type: ignore[attr-defined]
+    assert isinstance(app, ChatApp)
+    return app
+
+
+def replies(app: ChatApp) -> list[str]:
+    return [view.source for view in app.query(ReplyView)]
+
+
+def notes(app: ChatApp) -> list[str]:
+    return [row.text for row in app.query(NoteRow)]
+
+
+def outputs(app: ChatApp) -> list[str]:
+    return [row.text for row in app.query(OutputRow)]
+
+
+async def test_a_message_is_sent_and_its_reply_streams_in(home: Path) -> None:
+    fake = AnthropicFake(
+        script().push(
+            slow(0.1, answer(LONG_REPLY, thinking="Where is the rule?"), chunk_delay=0.05)
+        )
+    )
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await type_text(pilot, "where does the log rotate?")
+        assert app.prompt.text == "where does the log rotate?"
+        await pilot.press("enter")
+        assert app.prompt.text == ""
+        seen: list[str] = []
+
+        def streamed() -> bool:
+            seen.extend(replies(app)[-1:])
+            return bool(seen) and seen[-1] == LONG_REPLY
+
+        await wait_until(pilot, streamed)
+        assert any(0 < len(text) < len(LONG_REPLY) for text in seen), "it came in pieces"
+        assert [row.text for row in app.query(UserRow)] == ["where does the log rotate?"]
+        thoughts = [row.text for row in app.query(ThoughtRow)]
+        assert thoughts == ["Where is the rule?"]
+        await wait_until(pilot, lambda: not app._agent().busy)
+    assert log_of(home) == [("user", "where does the log rotate?"), ("ever", LONG_REPLY)]
+
+
+async def test_the_status_bar_shows_model_memory_and_cost(home: Path) -> None:
+    fake = AnthropicFake(script().push(answer("Noted.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        bar = app.query_one(StatusBar)
+        assert bar.text.startswith(f"{MODEL} · mem 0B/128K · ")
+        await enter_line(pilot, "remember the milk")
+        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Noted."])
+        await pilot.pause(0.6)  # the next refresh of the bar
+        view_bytes = app._agent().status().view_bytes
+        assert view_bytes > 0
+        assert f"mem {view_bytes}B/128K" in bar.text
+        assert "memory idle" in bar.text or "summarizing" in bar.text
+        assert "$" in bar.text and "working" not in bar.text
+
+
+async def test_memory_shows_the_view_and_the_status(home: Path) -> None:
+    fake = AnthropicFake(script().push(answer("Hello.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await type_text(pilot, "hi")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Hello."])
+        await type_text(pilot, "/memory")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(outputs(app)) == 2)
+        view, status = outputs(app)
+        assert view.splitlines()[0] == "<chat>" and view.splitlines()[-1] == "</chat>"
+        assert "0+1|user: hi" in view or "0+2|" in view
+        assert "messages  2" in status and "compactor summarizing" in status
+        await enter_line(pilot, "/memory zoom 0 1")
+        await wait_until(pilot, lambda: len(outputs(app)) == 3)
+        assert outputs(app)[-1] == "0+1|user: hi"
+        await enter_line(pilot, "/memory zoom 1 2")
+        await wait_until(pilot, lambda: len(outputs(app)) == 4)
+        assert "multiple of n" in outputs(app)[-1]
+        assert app.query(OutputRow).last().has_class("error")
+    assert log_of(home) == [("user", "hi"), ("ever", "Hello.")]  # commands are not messages
+
+
+async def test_ctrl_c_cancels_a_slow_reply_and_keeps_the_message(home: Path) -> None:
+    fake = AnthropicFake(script().push(slow(0.1, answer(LONG_REPLY * 4), chunk_delay=0.3)))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "tell me everything")
+        await wait_until(pilot, lambda: replies(app) and replies(app)[-1])  # streaming
+        assert app._agent().busy
+        await pilot.press("ctrl+c")
+        await wait_until(pilot, lambda: any(note.startswith("cancelled") for note in notes(app)))
+        assert not app._agent().busy
+        assert len(replies(app)[-1]) < len(LONG_REPLY * 4)  # what came stays on screen
+        # Ctrl+C with nothing running: nothing happens to what is typed
+        await type_text(pilot, "draft")
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert app.prompt.text == "draft"
+        assert app.is_running
+    assert log_of(home) == [("user", "tell me everything")]
+
+
+async def test_a_denied_tool_says_so_in_its_row_and_to_the_model(home: Path) -> None:
+    fake = AnthropicFake(
+        script().push(
+            reply("Let me look.", ToolCall("shell", {"command": "echo [secret]"})),
+            answer("You did not allow it, so I did not run it."),
+        )
+    )
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "what is in there?")
+        await wait_until(pilot, lambda: isinstance(app.screen, PermissionScreen))
+        dialog = app.screen
+        assert isinstance(dialog, PermissionScreen)
+        assert dialog.tool == "shell" and dialog.tool_input == {"command": "echo [secret]"}
+        await pilot.press("n")
+        await wait_until(pilot, lambda: not app._agent().busy and len(replies(app)) == 2)
+        row = app.query_one(ToolRow)
+        assert row.finished and row.is_error and row.has_class("error")
+        assert DENIED in row.output_text
+        assert row.heading.startswith("✗ shell  echo [secret]  — the user did not allow")
+    log = log_of(home)
+    assert log[2] == ("tool", 'shell {"command":"echo [secret]"}')
+    assert log[3][0] == "echo" and DENIED in log[3][1]
+    assert log[4] == ("ever", "You did not allow it, so I did not run it.")
+
+
+async def test_a_tool_allowed_once_runs(home: Path) -> None:
+    fake = AnthropicFake(
+        script().push(reply(ToolCall("shell", {"command": "echo ran-it"})), answer("It ran."))
+    )
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "run it")
+        await wait_until(pilot, lambda: isinstance(app.screen, PermissionScreen))
+        await pilot.press("y")
+        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["It ran."])
+        row = app.query_one(ToolRow)
+        assert not row.is_error and "ran-it" in row.output_text
+        assert row.heading == "✓ shell  echo ran-it"
+
+
+async def test_ctrl_c_while_asking_takes_the_dialog_away(home: Path) -> None:
+    fake = AnthropicFake(script().push(reply(ToolCall("write", {"path": "x", "content": "y"}))))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "write it")
+        await wait_until(pilot, lambda: isinstance(app.screen, PermissionScreen))
+        await pilot.press("ctrl+c")
+        await wait_until(pilot, lambda: not isinstance(app.screen, PermissionScreen))
+        await wait_until(pilot, lambda: not app._agent().busy)
+        assert not (home / "x").exists()
+    assert [kind for kind, _ in log_of(home)] == ["user", "tool", "echo"]
+
+
+async def test_input_lines_history_and_completion(home: Path) -> None:
+    fake = AnthropicFake(script())
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        prompt = app.query_one(PromptInput)
+        await type_text(pilot, "/mem")
+        assert prompt.suggestion == "ory"
+        assert "/memory zoom ID N" in str(app.query_one("#hint").render())
+        await pilot.press("tab")
+        assert prompt.text == "/memory"
+        prompt.clear()
+        await type_text(pilot, "first line\nsecond line")
+        assert prompt.text == "first line\nsecond line"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not app._agent().busy and replies(app))
+        await type_text(pilot, "a draft")
+        await pilot.press("up")
+        assert prompt.text == "first line\nsecond line"
+        await pilot.press("down")  # the cursor is on the last line: back to the draft
+        assert prompt.text == "a draft"
+        await pilot.press("ctrl+d")  # not empty: deletes, does not quit
+        assert app.is_running
+    assert log_of(home)[0] == ("user", "first line\nsecond line")
+
+
+async def test_settings_commands_save_for_the_next_start(home: Path) -> None:
+    fake = AnthropicFake(script())
+    edited: list[Path] = []
+
+    def editor(path: Path) -> None:
+        edited.append(path)
+        path.write_text("Answer in French.\n")
+
+    async with running(home, fake, editor=editor) as pilot:
+        app = app_of(pilot)
+
+        async def command(text: str) -> str:
+            count = len(outputs(app))
+            await enter_line(pilot, text)
+            await wait_until(pilot, lambda: len(outputs(app)) > count)
+            return outputs(app)[-1]
+
+        assert command is not None
+        assert (await command("/model")).startswith(f"turn model: {MODEL}")
+        said = await command("/model claude-opus-5-5")
+        assert "next start" in said and MODEL in said
+        assert app._agent().status().model == MODEL  # this session goes on
+        said = await command("/memory-model claude-haiku-6 low")
+        assert "claude-haiku-6, effort low" in said
+        said = await command("/memory-model banana split")
+        assert "effort is one of" in said
+        saved = tomllib.loads((home / "config.toml").read_text())
+        assert saved["model"] == "claude-opus-5-5"
+        assert saved["memory"]["model"] == "claude-haiku-6" and saved["memory"]["effort"] == "low"
+        assert (home / "config.toml").stat().st_mode & 0o777 == 0o600
+        assert "No model calls yet" in await command("/usage")
+        said = await command("/instructions")
+        assert edited == [home / "instructions.md"] and "next start" in said
+        assert "/memory zoom ID N" in await command("/help")
+        assert "unknown command /frobnicate" in await command("/frobnicate")
+        await enter_line(pilot, "/quit")
+        await wait_until(pilot, lambda: not app.is_running)
+    assert log_of(home) == []
+
+
+async def test_waiting_for_summaries_is_shown_then_goes(home: Path) -> None:
+    slow_summaries = Script().route(is_compaction, slow(0.8, summarizer(100)))
+    long_reply = "One. " + "More words to remember. " * 40  # past a line: it needs a summary
+    fake = AnthropicFake(slow_summaries.push(answer(long_reply), answer("Two.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "first")
+        await wait_until(pilot, lambda: not app._agent().busy and len(replies(app)) == 1)
+        await enter_line(pilot, "second")
+        await wait_until(
+            pilot, lambda: any(n.startswith("waiting for summaries (") for n in notes(app))
+        )
+        await wait_until(pilot, lambda: not app._agent().busy and len(replies(app)) == 2)
+        assert not any(n.startswith("waiting for summaries") for n in notes(app))
+    assert [kind for kind, _ in log_of(home)] == ["user", "ever", "user", "ever"]
+
+
+async def test_a_subagent_report_shows_when_it_starts_a_turn(home: Path) -> None:
+    fake = AnthropicFake(
+        script()
+        .route(
+            lambda call: "you are the subagent Scout" in call.last_user_text, answer("Found 42.")
+        )
+        .push(
+            reply(ToolCall("agent", {"name": "Scout", "task": "find the number"})),
+            answer("Scout is on it."),
+            answer("Scout says 42."),
+        )
+    )
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "send a scout")
+        await wait_until(pilot, lambda: replies(app)[-1:] == ["Scout says 42."])
+        works = [row.source for row in app.query(WorkRow)]
+        assert works == ["[Scout] Found 42."]
+        row = app.query_one(ToolRow)
+        assert row.heading.startswith("✓ agent  Scout")
+
+
+async def test_quitting_during_a_turn_keeps_what_was_logged(home: Path) -> None:
+    fake = AnthropicFake(script().push(slow(5, answer("too late"))))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "a slow one")
+        await wait_until(pilot, lambda: app._agent().busy)
+        await pilot.press("ctrl+d")
+        await wait_until(pilot, lambda: not app.is_running)
+    assert log_of(home) == [("user", "a slow one")]
+
+
+async def test_a_message_sent_during_a_turn_is_held_then_delivered(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_config(home, shell="allow")
+    fake = AnthropicFake(
+        script().push(
+            reply("Checking.", ToolCall("shell", {"command": "sleep 0.5; echo checked"})),
+            answer("Done, and noted."),
+        )
+    )
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "check the backups")
+        await wait_until(pilot, lambda: app.query(ToolRow))
+        await enter_line(pilot, "also the rotation")
+        rows = list(app.query(UserRow))
+        assert [row.text for row in rows] == ["check the backups", "also the rotation"]
+        assert rows[1].has_class("held") and not rows[0].has_class("held")
+        await wait_until(pilot, lambda: not rows[1].has_class("held"))
+        await wait_until(pilot, lambda: not app._agent().busy)
+        assert replies(app)[-1] == "Done, and noted."
+    assert [kind for kind, _ in log_of(home)] == ["user", "ever", "tool", "echo", "user", "ever"]

@@ -1,0 +1,176 @@
+"""End to end as a user: `evertalk` in a real terminal (tmux) against the fake on loopback.
+
+The test types a message with `tmux send-keys`, reads the screen with `tmux capture-pane` until
+the reply shows, quits with Ctrl+D, and checks the exit status and the log. A second `evertalk`
+on the same chat, in a terminal of its own (a pty), is refused with the first one's pid.
+Each test runs its own tmux server (a unique socket), always killed at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from tui_support import API_KEY, log_of, script, write_config
+
+from fakes import AnthropicFake, serve, slow
+from fakes import chat as answer
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_", "TMUX")
+REPLY = "The log rotates weekly: see /etc/logrotate.d/notes."
+WAIT = 20.0  # seconds, at most, for anything to show
+
+
+def environment(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CLEAN)}
+    env["EVERTALK_HOME"] = str(home)
+    env["TERM"] = "xterm-256color"
+    env["EDITOR"] = "true"
+    return env
+
+
+class Terminal:
+    """One tmux server with one 120×40 session running a command."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.base = ["tmux", "-L", f"evertalk-test-{uuid.uuid4().hex[:12]}", "-f", "/dev/null"]
+
+    def tmux(self, *args: str) -> str:
+        result = subprocess.run(
+            [*self.base, *args], env=self.env, capture_output=True, text=True, timeout=10
+        )
+        return result.stdout
+
+    def start(self, command: str) -> None:
+        self.tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", command)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "main")
+
+    def keys(self, *keys: str, literal: bool = False) -> None:
+        self.tmux("send-keys", "-t", "main", *(["-l"] if literal else []), *keys)
+
+    def wait_for(self, ready: Callable[[str], bool], what: str) -> str:
+        deadline = time.monotonic() + WAIT
+        while True:
+            screen = self.screen()
+            if ready(screen):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {what} on the screen after {WAIT} s:\n{screen}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        subprocess.run([*self.base, "kill-server"], env=self.env, capture_output=True, timeout=10)
+
+
+@contextmanager
+def terminal(env: dict[str, str]) -> Iterator[Terminal]:
+    term = Terminal(env)
+    try:
+        yield term
+    finally:
+        term.kill()
+
+
+def wait_for_file(path: Path) -> str:
+    deadline = time.monotonic() + WAIT
+    while not (path.exists() and path.read_text().strip()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} was not written in {WAIT} s")
+        time.sleep(0.1)
+    return path.read_text().strip()
+
+
+def second_evertalk(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """`evertalk` with a terminal as its input and output (so it would open the app)."""
+    leader, follower = os.openpty()
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "evertalk"],
+            stdin=follower,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            timeout=WAIT,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+
+
+def test_a_session_in_a_real_terminal(tmp_path: Path) -> None:
+    fake = AnthropicFake(script().push(slow(0.2, answer(REPLY), chunk_delay=0.05)))
+    home = tmp_path / "home"
+    done = tmp_path / "exit-status"
+    env = environment(home)
+    run = f"{shlex.quote(sys.executable)} -m evertalk; echo $? > {shlex.quote(str(done))}"
+    with serve(fake.app) as url, terminal(env) as term:
+        write_config(home, base_url=url)
+        term.start(f"cd {shlex.quote(str(home))} && {run}")
+        term.wait_for(lambda s: "mem 0B/128K" in s and "A new chat" in s, "ready app")
+
+        term.keys("where does the log rotate?", literal=True)
+        term.keys("Enter")
+        screen = term.wait_for(lambda s: "The log rotates weekly" in s, "reply")
+        assert "where does the log rotate?" in screen
+        screen = term.wait_for(lambda s: "working" not in s, "end of the turn")
+        print(screen)  # shown with -s: what a user sees
+
+        pid = int((home / "chat" / "lock").read_text())
+        refused = second_evertalk(env, home)
+        err = refused.stderr.decode()
+        assert refused.returncode == 1, err
+        assert f"is open in another process (pid {pid})" in err, err
+        assert API_KEY not in err
+
+        term.keys("/memory", literal=True)
+        term.keys("Enter")
+        term.wait_for(lambda s: "compactor summarizing" in s, "/memory output")
+
+        term.keys("C-d")
+        assert wait_for_file(done) == "0"
+    assert log_of(home) == [("user", "where does the log rotate?"), ("ever", REPLY)]
+
+
+def test_the_first_run_sets_up_a_provider_then_opens_the_chat(tmp_path: Path) -> None:
+    fake = AnthropicFake(script().push(answer(REPLY)))
+    home = tmp_path / "home"  # no config, no key variable: the setup form comes first
+    done = tmp_path / "exit-status"
+    env = environment(home)
+    key = "sk-ant-typed-in-the-form-42"
+    run = f"{shlex.quote(sys.executable)} -m evertalk; echo $? > {shlex.quote(str(done))}"
+    with serve(fake.app) as url, terminal(env) as term:
+        term.start(f"cd {shlex.quote(str(tmp_path))} && {run}")
+        term.wait_for(lambda s: "Welcome to evertalk" in s and "API key" in s, "setup form")
+        term.keys("Tab", "Tab")  # from the provider to the key; the model stays the default
+        time.sleep(0.3)  # a focus change is not typed ahead
+        term.keys(key, literal=True)
+        term.keys("Tab")
+        time.sleep(0.3)
+        term.keys(url, literal=True)  # the fake stands for a proxy
+        term.keys("C-s")
+        term.wait_for(lambda s: "mem 0B/128K" in s, "chat after the setup")
+        assert (home / "config.toml").stat().st_mode & 0o777 == 0o600
+        saved = (home / "config.toml").read_text()
+        assert f'api_key = "{key}"' in saved and f'base_url = "{url}"' in saved
+
+        term.keys("hello", literal=True)
+        term.keys("Enter")
+        term.wait_for(lambda s: "The log rotates weekly" in s, "reply")
+        term.keys("C-d")
+        assert wait_for_file(done) == "0"
+    assert log_of(home) == [("user", "hello"), ("ever", REPLY)]

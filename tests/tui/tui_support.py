@@ -1,0 +1,100 @@
+"""Shared pieces of the terminal app's tests (no tests of its own).
+
+A home folder whose config points at a fake; the app run by Textual's Pilot with the real Agent
+talking to the in-process Anthropic fake through the real SDK; waiting for what the screen shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from textual.pilot import Pilot
+
+from evertalk.agent.session import Agent
+from evertalk.chat import Chat
+from evertalk.providers.anthropic import AnthropicProvider
+from evertalk.tui.app import ChatApp
+from fakes import IN_PROCESS_URL, AnthropicFake, Call, Script, async_client, summarizer
+
+API_KEY = "sk-ant-test-SECRET-0123456789"
+MODEL = "claude-sonnet-5-5"
+MEMORY_MODEL = "claude-haiku-5-5"
+SIZE = (120, 40)
+
+
+def write_config(home: Path, *, base_url: str | None = None, **tools: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    lines = ['provider = "anthropic"', f'model = "{MODEL}"', f'api_key = "{API_KEY}"']
+    if base_url is not None:
+        lines.append(f'base_url = "{base_url}"')
+    lines += ["", "[memory]", f'model = "{MEMORY_MODEL}"']
+    if tools:
+        lines += ["", "[tools]", *(f'{name} = "{policy}"' for name, policy in tools.items())]
+    (home / "config.toml").write_text("\n".join(lines) + "\n")
+
+
+def is_compaction(call: Call) -> bool:
+    return call.body.get("tool_choice") in ({"type": "none"}, "none")
+
+
+def script() -> Script:
+    """Compactions get a 100-byte summary; turns are scripted with `push`."""
+    return Script().route(is_compaction, summarizer(100))
+
+
+@asynccontextmanager
+async def running(
+    home: Path, fake: AnthropicFake, *, editor: Callable[[Path], None] | None = None
+) -> AsyncIterator[Pilot[int]]:
+    """The app on an open agent, driven by a Pilot; everything closed at the end."""
+    provider = AnthropicProvider(API_KEY, IN_PROCESS_URL, http_client=async_client(fake.app))
+    app = ChatApp(home, editor=editor)
+    try:
+        async with Agent.open(home, asker=app, provider=provider, workdir=home) as agent:
+            app.attach(agent)
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.pause()
+                yield pilot
+    finally:
+        await provider.aclose()
+
+
+async def wait_until(
+    pilot: Pilot[Any], ready: Callable[[], object], *, timeout: float = 10, what: str = ""
+) -> None:
+    """Let the app run until `ready()` holds."""
+    with anyio.fail_after(timeout):
+        while not ready():
+            await pilot.pause(0.02)
+    del what
+
+
+async def type_text(pilot: Pilot[Any], text: str) -> None:
+    """Type `text` into the focused input as keys (a newline as Ctrl+J)."""
+    keys: list[str] = []
+    for char in text:
+        keys.append("ctrl+j" if char == "\n" else char)
+    await pilot.press(*keys)
+
+
+def log_of(home: Path) -> list[tuple[str, str]]:
+    """(kind, text) of every message of the chat, oldest first."""
+    with Chat.open(home / "chat", readonly=True) as chat:
+        return [
+            (record.kind, record.text)
+            for record in (chat.store.read_message(i) for i in range(chat.t))
+        ]
+
+
+async def enter_line(pilot: Pilot[Any], text: str) -> None:
+    """Put `text` in the input at once (typing is tested elsewhere) and press Enter."""
+    from evertalk.tui.widgets import PromptInput
+
+    prompt = pilot.app.query_one(PromptInput)
+    prompt.load_text(text)
+    prompt.move_cursor(prompt.document.end)
+    await pilot.press("enter")
