@@ -14,11 +14,6 @@ from evertalk.config import ToolPolicies
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class ScriptedAsker:
     def __init__(self, *answers: Decision, delay: float = 0) -> None:
         self.answers = list(answers)

@@ -36,18 +36,6 @@ from fakes import chat as answer
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    write_config(home)
-    return home
-
-
 async def test_a_message_during_a_tool_is_delivered_after_its_result(home: Path) -> None:
     fake = AnthropicFake(
         script().push(

@@ -15,7 +15,6 @@ from test_turn_support import (
     script,
     texts,
     turn_bodies,
-    write_config,
 )
 
 from evertalk.agent.events import Delivered, ToolFinished, TurnStarted
@@ -24,18 +23,6 @@ from fakes import AnthropicFake, Call, ToolCall, reply, slow
 from fakes import chat as answer
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    write_config(home)
-    return home
 
 
 def subagent(name: str):  # type: ignore[no-untyped-def]

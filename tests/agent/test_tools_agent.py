@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +13,6 @@ from evertalk.chat import Chat
 from evertalk.config import ToolPolicies
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def chat(tmp_path: Path) -> Iterator[Chat]:
-    opened = Chat.open(tmp_path / "chat")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 class Starter:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,34 +11,12 @@ import pytest
 
 from evertalk.agent.policy import DENIED, Policy
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
-from evertalk.chat import Chat
 from evertalk.config import ToolPolicies
 from evertalk.memory.text import MESSAGE_LIMIT, clip_output
 
 pytestmark = pytest.mark.anyio
 
 FIVE = "one\ntwo\nthree\nfour\nfive\n"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def chat(tmp_path: Path) -> Iterator[Chat]:
-    opened = Chat.open(tmp_path / "chat")
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def ctx(chat: Chat, tmp_path: Path) -> ToolContext:
-    work = tmp_path / "work"
-    work.mkdir()
-    return ToolContext(chat=chat, workdir=work, agents_dir=tmp_path / "chat" / "agents")
 
 
 def granted() -> Toolbox:

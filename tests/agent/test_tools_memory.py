@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -28,27 +27,6 @@ NEXT = re.compile(r'zoom\(name="([^"]+)", id=(\d+)\)')
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def chat(tmp_path: Path) -> Iterator[Chat]:
-    opened = Chat.open(tmp_path / "chat")
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def ctx(chat: Chat, tmp_path: Path) -> ToolContext:
-    work = tmp_path / "work"
-    work.mkdir()
-    return ToolContext(chat=chat, workdir=work, agents_dir=tmp_path / "chat" / "agents")
 
 
 def headless() -> Toolbox:

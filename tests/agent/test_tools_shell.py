@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,34 +14,12 @@ import pytest
 from evertalk.agent.permissions import Decision
 from evertalk.agent.policy import DENIED, Policy
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
-from evertalk.chat import Chat
 from evertalk.config import ToolPolicies
 from evertalk.memory.text import MESSAGE_LIMIT, clip_output
 
 pytestmark = pytest.mark.anyio
 
 LIMIT = MESSAGE_LIMIT - len("shell: ")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def chat(tmp_path: Path) -> Iterator[Chat]:
-    opened = Chat.open(tmp_path / "chat")
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def ctx(chat: Chat, tmp_path: Path) -> ToolContext:
-    work = tmp_path / "work"
-    work.mkdir()
-    return ToolContext(chat=chat, workdir=work, agents_dir=tmp_path / "chat" / "agents")
 
 
 class ScriptedAsker:

@@ -45,18 +45,6 @@ from fakes import chat as answer
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    write_config(home)
-    return home
-
-
 def fill(
     home: Path, count: int, text: str = "note {i}: the backups of ~/notes run nightly"
 ) -> None:

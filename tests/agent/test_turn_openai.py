@@ -16,11 +16,6 @@ from fakes import chat as answer
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_a_turn_with_a_tool_and_a_message_during_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     write_config(home)

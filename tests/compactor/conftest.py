@@ -13,11 +13,6 @@ SHM = Path("/dev/shm")
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def home(tmp_path: Path) -> Iterator[Path]:
     """An evertalk home folder, on tmpfs where there is one.
 

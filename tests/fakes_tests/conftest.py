@@ -12,11 +12,6 @@ from fakes import LoopbackServer, SwitchApp
 Expose = Callable[[ASGIApp], ASGIApp | str]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="session")
 def loopback() -> Iterator[tuple[SwitchApp, str]]:
     """One uvicorn server on 127.0.0.1 for the session, serving the fake of the current test."""

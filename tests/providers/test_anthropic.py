@@ -48,11 +48,6 @@ TOOLS = [
 EPHEMERAL = {"type": "ephemeral"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def provider(script: Script, **kwargs: Any) -> AnthropicProvider:
     return AnthropicProvider(KEY, "https://api.example.test", http_client=script.client(), **kwargs)
 

@@ -10,11 +10,6 @@ from evertalk.providers.gate import PrefixGate
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_second_call_on_same_prefix_waits_until_first_response_starts() -> None:
     gate = PrefixGate()
     log: list[str] = []

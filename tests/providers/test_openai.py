@@ -40,11 +40,6 @@ TOOLS = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def provider(
     script: Script, base_url: str = "https://api.openai.com/v1", **kw: Any
 ) -> OpenAIProvider:

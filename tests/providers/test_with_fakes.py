@@ -52,11 +52,6 @@ TOOLS = [
 SYSTEM = "You are Ever. " * 200
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def anthropic(fake: AnthropicFake, **kwargs: Any) -> AnthropicProvider:
     return AnthropicProvider(
         "test-key", IN_PROCESS_URL, http_client=async_client(fake.app), **kwargs
