@@ -106,6 +106,18 @@ async def test_messages_held_past_the_end_start_the_next_turn_together(home: Pat
     assert tail.endswith("\nsecond\n\nthird")
 
 
+async def test_a_message_held_when_the_app_quits_is_logged(home: Path) -> None:
+    fake = AnthropicFake(script(slow(30, answer("never sent"))))
+    async with opened(home, fake) as agent:
+        agent.submit("first")
+        with anyio.fail_after(5):
+            async for event in agent.events():
+                if isinstance(event, TurnStarted):
+                    break
+        agent.submit("typed while Ever worked")  # held: the turn never reaches a tool call
+    assert log_of(home) == [("user", "first"), ("user", "typed while Ever worked")]
+
+
 async def test_cancel_while_settling_keeps_the_message(tmp_path: Path) -> None:
     home = tmp_path / "home"
     write_config(home, settle=30)

@@ -206,6 +206,8 @@ class Agent:
                             group.cancel_scope.cancel()
                             agent._sender.close()
                             agent._receiver.close()
+                            if agent._held:  # typed but never delivered: still the user's words
+                                agent._log_held(agent._take_held())
                 except BaseExceptionGroup as errors:
                     # the caller's own error comes out as itself, not wrapped by the task group
                     if body_error is not None and list(errors.exceptions) == [body_error]:
