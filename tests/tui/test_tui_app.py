@@ -344,6 +344,8 @@ async def test_a_message_sent_during_a_turn_is_held_then_delivered(tmp_path: Pat
         assert [row.text for row in rows] == ["check the backups", "also the rotation"]
         assert rows[1].has_class("held") and not rows[0].has_class("held")
         await wait_until(pilot, lambda: not rows[1].has_class("held"))
-        await wait_until(pilot, lambda: not app._agent().busy)
-        assert replies(app)[-1] == "Done, and noted."
+        # the markdown stream renders after the event: wait for the text, not only the turn
+        await wait_until(
+            pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Done, and noted."]
+        )
     assert [kind for kind, _ in log_of(home)] == ["user", "ever", "tool", "echo", "user", "ever"]

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+# the stream's deltas reach the UI as the provider gave them: one type each, shared
+from evertalk.providers.base import TextDelta as TextDelta
+from evertalk.providers.base import ThinkingDelta as ThinkingDelta
+
 
 @dataclass(frozen=True)
 class Settling:
@@ -20,16 +24,6 @@ class Settling:
 @dataclass(frozen=True)
 class TurnStarted:
     message_ids: list[int]  # the ids the turn's message(s) got in the log
-
-
-@dataclass(frozen=True)
-class TextDelta:
-    text: str
-
-
-@dataclass(frozen=True)
-class ThinkingDelta:
-    text: str
 
 
 @dataclass(frozen=True)

@@ -10,24 +10,22 @@ at most 8 run at once, and a subagent cannot start another (depth 1).
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 from anyio.abc import TaskGroup
 
+from evertalk.agent.tools.agent import NAME_RULE, valid_name
 from evertalk.agent.tools.base import ToolError
 from evertalk.agent.turn import Ending, Held
 from evertalk.memory.text import split_text, valid_unicode
 from evertalk.store.days import day_file_name, iso, local_now
 from evertalk.store.jsonl import Appender
 from evertalk.store.records import encode_message
-from evertalk.store.secure import DIR_MODE, fsync_dir, make_dir
+from evertalk.store.secure import make_dir
 
 MAX_RUNNING = 8
-NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 
 class SubagentError(ToolError):
@@ -47,16 +45,11 @@ class AgentLog:
     @classmethod
     def create(cls, agents_dir: Path, name: str) -> AgentLog:
         """A new log for `name`; a name used before in this chat is refused."""
-        make_dir(agents_dir)
         folder = agents_dir / name
-        try:
-            os.mkdir(folder, DIR_MODE)
-        except FileExistsError:
+        if not make_dir(folder):  # made (0700, fsynced) only if it did not exist
             raise SubagentError(
                 f"a subagent named {name} already exists in this chat: choose another name"
-            ) from None
-        os.chmod(folder, DIR_MODE)
-        fsync_dir(agents_dir)
+            )
         return cls(folder)
 
     def append(
@@ -110,10 +103,8 @@ class Subagents:
 
     async def start(self, name: str, task: str) -> str:
         """The `start_agent` given to the tools: start `name` on `task`, return at once."""
-        if not NAME.fullmatch(name):
-            raise SubagentError(
-                "a subagent's name is a letter, then up to 31 letters, digits, - or _"
-            )
+        if not valid_name(name):
+            raise SubagentError(f"a subagent's name is {NAME_RULE}")
         if not task.strip():
             raise SubagentError("the task is empty: say what the subagent should do")
         if len(self.running) >= self.limit:
