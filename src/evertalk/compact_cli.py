@@ -31,6 +31,7 @@ def run_compact(home: Path) -> int:
         print(_progress(0, 0, 0, 0.0, None), file=sys.stderr)
         return 0
     ledger = Ledger(ledger_path(home))
+    compactor: Compactor | None = None
     try:
         provider = runtime.provider()
         compactor = Compactor(
@@ -47,7 +48,8 @@ def run_compact(home: Path) -> int:
     except ProviderError as error:
         return _fail(f"the compactor's model cannot be used: {error}")
     except KeyboardInterrupt:
-        print(f"\nstopped; the {compactor.built} lines built so far are kept", file=sys.stderr)
+        built = compactor.built if compactor else 0
+        print(f"\nstopped; the {built} lines built so far are kept", file=sys.stderr)
         return 130
     finally:
         ledger.close()

@@ -7,7 +7,6 @@ Chat, closed, then handed to the command.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -17,7 +16,8 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+
+from test_service import tree_records
 
 from evertalk.chat import Chat
 from evertalk.ledger import ledger_path, read_records
@@ -67,20 +67,6 @@ def evertalk(home: Path, url: str, *args: str, key: str = KEY) -> subprocess.Com
         text=True,
         timeout=60,
     )
-
-
-def tree_records(chat_dir: Path) -> list[dict[str, Any]]:
-    """Every record in chat/tree/*.jsonl; a torn line (SPEC §1.4) is no record."""
-    records = []
-    for path in sorted((chat_dir / "tree").glob("*.jsonl")):
-        for line in path.read_bytes().split(b"\n"):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-    return records
 
 
 def model_built(chat_dir: Path) -> dict[tuple[int, int], str]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from memory_reference import RefCore, coarsens, tiles
+from test_core_laws import full_state as state
 
 from evertalk.memory import Budget, MemoryCore
 from evertalk.memory.core import SavedViews
@@ -51,21 +52,6 @@ class Chat:
 
     def render(self, core: MemoryCore, cview: bool = False) -> str:
         return render((core.cview if cview else core.view).nodes(), self.ref.texts.get)
-
-
-def state(core: MemoryCore) -> tuple[Any, ...]:
-    return (
-        core.t,
-        core.view.nodes(),
-        core.view.size,
-        core.view.shrinking,
-        core.cview.nodes(),
-        core.cview.size,
-        core.cview.shrinking,
-        core.ready(),
-        [bytes(row) for row in core.tree.flags],
-        [list(row) for row in core.tree.sizes],
-    )
 
 
 def ref_state(ref: RefCore) -> tuple[Any, ...]:
