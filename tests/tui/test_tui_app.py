@@ -331,7 +331,7 @@ async def test_a_message_sent_during_a_turn_is_held_then_delivered(tmp_path: Pat
     write_config(home, shell="allow")
     fake = AnthropicFake(
         script().push(
-            reply("Checking.", ToolCall("shell", {"command": "sleep 0.5; echo checked"})),
+            reply("Checking.", ToolCall("shell", {"command": "sleep 3; echo checked"})),
             answer("Done, and noted."),
         )
     )
