@@ -1,27 +1,27 @@
-"""The cache figure: replay a chat with turns and the compactor against the Anthropic fake.
+"""The cache figure: replay a chat of real turns and the compactor against the Anthropic fake.
 
 `python -m bench.cache_replay [MESSAGES]` (default 3,000), also run by `make bench`.
 
-A fresh chat in a temporary folder gets MESSAGES messages of realistic mixed sizes while the
-compactor runs (8 in parallel) through the real `AnthropicProvider`, a `GatedProvider` with one
-`PrefixGate` keyed by `layout.prefix_keys`, and the in-process `AnthropicFake` with its cache
-model. Each user message starts a turn, as in SPEC §6.1: wait until the view is settled (the
-turn's unbuilt lines first), render the view, log the message, send the turn's request through
-the same provider, and log the reply as `ever`. Between a turn's message and its reply the
-driver logs the turn's tool work (`tool` and `echo` messages, some of several KB); their own
-model calls are not sent, since each would read the turn's view from the entry its first call
-just wrote and only flatter the figure.
+The real `Agent` runs in a temporary home: its turns (settle wait, view, header, tool loop,
+logging as it happens) and its compactor (8 in parallel), through the real `AnthropicProvider`
+behind one `PrefixGate`, against the in-process `AnthropicFake` with its cache model. The driver
+types a message whenever the agent is idle. The fake answers a turn's calls with zero to three
+`read` calls of files it writes (40 bytes to 12 KB, so the `echo` messages vary as real tool
+output does), a short remark before some of them, then a final reply of 200–2,000 bytes.
 
 The share read from the cache is cache_read / (input + cache_read + cache_write), from the
-fake's per-request records, separately for turns and compactions (a compaction is a request
-with `tool_choice` none), in the fake's tokens (ceil(bytes / 4) per block) and in bytes of the
-blocks as the fake's cache sees them. The fake's clock advances a few seconds per message, so
-the 5-minute lifetime holds as it would in a lively chat whatever the speed of the machine.
+fake's per-request records, separately for turns and compactions (a compaction is a request with
+`tool_choice` none), in the fake's tokens (ceil(bytes / 4) per block) and in bytes of the blocks
+as the fake's cache sees them. Turns are counted twice: every call they make, and their opening
+calls alone (the call that sends a new view; the tool loop's later calls send the same view and
+read it whole). The fake's clock advances a few seconds per logged message, so the 5-minute
+lifetime holds as it would in a lively chat whatever the speed of the machine.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import sys
 import tempfile
@@ -34,15 +34,12 @@ from typing import Any
 
 import anyio
 
-from evertalk.chat import Chat
-from evertalk.compactor.service import Compactor, CompactorSettings
-from evertalk.config import DEFAULT_MODELS, MemoryConfig, TurnConfig
-from evertalk.memory import Node
-from evertalk.prompts import TOOLS, system_text, turn_header
+from evertalk.agent import events
+from evertalk.agent.session import Agent
+from evertalk.config import DEFAULT_MODELS
 from evertalk.providers.anthropic import AnthropicProvider
-from evertalk.providers.base import Text, collect
 from evertalk.providers.gate import GatedProvider, PrefixGate
-from evertalk.providers.layout import prefix_keys, turn_request
+from evertalk.providers.layout import prefix_keys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for the fakes
 
@@ -60,14 +57,13 @@ from fakes import (
 )
 from fakes import Text as FakeText
 from fakes.anthropic_fake import prompt_blocks
+from fakes.behaviours import ToolCall
 from fakes.common import canonical
 
 TURN_MODEL, MEMORY_MODEL = DEFAULT_MODELS["anthropic"]
-TURN_MAX_TOKENS = 16_000
-SETTLE_TIMEOUT = MemoryConfig().settle_timeout  # seconds a turn waits for its lines (SPEC §6.1)
 DRAIN_TIMEOUT = 60.0  # seconds the compactor gets to build what the last messages made
 SECONDS_PER_MESSAGE = 4.0  # the fake clock's step per logged message
-TOOL_PAIRS = (0, 0, 0, 1, 1, 2, 3)  # tool calls (a `tool` and an `echo` message each) per turn
+TOOL_CALLS = (0, 0, 0, 1, 1, 2, 3)  # `read` calls per turn, drawn at the turn's first call
 START = datetime(2026, 11, 30, 9, 0, tzinfo=timezone(timedelta(hours=1)))
 
 _VOCABULARY = (
@@ -101,27 +97,39 @@ def user_text(rng: random.Random) -> str:
     return words(rng, rng.randrange(50, 400))
 
 
-def tool_call(rng: random.Random) -> tuple[str, str]:
-    """A `tool` message (name, space, compact JSON input) and its `echo` result."""
-    name = rng.choice(("shell", "shell", "read", "edit", "zoom"))
-    argument = words(rng, rng.randrange(20, 240)).replace("\n", " ")
+def output_size(rng: random.Random) -> int:
+    """A tool output's size: mostly short, some of a few KB, one in seven up to 12 KB."""
     roll = rng.random()
     if roll < 0.5:
-        output = rng.randrange(40, 600)
-    elif roll < 0.85:
-        output = rng.randrange(600, 3_000)
-    else:
-        output = rng.randrange(3_000, 12_000)
-    return f'{name} {{"input":"{argument}"}}', f"{name}: {words(rng, output)}"
+        return rng.randrange(40, 600)
+    if roll < 0.85:
+        return rng.randrange(600, 3_000)
+    return rng.randrange(3_000, 12_000)
 
 
-def turn_reply(rng: random.Random) -> Behaviour:
-    """Ever's reply to a turn: 200–2,000 bytes of prose."""
+@dataclass
+class TurnModel:
+    """The turns' side of the fake model. The driver waits for each turn to end before it types
+    the next message, so the calls of one turn arrive one after another and one plan serves."""
 
-    def behave(call: Call) -> Reply:
-        return Reply(pieces=(FakeText(words(rng, rng.randrange(200, 2_000))),))
+    rng: random.Random
+    workdir: Path
+    remaining: int = 0  # `read` calls still to make in this turn
+    files: int = 0
 
-    return behave
+    def __call__(self, call: Call) -> Reply:
+        if len(call.body["messages"]) == 1:  # a turn's opening call
+            self.remaining = self.rng.choice(TOOL_CALLS)
+        if self.remaining == 0:
+            return Reply(pieces=(FakeText(words(self.rng, self.rng.randrange(200, 2_000))),))
+        self.remaining -= 1
+        self.files += 1
+        name = f"notes-{self.files}.txt"
+        (self.workdir / name).write_text(words(self.rng, output_size(self.rng)) + "\n")
+        read = ToolCall("read", {"path": name})
+        if self.rng.random() < 0.5:
+            return Reply(pieces=(FakeText(words(self.rng, self.rng.randrange(40, 200))), read))
+        return Reply(pieces=(read,))
 
 
 def line_length(rng: random.Random) -> Callable[[int], int]:
@@ -147,9 +155,8 @@ def is_compaction(body: dict[str, Any] | None) -> bool:
     return body is not None and (body.get("tool_choice") or {}).get("type") == "none"
 
 
-def behaviour(rng: random.Random) -> Behaviour:
-    answer = turn_reply(rng)
-    return lambda call: compaction_reply(call) if is_compaction(call.body) else answer(call)
+def behaviour(turns: TurnModel) -> Behaviour:
+    return lambda call: compaction_reply(call) if is_compaction(call.body) else turns(call)
 
 
 # -- the figures --------------------------------------------------------------------------
@@ -205,18 +212,28 @@ class Tally:
     """The fake's records, counted as they finish; each one's bodies are dropped once counted,
     so that a long replay does not keep every prompt in memory."""
 
-    turn: Share = field(default_factory=Share)
+    turn: Share = field(default_factory=Share)  # every call of the turns
+    opening: Share = field(default_factory=Share)  # their opening calls alone
     compaction: Share = field(default_factory=Share)
     refused: int = 0
     counted: int = 0  # records[:counted] are all counted
     seen: set[int] = field(default_factory=set)  # counted records at or after `counted`
+
+    def _add(self, record: RequestRecord) -> None:
+        assert record.body is not None
+        if is_compaction(record.body):
+            self.compaction.add(record)
+            return
+        self.turn.add(record)
+        if len(record.body["messages"]) == 1:
+            self.opening.add(record)
 
     def take(self, records: list[RequestRecord], final: bool = False) -> None:
         for record in records[self.counted :]:
             if record.index in self.seen or not (final or record.finished or record.status != 200):
                 continue
             if record.status == 200:
-                (self.compaction if is_compaction(record.body) else self.turn).add(record)
+                self._add(record)
             else:
                 self.refused += 1
             record.raw, record.body = b"", None
@@ -265,6 +282,7 @@ class Result:
     turns: int
     seconds: float
     turn: Share
+    opening: Share
     compaction: Share
     compactor_calls: int
     built: int
@@ -276,21 +294,24 @@ class Result:
 
     def line(self) -> str:
         return (
-            f"cache ({self.messages:,} messages, {self.turns} turns): turns read "
-            f"{self.turn.token_share:.1%} of prompt tokens from the cache, compactions "
-            f"{self.compaction.token_share:.1%}; "
+            f"cache ({self.messages:,} messages, {self.turns} turns): of the prefix bytes "
+            f"(tools, system, view or context), turns read {self.turn.prefix_share:.1%} from "
+            f"the cache, compactions {self.compaction.prefix_share:.1%}; "
             f"{self.compactor_calls / max(self.built, 1):.2f} compactor calls per built node, "
             f"{self.compactor_calls / max(self.messages, 1):.2f} per message"
         )
 
     def detail(self) -> str:
+        rows = (("turns, every call", self.turn), ("turns, opening calls", self.opening))
+        rows += (("compactions", self.compaction),)
+        table = "\n".join(
+            f"  {name:<21} {share.calls:>5} calls: prefix bytes {share.prefix_share:.1%}, "
+            f"prompt bytes {share.byte_share:.1%}, prompt tokens {share.token_share:.1%}"
+            for name, share in rows
+        )
         return (
-            f"  bytes read from the cache: turns {self.turn.byte_share:.1%}, compactions "
-            f"{self.compaction.byte_share:.1%}; of the prefix bytes (tools, system, view or "
-            f"context): turns {self.turn.prefix_share:.1%}, compactions "
-            f"{self.compaction.prefix_share:.1%}\n"
-            f"  {self.turn.calls} turn and {self.compaction.calls} compaction calls, "
-            f"{self.built} model-built nodes; settle wait max {self.settle_max_s:.2f} s, "
+            f"  read from the cache, by request kind:\n{table}\n"
+            f"  {self.built} model-built nodes; settle wait max {self.settle_max_s:.2f} s, "
             f"{self.settle_timeouts} timeouts; {self.seconds:.0f} s" + self._problems()
         )
 
@@ -306,97 +327,91 @@ class Result:
 # -- the replay ---------------------------------------------------------------------------
 
 
-def unbuilt_lines(chat: Chat) -> list[Node]:
-    tree = chat.core.tree
-    return [node for node in chat.core.view.nodes() if not tree.is_built(node)]
+def write_home(home: Path) -> None:
+    home.mkdir(mode=0o700)
+    config = (
+        f'provider = "anthropic"\nmodel = "{TURN_MODEL}"\n\n[memory]\nmodel = "{MEMORY_MODEL}"\n'
+    )
+    (home / "config.toml").write_text(config)
 
 
-async def settle(chat: Chat, compactor: Compactor) -> tuple[float, bool]:
-    """Wait until every line of the view is built, the turn's lines first; (seconds, settled)."""
-    started = time.perf_counter()
-    compactor.waiting = True
-    try:
-        with anyio.move_on_after(SETTLE_TIMEOUT):
-            while lines := unbuilt_lines(chat):
-                compactor.prioritize(lines)
-                await anyio.sleep(0.002)
-            return time.perf_counter() - started, True
-        return time.perf_counter() - started, False
-    finally:
-        compactor.waiting = False
-        compactor.prioritize([])
+@dataclass
+class Watch:
+    """Turns and settle waits, from the agent's events."""
+
+    turns: int = 0
+    timeouts: int = 0
+    settle_max: float = 0.0
+    settling_since: float | None = None
+    limit: float = math.inf
+
+    async def follow(self, agent: Agent) -> None:
+        async for event in agent.events():
+            now = time.perf_counter()
+            if isinstance(event, events.Settling) and self.settling_since is None:
+                self.settling_since = now
+            elif isinstance(event, events.TurnStarted):
+                self.turns += 1
+                if self.settling_since is not None:
+                    waited = now - self.settling_since
+                    self.settle_max = max(self.settle_max, waited)
+                    self.timeouts += waited >= self.limit
+                self.settling_since = None
+            elif isinstance(event, events.TurnEnded) and event.reason != "done":
+                raise RuntimeError(f"a turn ended with {event.reason}: {event.error}")
 
 
 async def replay_async(messages: int, seed: int) -> Result:
     rng = random.Random(seed)
     clock = FakeClock()
     epoch = clock()
-    fake = AnthropicFake(behaviour(random.Random(seed + 1)), clock=clock)
-    inner = AnthropicProvider("bench-key", IN_PROCESS_URL, http_client=async_client(fake))
-    provider = GatedProvider(inner, PrefixGate(), prefix_keys)
-    system = system_text("")
-    memory = MemoryConfig()
-    settings = CompactorSettings(
-        model=MEMORY_MODEL, effort=memory.effort or None, concurrency=memory.concurrency
-    )
-    turn_effort = TurnConfig().effort
     tally = Tally()
-    turns = timeouts = 0
-    settle_max = 0.0
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="evertalk-cache-") as folder:
-        chat = Chat.open(Path(folder) / "chat")
-        compactor = Compactor(chat, provider, settings, system=system, tools=TOOLS)
-
-        def log(kind: str, text: str) -> None:
-            chat.append(kind, text)
-            clock.advance(SECONDS_PER_MESSAGE)
-            compactor.message_logged()
-
+        home, workdir = Path(folder) / "home", Path(folder) / "work"
+        write_home(home)
+        workdir.mkdir()
+        fake = AnthropicFake(behaviour(TurnModel(random.Random(seed + 1), workdir)), clock=clock)
+        inner = AnthropicProvider("bench-key", IN_PROCESS_URL, http_client=async_client(fake))
+        provider = GatedProvider(inner, PrefixGate(), prefix_keys)
+        watch = Watch()
         try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(compactor.run)
-                while chat.t + 2 <= messages:  # a turn logs at least its message and reply
-                    waited, settled = await settle(chat, compactor)
-                    settle_max = max(settle_max, waited)
-                    timeouts += not settled
-                    view = chat.render_view()
-                    message = user_text(rng)
-                    log("user", message)
-                    now = START + timedelta(seconds=clock() - epoch)
-                    tail = [Text(turn_header(now) + "\n" + message)]
-                    request = turn_request(
-                        TURN_MODEL, system, TOOLS, view, tail, [], TURN_MAX_TOKENS, turn_effort
-                    )
-                    finished = await collect(provider, request)
-                    turns += 1
-                    for _ in range(rng.choice(TOOL_PAIRS)):
-                        if chat.t + 3 > messages:  # room for the pair and the reply
-                            break
-                        call, result = tool_call(rng)
-                        log("tool", call)
-                        log("echo", result)
-                    log("ever", finished.text)
-                    tally.take(fake.records)
-                with anyio.move_on_after(DRAIN_TIMEOUT):  # the nodes the last messages made
-                    while compactor.unbuilt() or compactor.in_flight:
-                        await anyio.sleep(0.01)
-                group.cancel_scope.cancel()
+            async with Agent.open(
+                home,
+                asker=None,
+                provider=provider,
+                workdir=workdir,
+                clock=lambda: START + timedelta(seconds=clock() - epoch),
+            ) as agent:
+                watch.limit = agent.runtime.config.memory.settle_timeout - 0.5
+                async with anyio.create_task_group() as group:
+                    group.start_soon(watch.follow, agent)
+                    while agent.chat.t + 2 <= messages:  # a turn logs its message and reply
+                        before = agent.chat.t
+                        agent.submit(user_text(rng))
+                        await agent.wait_idle()
+                        clock.advance(SECONDS_PER_MESSAGE * (agent.chat.t - before))
+                        tally.take(fake.records)
+                    compactor = agent.compactor
+                    with anyio.move_on_after(DRAIN_TIMEOUT):  # the last messages' nodes
+                        while compactor.unbuilt() or compactor.in_flight:
+                            await anyio.sleep(0.01)
+                    unbuilt, count = compactor.unbuilt(), agent.chat.t
+                    group.cancel_scope.cancel()
         finally:
-            unbuilt = compactor.unbuilt()
-            chat.close()
             await provider.aclose()
     tally.take(fake.records, final=True)
     return Result(
-        messages=chat.t,
-        turns=turns,
+        messages=count,
+        turns=watch.turns,
         seconds=time.perf_counter() - started,
         turn=tally.turn,
+        opening=tally.opening,
         compaction=tally.compaction,
         compactor_calls=compactor.calls,
         built=compactor.built,
-        settle_timeouts=timeouts,
-        settle_max_s=settle_max,
+        settle_timeouts=watch.timeouts,
+        settle_max_s=watch.settle_max,
         refused=tally.refused,
         unbuilt=unbuilt,
         last_error=compactor.last_error,

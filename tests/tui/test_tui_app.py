@@ -4,6 +4,7 @@ permission dialog."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from tui_support import (
 )
 
 from evertalk.agent.policy import DENIED
+from evertalk.chat import Chat
+from evertalk.memory.text import LINE_LIMIT
 from evertalk.tui.app import ChatApp
 from evertalk.tui.widgets import (
     NoteRow,
@@ -34,7 +37,7 @@ from evertalk.tui.widgets import (
     UserRow,
     WorkRow,
 )
-from fakes import AnthropicFake, Script, ToolCall, reply, slow, summarizer
+from fakes import AnthropicFake, Script, ToolCall, reply, sized_line, slow, summarizer
 from fakes import chat as answer
 
 pytestmark = pytest.mark.anyio
@@ -349,3 +352,82 @@ async def test_a_message_sent_during_a_turn_is_held_then_delivered(tmp_path: Pat
             pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Done, and noted."]
         )
     assert [kind for kind, _ in log_of(home)] == ["user", "ever", "tool", "echo", "user", "ever"]
+
+
+# -- batches of merges (SPEC §3.4) --------------------------------------------------------------
+
+CEILING = 128_000  # the default budget's; the test checks the status bar says so
+BATCH_DEADLINE = 60  # seconds: ~140 summaries through the real SDK on a loaded 2-core machine
+MERGED = re.compile(r"memory: merged, view now (\d+\.\d) KB \(was (\d+\.\d) KB\)")
+
+
+def fill_chat(home: Path, messages: int) -> int:
+    """Log `messages` messages whose leaves are free and as large as a free leaf can be, so
+    that the view counts them whole with no summary; the view's size after."""
+    with Chat.open(home / "chat") as chat:
+        for i in range(messages):
+            kind = "user" if i % 2 == 0 else "ever"
+            head = f"{kind}: "
+            chat.append(kind, sized_line(f"note {i} on the backups", LINE_LIMIT - len(head)))
+        return chat.core.view.size
+
+
+def memory_rows(app: ChatApp) -> list[str]:
+    return [note for note in notes(app) if note.startswith("memory:")]
+
+
+def compactor_idle(app: ChatApp) -> bool:
+    status = app._agent().status()
+    return status.compactor_running == 0 and status.compactor_queued == 0
+
+
+async def test_a_batch_waiting_for_summaries_shows_its_start_and_its_end(home: Path) -> None:
+    # one message past the ceiling, logged with no compactor: no parent is built, so the batch
+    # has started and waits; the app opens on it
+    size = fill_chat(home, CEILING // LINE_LIMIT + 1)
+    assert size > CEILING
+    fake = AnthropicFake(script().push(answer("Noted.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        bar = app.query_one(StatusBar)
+        await wait_until(pilot, lambda: memory_rows(app))
+        assert memory_rows(app) == [
+            f"memory: the view passed 128 KB, merging it down to 64 KB as summaries come "
+            f"(now {size / 1000:.1f} KB)"
+        ]
+        assert f"mem {round(size / 1000)}K/128K, merging · " in bar.text
+        # the batch goes on at the next message, with whatever is built by then
+        await wait_until(pilot, lambda: compactor_idle(app), timeout=BATCH_DEADLINE)
+        await enter_line(pilot, "what do you remember?")
+        await wait_until(pilot, lambda: len(memory_rows(app)) == 2, timeout=BATCH_DEADLINE)
+        found = MERGED.fullmatch(memory_rows(app)[1])
+        assert found is not None, memory_rows(app)
+        assert float(found[1]) <= 64.1 and found[2] == f"{size / 1000:.1f}"
+        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Noted."])
+        status = app._agent().status()
+        assert not status.merging and status.view_bytes <= status.view_floor + 100
+        shown = f"mem {round(status.view_bytes / 1000)}K/128K · memory idle"
+        await wait_until(pilot, lambda: shown in bar.text, timeout=BATCH_DEADLINE)
+
+
+async def test_a_batch_done_within_one_message_shows_one_row(home: Path) -> None:
+    # exactly at the ceiling: not above it, so no batch yet; every parent gets built first
+    size = fill_chat(home, CEILING // LINE_LIMIT)
+    assert size == CEILING
+    fake = AnthropicFake(script().push(answer("Noted.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        bar = app.query_one(StatusBar)
+        await wait_until(pilot, lambda: compactor_idle(app), timeout=BATCH_DEADLINE)
+        app.refresh_status()  # a sample at the ceiling, not above it: nothing to say
+        await pilot.pause()  # a row would be mounted by now
+        assert memory_rows(app) == [] and "mem 128K/128K · " in bar.text
+        await enter_line(pilot, "hello again")
+        await wait_until(pilot, lambda: memory_rows(app), timeout=BATCH_DEADLINE)
+        found = MERGED.fullmatch(memory_rows(app)[0])
+        assert found is not None, memory_rows(app)
+        assert float(found[1]) <= 64.1 and found[2] == "128.0"
+        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Noted."])
+        app.refresh_status()
+        await pilot.pause()
+        assert len(memory_rows(app)) == 1  # never seen waiting: no start row

@@ -85,6 +85,10 @@ def status(**changes: object) -> AgentStatus:
     fields: dict[str, object] = {
         "model": "claude-sonnet-5-5",
         "view_bytes": 84_213,
+        "view_ceiling": 128_000,
+        "view_floor": 64_000,
+        "merging": False,
+        "view_merges": 0,
         "compactor_running": 0,
         "compactor_queued": 0,
         "cost": 0.4213,
@@ -103,17 +107,45 @@ def test_the_status_line() -> None:
         "claude-sonnet-5-5 · mem 84K/128K · summarizing 3, queued 12 · $0.42 · 2 subagents"
         " · working (Ctrl+C cancels)"
     )
+    merging = status_line(status(view_bytes=131_200, merging=True, compactor_running=8))
+    assert merging.startswith("claude-sonnet-5-5 · mem 131K/128K, merging · summarizing 8, ")
+    assert "mem 84K/32K · " in status_line(status(view_ceiling=32_000))  # the agent's ceiling
     assert kilobytes(470) == "470B" and kilobytes(9_940) == "9.9K" and kilobytes(128_000) == "128K"
     assert dollars(0) == "$0.00" and dollars(0.00123) == "$0.0012" and dollars(12.3) == "$12.30"
 
 
-def test_a_sharp_drop_of_the_view_is_a_memory_row() -> None:
+STARTED = "memory: the view passed 128 KB, merging it down to 64 KB as summaries come"
+
+
+def test_a_batch_that_waits_gets_a_row_when_seen_and_one_when_done() -> None:
     watch = MemoryWatch()
-    assert watch.sample(120_000) is None
-    assert watch.sample(128_500) is None  # it grows
-    assert watch.sample(127_000) is None  # a summary replaced a message: a small drop
-    assert watch.sample(63_400) == "memory: merged, view now 63.4 KB (was 127.0 KB)"
-    assert watch.sample(64_000) is None
-    small = MemoryWatch()
-    small.sample(3_000)
-    assert small.sample(1_000) is None  # a new chat: kilobytes are no batch
+    assert watch.sample(status(view_bytes=127_900, view_merges=40)) is None
+    started = watch.sample(status(view_bytes=131_200, view_merges=40, merging=True))
+    assert started == f"{STARTED} (now 131.2 KB)"
+    # it merges part of the way and grows by a message: no more rows until it ends
+    assert watch.sample(status(view_bytes=98_000, view_merges=70, merging=True)) is None
+    assert watch.sample(status(view_bytes=99_000, view_merges=70, merging=True)) is None
+    ended = watch.sample(status(view_bytes=63_800, view_merges=95))
+    assert ended == "memory: merged, view now 63.8 KB (was 131.2 KB)"
+    assert watch.sample(status(view_bytes=64_300, view_merges=95)) is None
+
+
+def test_a_batch_done_between_two_samples_gets_one_row() -> None:
+    watch = MemoryWatch()
+    assert watch.sample(status(view_bytes=120_000, view_merges=12)) is None
+    assert watch.sample(status(view_bytes=127_600, view_merges=12)) is None  # it grows
+    assert watch.sample(status(view_bytes=127_000, view_merges=12)) is None  # a leaf got built
+    ended = watch.sample(status(view_bytes=63_400, view_merges=80))
+    assert ended == "memory: merged, view now 63.4 KB (was 127.0 KB)"
+    assert watch.sample(status(view_bytes=64_000, view_merges=80)) is None
+
+
+def test_a_chat_opened_during_a_batch_says_so_first() -> None:
+    watch = MemoryWatch()
+    assert watch.sample(status(view_bytes=128_512, merging=True)) == f"{STARTED} (now 128.5 KB)"
+    assert watch.sample(status(view_bytes=128_520, view_merges=3, merging=True)) is None
+    assert watch.sample(status(view_bytes=60_000, view_merges=80)) == (
+        "memory: merged, view now 60.0 KB (was 128.5 KB)"
+    )
+    opened = MemoryWatch()
+    assert opened.sample(status(view_merges=500)) is None  # merges before this session

@@ -76,12 +76,39 @@ def configuration_problem(home: Path, config: Config) -> str | None:
 class AgentStatus:
     model: str
     view_bytes: int  # the view's size as the budget counts it (SPEC §3.1)
+    view_ceiling: int  # a batch of merges starts once the view is above this (SPEC §3.4)
+    view_floor: int  # … and merges it down to this
+    merging: bool  # a batch waits for summaries to go on (the view's `shrinking`)
+    view_merges: int  # over the whole chat: it also moves for a batch done within one message
     compactor_running: int
     compactor_queued: int
     cost: float  # USD spent in this session: turns, subagents and compactions
     turn_cost: float  # of which turns and subagents
     busy: bool
     subagents: int  # running now
+
+
+@dataclass(frozen=True)
+class CompactingLog:
+    """The main chat as a turn logs to it: each message also wakes the compactor, so that the
+    turn's own messages are summarized while it runs and the next turn finds its view settled
+    (and failed nodes get their retry at the next message, SPEC §4.5)."""
+
+    chat: Chat
+    compactor: Compactor
+
+    def append(
+        self,
+        kind: str,
+        text: str,
+        *,
+        key: str | None = None,
+        images: list[str] | None = None,
+        agent: str | None = None,
+    ) -> list[int]:
+        ids = self.chat.append(kind, text, key=key, images=images, agent=agent)
+        self.compactor.message_logged()
+        return ids
 
 
 def _local_now() -> datetime:
@@ -261,9 +288,14 @@ class Agent:
 
     def status(self) -> AgentStatus:
         compactor = self.compactor.status()
+        core = self.chat.core
         return AgentStatus(
             model=self.model,
-            view_bytes=self.chat.core.view.size,
+            view_bytes=core.view.size,
+            view_ceiling=core.budget.ceiling,
+            view_floor=core.budget.floor,
+            merging=core.view.shrinking,
+            view_merges=core.t - len(core.view),  # each message adds a line, each merge drops one
             compactor_running=compactor.running,
             compactor_queued=compactor.queued,
             cost=self.turn_cost + self.compactor.cost,
@@ -401,7 +433,8 @@ class Agent:
             is_subagent=False,
             start_agent=self.subagents.start,
         )
-        ending = await self._loop(self.chat, context, master=True).run(view, opening, ids[0])
+        log = CompactingLog(self.chat, self.compactor)
+        ending = await self._loop(log, context, master=True).run(view, opening, ids[0])
         return ending.event
 
     async def _run_subagent(self, name: str, task: str, log: AgentLog) -> Ending:

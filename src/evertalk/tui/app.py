@@ -199,9 +199,9 @@ class ChatApp(App[int]):
         except NoMatches:  # the app is closing
             return
         bar.set_text(status_line(status))
-        merged = self.memory_watch.sample(status.view_bytes)
-        if merged is not None:
-            log.mount(NoteRow(merged, classes="memory"))
+        row = self.memory_watch.sample(status)
+        if row is not None:
+            log.mount(NoteRow(row, classes="memory"))
 
     # -- the agent's events ---------------------------------------------------------------
 

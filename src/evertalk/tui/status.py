@@ -1,20 +1,16 @@
 """The status bar's text, and the `memory:` rows shown when a batch of merges runs.
 
-The app samples `Agent.status()` about twice a second. A batch (SPEC §3) takes the view from
-above its 128,000-byte ceiling down to at most 64,000 bytes at once, so a sharp drop of the view
-size between two samples is a batch that ran: it gets a one-line row in the log.
+The app samples `Agent.status()` about twice a second. A batch (SPEC §3.4) starts when the view
+goes above its ceiling and merges it down to its floor. When every parent it needs is built, it
+runs within one message and no sample sees it `merging`: the view's merge count moving tells it
+ran. When summaries are missing, it stays `merging` across messages until it reaches the floor.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 from evertalk.agent.session import AgentStatus
-
-CEILING: Final = 128_000  # the view's budget ceiling (memory.Budget)
-DROP_SHARE: Final = 0.2  # a drop of at least this share of the view...
-DROP_BYTES: Final = 4_000  # ...and at least this many bytes is a batch
 
 
 def kilobytes(size: int) -> str:
@@ -26,6 +22,16 @@ def kilobytes(size: int) -> str:
     return f"{round(size / 1000)}K"
 
 
+def exact_kb(size: int) -> str:
+    """`131.2 KB` for a row, where the drop of a batch must read clearly."""
+    return f"{size / 1000:.1f} KB"
+
+
+def round_kb(size: int) -> str:
+    """`64 KB` for the budget's bounds, which are round numbers."""
+    return f"{size / 1000:g} KB"
+
+
 def dollars(cost: float) -> str:
     if cost <= 0:
         return "$0.00"
@@ -34,12 +40,12 @@ def dollars(cost: float) -> str:
     return f"${cost:,.2f}"
 
 
-def status_line(status: AgentStatus, *, ceiling: int = CEILING) -> str:
+def status_line(status: AgentStatus) -> str:
     """`claude-sonnet-5-5 · mem 84K/128K · summarizing 3, queued 12 · $0.42 · working`."""
-    parts = [
-        status.model or "(no model)",
-        f"mem {kilobytes(status.view_bytes)}/{kilobytes(ceiling)}",
-    ]
+    memory = f"mem {kilobytes(status.view_bytes)}/{kilobytes(status.view_ceiling)}"
+    if status.merging:
+        memory += ", merging"
+    parts = [status.model or "(no model)", memory]
     if status.compactor_running or status.compactor_queued:
         parts.append(f"summarizing {status.compactor_running}, queued {status.compactor_queued}")
     else:
@@ -54,17 +60,27 @@ def status_line(status: AgentStatus, *, ceiling: int = CEILING) -> str:
 
 @dataclass
 class MemoryWatch:
-    """Remembers the view size between samples; says when a batch has merged it down."""
+    """Follows the batches between samples of the status: one row when a batch is seen waiting
+    for summaries, one when a batch has ended."""
 
-    last: int | None = None
+    merges: int | None = None  # the view's merge count at the last sample; None before the first
+    running: bool = False  # the last sample saw a batch waiting
+    peak: int = 0  # the largest view size from the last sample before the batch on
 
-    def sample(self, view_bytes: int) -> str | None:
+    def sample(self, status: AgentStatus) -> str | None:
         """The `memory:` row to show for this sample, or None."""
-        before, self.last = self.last, view_bytes
-        if before is None:
-            return None
-        drop = before - view_bytes
-        if drop >= DROP_BYTES and drop >= before * DROP_SHARE:
-            now, was = view_bytes / 1000, before / 1000
-            return f"memory: merged, view now {now:.1f} KB (was {was:.1f} KB)"
+        merged = self.merges is not None and status.view_merges > self.merges
+        started = status.merging and not self.running
+        ended = not status.merging and (self.running or merged)
+        peak = max(self.peak, status.view_bytes)
+        self.merges, self.running = status.view_merges, status.merging
+        self.peak = peak if status.merging else status.view_bytes
+        if started:
+            return (
+                f"memory: the view passed {round_kb(status.view_ceiling)}, merging it down to "
+                f"{round_kb(status.view_floor)} as summaries come "
+                f"(now {exact_kb(status.view_bytes)})"
+            )
+        if ended:
+            return f"memory: merged, view now {exact_kb(status.view_bytes)} (was {exact_kb(peak)})"
         return None
