@@ -75,7 +75,7 @@ def test_json_streams_the_events_of_a_message_from_stdin(home: Path, fake: Anthr
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     types = [event["type"] for event in events]
-    assert types[0] == "turn_started" and types[-3:] == ["call_usage", "reply_logged", "turn_ended"]
+    assert types[0] == "turn_started" and types[-3:] == ["reply_logged", "call_usage", "turn_ended"]
     assert "text_delta" in types
     assert events[-1] == {"type": "turn_ended", "reason": "done", "error": None}
     assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "Hello there."

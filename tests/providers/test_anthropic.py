@@ -20,11 +20,13 @@ from evertalk.providers.base import (
     Started,
     Text,
     TextDelta,
+    TextDone,
     Thinking,
     ThinkingDelta,
     Tool,
     ToolResult,
     ToolUse,
+    ToolUseStarted,
     Usage,
     collect,
 )
@@ -276,6 +278,61 @@ async def test_stream_events_and_finished_parts() -> None:
     assert finished.usage == Usage(input=12, output=77, cache_read=3000, cache_write=200)
     assert finished.model == "claude-haiku-4-5"
     assert finished.text == "I will zoom."
+
+
+def markers(events: list[Event]) -> list[Event | type[Finished]]:
+    """The block markers of a stream, in order, with Finished as its type."""
+    return [
+        Finished if isinstance(e, Finished) else e
+        for e in events
+        if isinstance(e, TextDone | ToolUseStarted | Finished)
+    ]
+
+
+async def test_each_text_block_is_announced_when_it_ends() -> None:
+    blocks: list[dict[str, Any]] = [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "text", "text": "I will zoom."},
+        {"type": "tool_use", "id": "toolu_1", "name": "zoom", "input": {"id": 4}},
+        {"type": "text", "text": "Then sum up."},
+    ]
+    events = await events_of(provider(Script([ok(blocks, stop="tool_use")])), simple_request())
+    assert markers(events) == [
+        TextDone("I will zoom."),
+        ToolUseStarted(),
+        TextDone("Then sum up."),
+        Finished,
+    ]
+    # a block's TextDone follows its last delta, before anything of the next block
+    done = events.index(TextDone("I will zoom."))
+    assert isinstance(events[done - 1], TextDelta) and events[done + 1] == ToolUseStarted()
+    finished = events[-1]
+    assert isinstance(finished, Finished)
+    announced = [e.text for e in events if isinstance(e, TextDone)]
+    assert announced == [p.text for p in finished.parts if isinstance(p, Text)]
+
+
+async def test_a_text_block_is_announced_before_the_stream_is_cut() -> None:
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool_use", "id": "toolu_1", "name": "zoom", "input": {"id": 4}},
+    ]
+    whole = anthropic_events(blocks, finish=False)
+    upto = next(i for i, (name, _) in enumerate(whole) if name == "content_block_stop")
+    script = Script([stream_answer(sse(whole[: upto + 1]))])
+    events: list[Event] = []
+    with pytest.raises(ProviderError) as info:
+        async for event in provider(script).stream(simple_request()):
+            events.append(event)
+    assert info.value.kind == "cut"
+    assert markers(events) == [TextDone("Let me look.")]
+
+
+async def test_a_text_block_left_open_is_announced_before_finished() -> None:
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": "never stopped"}]
+    wire = [e for e in anthropic_events(blocks) if e[0] != "content_block_stop"]
+    events = await events_of(provider(Script([stream_answer(sse(wire))])), simple_request())
+    assert markers(events) == [TextDone("never stopped"), Finished]
 
 
 async def test_stop_reasons_are_mapped() -> None:

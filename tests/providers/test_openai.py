@@ -19,11 +19,13 @@ from evertalk.providers.base import (
     Started,
     Text,
     TextDelta,
+    TextDone,
     Thinking,
     ThinkingDelta,
     Tool,
     ToolResult,
     ToolUse,
+    ToolUseStarted,
     Usage,
     collect,
 )
@@ -257,6 +259,74 @@ async def test_stream_text_thinking_tool_calls_and_usage() -> None:
     assert finished.stop == "tool_use"
     assert finished.usage == Usage(input=5000 - 4096, output=90, cache_read=4096, cache_write=0)
     assert finished.model == "gpt-5-mini"
+
+
+def markers(events: list[Event]) -> list[Event | type[Finished]]:
+    """The block markers of a stream, in order, with Finished as its type."""
+    return [
+        Finished if isinstance(e, Finished) else e
+        for e in events
+        if isinstance(e, TextDone | ToolUseStarted | Finished)
+    ]
+
+
+def call_chunk(index: int, call_id: str, arguments: str) -> dict[str, Any]:
+    function = {"name": "zoom", "arguments": arguments}
+    call = {"index": index, "id": call_id, "type": "function", "function": function}
+    return openai_chunk({"tool_calls": [call]})
+
+
+async def test_the_text_run_is_announced_when_a_tool_call_begins() -> None:
+    chunks = [
+        openai_chunk({"role": "assistant", "content": "Let "}),
+        openai_chunk({"content": "me look."}),
+        call_chunk(0, "call_1", '{"id": 1}'),
+        call_chunk(1, "call_2", '{"id": 2}'),
+        openai_chunk({}, finish="tool_calls"),
+        openai_chunk(usage=usage()),
+    ]
+    events = await events_of(provider(Script([ok(chunks)])), simple_request())
+    assert markers(events) == [
+        TextDone("Let me look."),
+        ToolUseStarted(),
+        ToolUseStarted(),
+        Finished,
+    ]
+    done = events.index(TextDone("Let me look."))
+    assert events[done - 1] == TextDelta("me look.")
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.parts[0] == Text("Let me look.")
+
+
+async def test_the_text_run_is_announced_at_the_finish_reason() -> None:
+    events = await events_of(provider(Script([ok(reply("hello"))])), simple_request())
+    assert markers(events) == [TextDone("hello"), Finished]
+    assert events[-3] == TextDelta("ello")  # the finish_reason came with the last piece
+
+
+async def test_text_after_a_tool_call_is_a_second_run() -> None:
+    chunks = [
+        openai_chunk({"content": "Before."}),
+        call_chunk(0, "call_1", '{"id": 1}'),
+        openai_chunk({"content": "After."}),
+        openai_chunk({}, finish="tool_calls"),
+        openai_chunk(usage=usage()),
+    ]
+    events = await events_of(provider(Script([ok(chunks)])), simple_request())
+    assert markers(events) == [TextDone("Before."), ToolUseStarted(), TextDone("After."), Finished]
+    finished = events[-1]
+    assert isinstance(finished, Finished)
+    assert finished.parts == [Text("Before."), Text("After."), ToolUse("call_1", "zoom", {"id": 1})]
+
+
+async def test_an_unfinished_text_run_is_never_announced() -> None:
+    script = Script([ok([openai_chunk({"content": "half a rep"})], done=False)])
+    events: list[Event] = []
+    with pytest.raises(ProviderError) as info:
+        async for event in provider(script).stream(simple_request()):
+            events.append(event)
+    assert info.value.kind == "cut"
+    assert TextDelta("half a rep") in events and markers(events) == []
 
 
 async def test_reasoning_field_variant_is_thinking() -> None:

@@ -3,7 +3,10 @@
 A turn is a fresh conversation: `[tools] [system] [view] [header + message]`, then the turn's own
 steps. Everything is logged the moment it happens, in the order the model saw it:
 
-- each reply's text as `ever` (the text blocks between two tool calls joined into one message);
+- each reply text as `ever`: a text block before the reply's first tool call as soon as the block
+  completes, while the reply still streams (a cut stream or a crash later keeps it); the texts
+  after a tool call once the reply is complete, joined between two tool calls, since they must
+  follow that call's `tool` and `echo` in the log;
 - each tool call as `tool` (`name` + space + compact JSON input) before the tool runs;
 - each result as `echo` (`name: output`, clipped to 30,000 characters, images stored and listed);
 - each message delivered mid-turn as `user` or `work`, after the results of the step it joins.
@@ -33,6 +36,7 @@ from evertalk.agent import events
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
 from evertalk.ledger import Ledger
 from evertalk.providers.base import (
+    Event,
     Finished,
     Image,
     Message,
@@ -42,10 +46,12 @@ from evertalk.providers.base import (
     Request,
     Text,
     TextDelta,
+    TextDone,
     ThinkingDelta,
     Tool,
     ToolResult,
     ToolUse,
+    ToolUseStarted,
     Usage,
 )
 from evertalk.providers.layout import turn_request
@@ -132,6 +138,17 @@ class Ending:
 
     event: events.TurnEnded
     final: str
+
+
+@dataclass
+class _Step:
+    """What one call of a turn has logged so far."""
+
+    key: str  # `turn-<first id>-<step>`: the step's n-th logged message has the key `<key>-<n>`
+    logged: int = 0
+    early: int = 0  # Text parts, from the first, announced before any tool call (and logged)
+    tool_begun: bool = False  # a tool call has begun in the stream
+    replies: list[str] = field(default_factory=list)  # texts logged since the last tool call
 
 
 def _discard(event: events.AgentEvent) -> None:
@@ -239,11 +256,12 @@ class TurnLoop:
                 )
                 self._stopped(why)
                 return Ending(events.TurnEnded("context_full", why), "")
-            finished = await self._call(request, turn_id)
+            current = _Step(f"turn-{turn_id}-{step}")
+            finished = await self._call(request, turn_id, current)
             last = finished.usage
-            results, replies = await self._act(finished, f"turn-{turn_id}-{step}")
+            results = await self._act(finished, current)
             if not results:
-                return Ending(events.TurnEnded("done"), "\n\n".join(replies))
+                return Ending(events.TurnEnded("done"), "\n\n".join(current.replies))
             extra: list[Part] = []
             for n, held in enumerate(self.take_held()):
                 key = f"turn-{turn_id}-{step}-m{n}"
@@ -268,18 +286,14 @@ class TurnLoop:
         size += sum(_bytes_of(message.parts) for message in request.messages)
         return size // BYTES_PER_TOKEN
 
-    async def _call(self, request: Request, turn_id: int | str) -> Finished:
+    async def _call(self, request: Request, turn_id: int | str, step: _Step) -> Finished:
         started = time.monotonic()
         finished: Finished | None = None
         async for event in self.provider.stream(request):
-            if isinstance(event, TextDelta):
-                if event.text:
-                    self.emit(events.TextDelta(event.text))
-            elif isinstance(event, ThinkingDelta):
-                if event.text:
-                    self.emit(events.ThinkingDelta(event.text))
-            elif isinstance(event, Finished):
+            if isinstance(event, Finished):
                 finished = event
+            else:
+                self._streamed(event, step)
         if finished is None:
             raise ProviderError("cut", "the reply stream ended before the reply was complete")
         usage = finished.usage
@@ -300,34 +314,47 @@ class TurnLoop:
         )
         return finished
 
-    async def _act(self, finished: Finished, key: str) -> tuple[list[Part], list[str]]:
-        """Log the reply's texts and run its tool calls, in order. Returns the tool results and
-        the reply texts logged after the last tool call."""
+    def _streamed(self, event: Event, step: _Step) -> None:
+        """Show a delta; log a text block that completes before the reply's first tool call
+        (a later one must wait for that call's `tool` and `echo`, which `_act` logs)."""
+        if isinstance(event, TextDelta):
+            if event.text:
+                self.emit(events.TextDelta(event.text))
+        elif isinstance(event, ThinkingDelta):
+            if event.text:
+                self.emit(events.ThinkingDelta(event.text))
+        elif isinstance(event, ToolUseStarted):
+            step.tool_begun = True
+        elif isinstance(event, TextDone) and not step.tool_begun:
+            step.early += 1
+            self._reply(step, event.text)
+
+    def _reply(self, step: _Step, text: str) -> None:
+        """Log a reply text as `ever` (a blank one is not logged)."""
+        text = text.strip()
+        if not text:
+            return
+        self._append("ever", text, key=f"{step.key}-{step.logged}")
+        step.logged += 1
+        step.replies.append(text)
+        self.emit(events.ReplyLogged(text))
+
+    async def _act(self, finished: Finished, step: _Step) -> list[Part]:
+        """Log the reply's texts not yet logged and run its tool calls, in order; the texts
+        between two tool calls go as one message. Returns the tool results."""
         results: list[Part] = []
         texts: list[str] = []
-        replies: list[str] = []
-        n = 0
-
-        def flush() -> None:
-            nonlocal n
-            text = "".join(texts).strip()
-            texts.clear()
-            if text:
-                self._append("ever", text, key=f"{key}-{n}")
-                n += 1
-                replies.append(text)
-                self.emit(events.ReplyLogged(text))
-
-        for part in finished.parts:
+        for part in _after_early(finished.parts, step.early):
             if isinstance(part, Text):
                 texts.append(part.text)
             elif isinstance(part, ToolUse):
-                flush()
-                replies.clear()
-                results.append(await self._tool(part, key, n))
-                n += 2
-        flush()
-        return results, replies
+                self._reply(step, "".join(texts))
+                texts.clear()
+                step.replies.clear()  # a subagent's report is what it says after its last call
+                results.append(await self._tool(part, step.key, step.logged))
+                step.logged += 2
+        self._reply(step, "".join(texts))
+        return results
 
     async def _tool(self, use: ToolUse, key: str, n: int) -> ToolResult:
         self._append("tool", tool_text(use.name, use.input), key=f"{key}-{n}")
@@ -350,6 +377,18 @@ class TurnLoop:
         shown = logged.removeprefix(f"{use.name}: ")
         self.emit(events.ToolFinished(use.id, use.name, shown, outcome.is_error))
         return ToolResult(use.id, content, is_error=outcome.is_error)
+
+
+def _after_early(parts: Sequence[Part], early: int) -> list[Part]:
+    """The reply's parts without its first `early` texts, which were logged as they completed
+    (the adapters announce each Text part by one TextDone, in order)."""
+    rest: list[Part] = []
+    for part in parts:
+        if isinstance(part, Text) and early > 0:
+            early -= 1
+        else:
+            rest.append(part)
+    return rest
 
 
 def _sendable(parts: Sequence[Part]) -> list[Part]:

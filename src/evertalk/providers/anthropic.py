@@ -2,7 +2,9 @@
 
 Requests carry explicit `cache_control` marks exactly where the layout put them (SPEC §7). The
 reply is streamed (`messages.create(stream=True)`) and accumulated here, so that every event is
-seen and a stream that ends before `message_stop` is an error, never a short reply.
+seen and a stream that ends before `message_stop` is an error, never a short reply. Each text
+block is announced whole (TextDone) at its `content_block_stop`, so that it can be logged before
+the reply ends.
 """
 
 from __future__ import annotations
@@ -43,9 +45,11 @@ from .base import (
     StopReason,
     Text,
     TextDelta,
+    TextDone,
     Thinking,
     ThinkingDelta,
     ToolUse,
+    ToolUseStarted,
     Usage,
 )
 from .errors import kind_for_status, kind_for_type, provider_error
@@ -206,6 +210,7 @@ class _Block:
     name: str = ""
     json: list[str] = field(default_factory=list)
     initial_input: dict[str, Any] = field(default_factory=dict)
+    done: bool = False  # a text block whose TextDone was sent
 
 
 @dataclass
@@ -240,7 +245,7 @@ class _Reply:
         if isinstance(event, RawContentBlockDeltaEvent):
             return self._delta(event)
         if isinstance(event, RawContentBlockStopEvent):
-            return []
+            return self._stop(event.index)
         if isinstance(event, RawMessageDeltaEvent):
             self.stop = event.delta.stop_reason or self.stop
             delta_usage = event.usage
@@ -253,8 +258,11 @@ class _Reply:
                 self.cache_write = delta_usage.cache_creation_input_tokens
             return []
         if isinstance(event, RawMessageStopEvent):
+            # a text block the stream never stopped is complete all the same: announce it, as
+            # every Text part of Finished must be
+            texts = [done for index in sorted(self.blocks) for done in self._stop(index)]
             self.finished = self._finish()
-            return [self.finished]
+            return [*texts, self.finished]
         return []  # an event type this code does not know
 
     def _start(self, event: RawContentBlockStartEvent) -> list[Event]:
@@ -276,9 +284,17 @@ class _Reply:
             self.blocks[event.index] = _Block(
                 "tool_use", tool_id=block.id, name=block.name, initial_input=dict(block.input)
             )
-            return []
+            return [ToolUseStarted()]
         self.blocks[event.index] = _Block("other")
         return []
+
+    def _stop(self, index: int) -> list[Event]:
+        """TextDone for a text block that has just ended (once; other blocks: nothing)."""
+        block = self.blocks.get(index)
+        if block is None or block.kind != "text" or block.done:
+            return []
+        block.done = True
+        return [TextDone("".join(block.text))]
 
     def _delta(self, event: RawContentBlockDeltaEvent) -> list[Event]:
         block = self.blocks.get(event.index)

@@ -126,6 +126,21 @@ class ThinkingDelta:
 
 
 @dataclass(frozen=True)
+class TextDone:
+    """A text block of the reply is complete: its whole text, so that it can be logged before
+    the reply ends (SPEC §6.3). Every Text part of the Finished that follows is announced by
+    exactly one TextDone, in the same order, and before Finished."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolUseStarted:
+    """A tool call has begun in the reply; its name and input come with Finished. Lets a
+    consumer tell the texts before the first tool call from those after it."""
+
+
+@dataclass(frozen=True)
 class Finished:
     """The whole reply: its parts in order (thoughts, texts, tool calls), why it stopped, usage."""
 
@@ -143,7 +158,7 @@ class Finished:
         return [part for part in self.parts if isinstance(part, ToolUse)]
 
 
-Event = Started | TextDelta | ThinkingDelta | Finished
+Event = Started | TextDelta | ThinkingDelta | TextDone | ToolUseStarted | Finished
 
 ErrorKind = Literal[
     "auth",
@@ -172,7 +187,8 @@ class Provider(Protocol):
     name: str  # the kind: "anthropic", "openai", or an OpenAI-compatible one ("openrouter", …)
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
-        """Yield Started once the response begins, deltas as they come, Finished last.
+        """Yield Started once the response begins, deltas and block markers (TextDone,
+        ToolUseStarted) as they come, Finished last.
 
         A stream that ends before its final event raises ProviderError("cut", …): a cut
         stream is an error, never a short reply.

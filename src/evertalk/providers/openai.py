@@ -31,10 +31,12 @@ from .base import (
     StopReason,
     Text,
     TextDelta,
+    TextDone,
     Thinking,
     ThinkingDelta,
     ToolResult,
     ToolUse,
+    ToolUseStarted,
     Usage,
 )
 from .errors import kind_for_status, provider_error
@@ -175,7 +177,8 @@ class _Call:
 class _Reply:
     started: bool = False
     model: str = ""
-    text: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)  # the text run in progress
+    runs: list[str] = field(default_factory=list)  # the text runs announced by TextDone
     thinking: list[str] = field(default_factory=list)
     calls: dict[int, _Call] = field(default_factory=dict)
     finish: str | None = None
@@ -204,6 +207,9 @@ class _Reply:
                 self.text.append(delta.content)
                 events.append(TextDelta(delta.content))
             for call_delta in delta.tool_calls or []:
+                if call_delta.index not in self.calls:
+                    events += self.end_text()  # the text before a tool call is complete
+                    events.append(ToolUseStarted())
                 call = self.calls.setdefault(call_delta.index, _Call())
                 if call_delta.id:
                     call.id = call_delta.id
@@ -215,16 +221,28 @@ class _Reply:
                         call.arguments.append(function.arguments)
             if choice.finish_reason:
                 self.finish = choice.finish_reason
+                events += self.end_text()
         if chunk.usage is not None:
             self.usage = _usage(chunk.usage)
         return events
 
+    def end_text(self) -> list[Event]:
+        """TextDone for the text run in progress, if any. Chat Completions streams the reply's
+        text as one run, normally over when a tool call or the finish_reason comes."""
+        if not self.text:
+            return []
+        run = "".join(self.text)
+        self.text.clear()
+        self.runs.append(run)
+        return [TextDone(run)]
+
     def finished(self) -> Finished:
+        """The whole reply, once `end_text` has announced the last text run. Texts come before
+        the tool calls: the API keeps no order between the two."""
         parts: list[Part] = []
         if self.thinking:
             parts.append(Thinking("".join(self.thinking)))
-        if self.text:
-            parts.append(Text("".join(self.text)))
+        parts += [Text(run) for run in self.runs]
         for index in sorted(self.calls):
             call = self.calls[index]
             parts.append(ToolUse(call.id or f"call_{index}", call.name, _arguments(call)))
@@ -325,6 +343,8 @@ class OpenAIProvider:
             yield event
         if reply.finish is None:
             raise ProviderError("cut", "the reply stream ended without a finish_reason")
+        for event in reply.end_text():  # text some server sent after its finish_reason
+            yield event
         yield reply.finished()
 
     def _mapped(self, exc: Exception, started: bool) -> ProviderError:

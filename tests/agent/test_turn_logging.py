@@ -1,0 +1,171 @@
+"""When a turn logs its reply texts (SPEC §6.3): a text block before the reply's first tool call as
+soon as it completes, so that a stream cut later keeps it; texts after a tool call after that
+call's `tool` and `echo`; every message once, whatever is re-sent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from test_turn_support import MODEL, collect_turn, log_of, opened, provider_for, records_of, script
+
+from evertalk.agent.events import CallUsage, ReplyLogged, ToolStarted, TurnEnded
+from evertalk.agent.policy import Policy
+from evertalk.agent.tools import Toolbox, ToolContext
+from evertalk.agent.turn import ImageStore, TurnLoop
+from evertalk.chat import Chat
+from evertalk.config import ToolPolicies
+from evertalk.prompts import TOOLS
+from evertalk.providers.base import Provider
+from fakes import AnthropicFake, OpenAIFake, Script, ToolCall, calls_tool, reply
+from fakes import chat as answer
+
+pytestmark = pytest.mark.anyio
+
+DATE = ToolCall("date", {"id": 0})
+
+
+@pytest.mark.parametrize("mode", ["abort", "eof", "error"])
+async def test_a_text_block_stays_logged_when_the_stream_is_cut_after_it(
+    home: Path, mode: Literal["abort", "eof", "error"]
+) -> None:
+    # message_start, the text block's start, a ping, its one delta, its stop: then the cut,
+    # where the tool call's block would start
+    fake = AnthropicFake(script().push(reply("Let me look.", DATE, cut_after=5, cut_mode=mode)))
+    async with opened(home, fake) as agent:
+        agent.submit("when did I write this?")
+        seen = await collect_turn(agent)
+    ended = seen[-1]
+    assert isinstance(ended, TurnEnded) and ended.reason == "error"
+    assert ReplyLogged("Let me look.") in seen
+    log = log_of(home)
+    assert log[:2] == [("user", "when did I write this?"), ("ever", "Let me look.")]
+    assert [kind for kind, _ in log] == ["user", "ever", "echo"]
+    assert log[2][1].startswith("turn stopped: ")
+
+
+async def test_openai_a_text_run_stays_logged_when_the_stream_is_cut_after_it(
+    home: Path,
+) -> None:
+    # the role chunk, the text, the tool call's first chunk (which ends the text run): then the cut
+    fake = OpenAIFake(script().push(reply("Let me look.", DATE, cut_after=3)))
+    async with opened(home, fake) as agent:
+        agent.submit("when did I write this?")
+        seen = await collect_turn(agent)
+    ended = seen[-1]
+    assert isinstance(ended, TurnEnded) and ended.reason == "error"
+    assert [kind for kind, _ in log_of(home)] == ["user", "ever", "echo"]
+    assert log_of(home)[1] == ("ever", "Let me look.")
+
+
+async def test_texts_before_a_tool_call_are_logged_as_their_blocks_complete(home: Path) -> None:
+    fake = AnthropicFake(
+        script().push(reply("First.", "   ", "Second.", DATE), answer("It is message 0."))
+    )
+    async with opened(home, fake) as agent:
+        agent.submit("when did I write this?")
+        seen = await collect_turn(agent)
+    assert isinstance(seen[-1], TurnEnded) and seen[-1].reason == "done"
+    log = log_of(home)
+    assert [kind for kind, _ in log] == ["user", "ever", "ever", "tool", "echo", "ever"]
+    assert [text for kind, text in log if kind == "ever"] == [
+        "First.",
+        "Second.",
+        "It is message 0.",
+    ]
+    logged = [e.text for e in seen if isinstance(e, ReplyLogged)]
+    assert logged == ["First.", "Second.", "It is message 0."]
+    # while the reply streamed: before its usage (which comes once it is complete)
+    first_usage = next(i for i, e in enumerate(seen) if isinstance(e, CallUsage))
+    assert seen.index(ReplyLogged("Second.")) < first_usage
+    assert seen.index(ReplyLogged("Second.")) < next(
+        i for i, e in enumerate(seen) if isinstance(e, ToolStarted)
+    )
+    keys = [r["key"] for r in records_of(home) if r.get("key")]
+    assert len(keys) == len(set(keys)) == 5
+
+
+async def test_texts_after_a_tool_call_follow_its_results(home: Path) -> None:
+    fake = AnthropicFake(
+        script().push(reply("Before.", DATE, "After.", DATE), answer("Both done."))
+    )
+    async with opened(home, fake) as agent:
+        agent.submit("twice")
+        seen = await collect_turn(agent)
+    assert isinstance(seen[-1], TurnEnded) and seen[-1].reason == "done"
+    log = log_of(home)
+    kinds = [kind for kind, _ in log]
+    assert kinds == ["user", "ever", "tool", "echo", "ever", "tool", "echo", "ever"]
+    assert [text for kind, text in log if kind == "ever"] == ["Before.", "After.", "Both done."]
+
+
+class Resending:
+    """A log that sends every append twice, as a retry after a lost answer would."""
+
+    def __init__(self, chat: Chat) -> None:
+        self.chat = chat
+
+    def append(
+        self,
+        kind: str,
+        text: str,
+        *,
+        key: str | None = None,
+        images: list[str] | None = None,
+        agent: str | None = None,
+    ) -> list[int]:
+        first = self.chat.append(kind, text, key=key, images=images, agent=agent)
+        again = self.chat.append(kind, text, key=key, images=images, agent=agent)
+        assert again == first
+        return first
+
+
+def loop_for(provider: Provider, chat: Chat, ctx: ToolContext, tmp_path: Path) -> TurnLoop:
+    return TurnLoop(
+        provider=provider,
+        model=MODEL,
+        effort=None,
+        system="You are Ever.",
+        tools=TOOLS,
+        toolbox=Toolbox(Policy(ToolPolicies()), None),
+        context=ctx,
+        log=Resending(chat),
+        images=ImageStore(tmp_path / "images"),
+    )
+
+
+def messages_of(chat: Chat) -> list[tuple[str, str]]:
+    return [(r.kind, r.text) for r in (chat.store.read_message(i) for i in range(chat.t))]
+
+
+async def test_re_sent_appends_and_a_rerun_turn_log_nothing_twice(
+    chat: Chat, ctx: ToolContext, tmp_path: Path
+) -> None:
+    fake = AnthropicFake(Script(calls_tool("date", {"id": 0}, then="Done.")))
+    provider = provider_for(fake)
+    try:
+        loop = loop_for(provider, chat, ctx, tmp_path)
+        ending = await loop.run("<chat></chat>", "when?", 7)
+        assert ending.event.reason == "done" and ending.final == "Done."
+        once = messages_of(chat)
+        assert [kind for kind, _ in once] == ["ever", "tool", "echo", "ever"]
+        assert once[0] == ("ever", "Let me check.")
+        # the same turn run again (a restart): every append is a known key
+        await loop.run("<chat></chat>", "when?", 7)
+        assert messages_of(chat) == once
+    finally:
+        await provider.aclose()
+
+
+async def test_a_final_reply_of_several_blocks_is_the_whole_report(
+    chat: Chat, ctx: ToolContext, tmp_path: Path
+) -> None:
+    fake = AnthropicFake(Script().push(reply("One.", "Two.")))
+    provider = provider_for(fake)
+    try:
+        ending = await loop_for(provider, chat, ctx, tmp_path).run("<chat></chat>", "go", 1)
+    finally:
+        await provider.aclose()
+    assert ending.final == "One.\n\nTwo."
+    assert messages_of(chat) == [("ever", "One."), ("ever", "Two.")]
