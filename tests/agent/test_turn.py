@@ -202,7 +202,10 @@ async def test_cancel_ends_the_turn_at_once_and_keeps_the_log(home: Path) -> Non
     assert isinstance(seen[-1], TurnEnded) and seen[-1].reason == "cancelled"
     log = log_of(home)
     assert [kind for kind, _ in log] == ["user", "ever", "tool", "echo"]
-    assert log[3] == ("echo", "shell: cancelled before it finished")
+    # the cut tool's result says it, so the next turn knows why there was no answer
+    cut = "shell: cancelled by the user before it finished; the turn stopped there"
+    assert log[3] == ("echo", cut)
+    assert records_of(home)[-1]["key"] == "turn-0-0-2"  # the slot of the tool's result
     assert len(turn_bodies(fake)) == 1
 
 

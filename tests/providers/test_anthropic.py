@@ -339,12 +339,58 @@ async def test_stop_reasons_are_mapped() -> None:
     for wire, ours in [
         ("end_turn", "end_turn"),
         ("max_tokens", "max_tokens"),
+        ("model_context_window_exceeded", "context_window"),
         ("refusal", "refusal"),
-        ("pause_turn", "other"),
+        ("pause_turn", "pause_turn"),
+        ("something_new", "other"),
     ]:
         script = Script([ok(stop=wire)])
         finished = await collect(provider(script), simple_request())
         assert finished.stop == ours
+
+
+def cut_in_tool_input(stop: str, keep: int = 1) -> Any:
+    """A text, then a call of zoom whose input stops after `keep` of its two JSON deltas."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool_use", "id": "toolu_1", "name": "zoom", "input": {"id": 4}},
+    ]
+    events = anthropic_events(blocks, stop=stop)
+    deltas = [i for i, (_, data) in enumerate(events) if "partial_json" in str(data)]
+    dropped = set(deltas[keep:])
+    return ok_events([event for i, event in enumerate(events) if i not in dropped])
+
+
+def ok_events(events: list[tuple[str | None, Any]]) -> Any:
+    return stream_answer(sse(events))
+
+
+async def test_a_tool_call_cut_off_by_the_output_limit_is_left_out_and_named() -> None:
+    for stop, ours, keep in [
+        ("max_tokens", "max_tokens", 1),
+        ("max_tokens", "max_tokens", 0),  # cut before any of its input
+        ("model_context_window_exceeded", "context_window", 1),
+        ("refusal", "refusal", 1),
+    ]:
+        finished = await collect(
+            provider(Script([cut_in_tool_input(stop, keep)])), simple_request()
+        )
+        assert (finished.stop, finished.cut_tool) == (ours, "zoom")
+        assert finished.parts == [Text("Let me look.")]
+
+
+async def test_a_whole_tool_call_at_the_output_limit_is_kept() -> None:
+    finished = await collect(
+        provider(Script([cut_in_tool_input("max_tokens", 2)])), simple_request()
+    )
+    assert finished.stop == "max_tokens" and finished.cut_tool is None
+    assert finished.tool_uses == [ToolUse("toolu_1", "zoom", {"id": 4})]
+
+
+async def test_invalid_tool_input_without_a_limit_is_a_server_error() -> None:
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(Script([cut_in_tool_input("tool_use")])), simple_request())
+    assert info.value.kind == "server" and "invalid JSON" in str(info.value)
 
 
 async def test_rate_limit_then_success_through_sdk_retries() -> None:

@@ -351,6 +351,36 @@ async def test_finish_reasons_are_mapped() -> None:
         assert finished.stop == ours
 
 
+def cut_in_arguments(finish: str, arguments: str = '{"id": ') -> Any:
+    return ok(
+        [
+            openai_chunk({"content": "Let me look."}),
+            call_chunk(0, "call_1", '{"id": 1}'),
+            call_chunk(1, "call_2", arguments),
+            openai_chunk({}, finish=finish),
+            openai_chunk(usage=usage()),
+        ]
+    )
+
+
+async def test_a_tool_call_cut_off_by_the_output_limit_is_left_out_and_named() -> None:
+    for finish, ours, arguments in [
+        ("length", "max_tokens", '{"id": '),
+        ("length", "max_tokens", ""),  # cut before any of its arguments
+        ("content_filter", "refusal", '{"id": '),
+    ]:
+        script = Script([cut_in_arguments(finish, arguments)])
+        finished = await collect(provider(script), simple_request())
+        assert (finished.stop, finished.cut_tool) == (ours, "zoom")
+        assert finished.parts == [Text("Let me look."), ToolUse("call_1", "zoom", {"id": 1})]
+
+
+async def test_invalid_arguments_without_a_limit_are_a_server_error() -> None:
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(Script([cut_in_arguments("tool_calls")])), simple_request())
+    assert info.value.kind == "server" and "invalid JSON" in str(info.value)
+
+
 async def test_stream_without_finish_reason_is_cut() -> None:
     chunks = [openai_chunk({"content": "half a rep"})]
     for done in (True, False):

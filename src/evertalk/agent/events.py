@@ -56,10 +56,21 @@ class Delivered:
     text: str
 
 
+EndReason = Literal[
+    "done",
+    "cancelled",
+    "error",
+    "context_full",  # the next call would not fit, or the reply filled the context window
+    "max_steps",
+    "max_tokens",  # the reply reached the output limit
+    "refusal",  # the model refused to go on
+]
+
+
 @dataclass(frozen=True)
 class TurnEnded:
-    reason: Literal["done", "cancelled", "error", "context_full", "max_steps"]
-    error: str | None = None  # one line, for reason "error"
+    reason: EndReason
+    error: str | None = None  # one line: why, for every reason but "done" and "cancelled"
 
 
 @dataclass(frozen=True)

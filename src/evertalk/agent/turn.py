@@ -9,12 +9,21 @@ steps. Everything is logged the moment it happens, in the order the model saw it
   follow that call's `tool` and `echo` in the log;
 - each tool call as `tool` (`name` + space + compact JSON input) before the tool runs;
 - each result as `echo` (`name: output`, clipped to 30,000 characters, images stored and listed);
-- each message delivered mid-turn as `user` or `work`, after the results of the step it joins.
+- each message delivered mid-turn as `user` or `work`, after the results of the step it joins,
+  and only when another call will carry it: a message that the turn's end would leave
+  unanswered stays held, and opens the next turn;
+- why the turn stopped, when it did not simply finish, as one last `echo` (`turn stopped: …`):
+  an error, a limit, a reply cut off by the output limit or refused, a cancel by the user (said
+  by the cut tool's own `echo` when one was running), so that the next turn knows why.
+
+The reply's stop reason decides what follows: a refused reply, or one cut off by the output
+limit, ends the turn (a limit's reply still runs its tool calls if they all came whole); a
+paused one (Anthropic `pause_turn`) goes back as is for the model to carry on.
 
 Thoughts are streamed to the user, sent back within the turn as the API requires, and never
 logged; they go when the turn ends, with the rest of its steps. Appends carry idempotency keys
-derived from the turn and the step (`turn-<first id>-<step>-<n>`), so that a re-sent append
-never logs a message twice.
+derived from the turn and the step (`turn-<first id>-<step>-<n>`, `turn-<first id>-stop` for
+the stop), so that a re-sent append never logs a message twice.
 """
 
 from __future__ import annotations
@@ -52,7 +61,6 @@ from evertalk.providers.base import (
     ToolResult,
     ToolUse,
     ToolUseStarted,
-    Usage,
 )
 from evertalk.providers.layout import turn_request
 from evertalk.providers.prices import cost as price_of
@@ -192,30 +200,46 @@ class TurnLoop:
     on_cost: Callable[[float], None] = lambda cost: None
     limits: Limits = Limits()
     cache_key: str | None = None
-    running_tool: str | None = field(default=None, init=False)
+    _running: tuple[str, str] | None = field(default=None, init=False, repr=False)
+    """The tool that runs now, and the key of its `echo`."""
 
     async def run(self, view: str, opening: str, turn_id: int | str) -> Ending:
         """The loop, from the opening text (header + message, or header + task) to the end.
 
         Errors end the turn, with an `echo` saying why; cancellation propagates (what was
-        logged stays, and a tool cut short gets an `echo` saying so).
+        logged stays, and an `echo` says that the user cancelled, or what tool it cut short).
         """
         try:
             return await self._loop(view, opening, turn_id)
         except anyio.get_cancelled_exc_class():
-            if self.running_tool is not None:
-                self._append("echo", f"{self.running_tool}: cancelled before it finished")
+            self._cancelled(turn_id)
             raise
         except ProviderError as error:
             why = f"the model call failed: {error}"
         except Exception as error:  # a bug or a full disk must not take the session down
             why = one_line(f"{type(error).__name__}: {error}") or type(error).__name__
-        self._stopped(why)
-        return Ending(events.TurnEnded("error", why), "")
+        return self._end(turn_id, "error", why)
 
-    def _stopped(self, why: str) -> None:
+    def _cancelled(self, turn_id: int | str) -> None:
+        """Log why the turn has no answer: the next turn reads it in the view. A running tool's
+        `echo` says it, in the slot its result would have taken."""
+        if self._running is not None:
+            (name, key), self._running = self._running, None
+            text = f"{name}: cancelled by the user before it finished; the turn stopped there"
+        else:
+            text, key = "turn stopped: cancelled by the user", f"turn-{turn_id}-stop"
+        # the append is synchronous, so the cancel cannot cut it in half; the shield only
+        # makes sure of it. A failing log must not hide the cancellation.
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            self._append("echo", text, key=key)
+
+    def _end(
+        self, turn_id: int | str, reason: events.EndReason, why: str, final: str = ""
+    ) -> Ending:
+        """Stop the turn, saying why in the log (once per turn: the key is the turn's)."""
         with contextlib.suppress(Exception):  # the log itself failed: nothing more can be written
-            self._append("echo", f"turn stopped: {why}")
+            self._append("echo", f"turn stopped: {why}", key=f"turn-{turn_id}-stop")
+        return Ending(events.TurnEnded(reason, why), final)
 
     def _append(
         self,
@@ -227,58 +251,114 @@ class TurnLoop:
     ) -> list[int]:
         return self.log.append(kind, text, key=key, images=images, agent=agent)
 
+    def _request(self, view: str, opening: str, steps: list[Message]) -> Request:
+        return turn_request(
+            self.model,
+            self.system,
+            self.tools,
+            view,
+            [Text(opening)],
+            steps,
+            self.limits.max_tokens,
+            self.effort,
+            self.cache_key,
+        )
+
     async def _loop(self, view: str, opening: str, turn_id: int | str) -> Ending:
-        tail: list[Part] = [Text(opening)]
         steps: list[Message] = []
-        last: Usage | None = None
-        added = 0  # bytes sent since the last call's prompt
+        request = self._request(view, opening, steps)
+        needed = self._estimate(request) + self.limits.max_tokens
         for step in range(self.limits.max_steps + 1):
-            if step == self.limits.max_steps:
-                why = f"it reached {self.limits.max_steps} model calls"
-                self._stopped(why)
-                return Ending(events.TurnEnded("max_steps", why), "")
-            request = turn_request(
-                self.model,
-                self.system,
-                self.tools,
-                view,
-                tail,
-                steps,
-                self.limits.max_tokens,
-                self.effort,
-                self.cache_key,
-            )
-            needed = self._estimate(request, last, added) + self.limits.max_tokens
-            if needed > self.limits.context_budget:
-                why = (
-                    f"the next call would need about {needed:,} tokens of context, more than "
-                    f"the {self.limits.context_budget:,} allowed; what was done is logged"
-                )
-                self._stopped(why)
-                return Ending(events.TurnEnded("context_full", why), "")
+            # whether another call can be made is decided before held messages are taken: a
+            # message logged as delivered must reach the model (else it opens the next turn)
+            ending = self._no_room(turn_id, step, needed)
+            if ending is not None:
+                return ending
+            if step > 0:
+                if steps[-1].role == "user":  # not after a paused reply, which goes back as is
+                    steps[-1] = self._deliver(turn_id, step - 1, steps[-1])
+                request = self._request(view, opening, steps)
             current = _Step(f"turn-{turn_id}-{step}")
             finished = await self._call(request, turn_id, current)
-            last = finished.usage
-            results = await self._act(finished, current)
-            if not results:
-                return Ending(events.TurnEnded("done"), "\n\n".join(current.replies))
-            extra: list[Part] = []
-            for n, held in enumerate(self.take_held()):
-                key = f"turn-{turn_id}-{step}-m{n}"
-                self._append(held.kind, held.text, key=key, agent=held.agent)
-                self.emit(events.Delivered(held.kind, held.text))
-                extra.append(Text(held.text))
-            assistant = Message("assistant", _sendable(finished.parts))
-            user = Message("user", [*results, *extra])
-            steps += [assistant, user]
-            added = _bytes_of([*results, *extra])
+            answer = await self._answer(finished, current, turn_id)
+            if isinstance(answer, Ending):
+                return answer
+            steps += answer
+            added = _bytes_of(answer[-1].parts) if answer[-1].role == "user" else 0
+            usage = finished.usage
+            needed = usage.prompt + usage.output + added // BYTES_PER_TOKEN + self.limits.max_tokens
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _estimate(self, request: Request, last: Usage | None, added: int) -> int:
-        """Tokens of the request's prompt: the previous call's prompt and output plus what was
-        added since, or, for the first call, the request's bytes."""
-        if last is not None:
-            return last.prompt + last.output + added // BYTES_PER_TOKEN
+    def _no_room(self, turn_id: int | str, step: int, needed: int) -> Ending | None:
+        """The turn's end when no call may be made: the step limit, or a call that would need
+        more context than the budget (its estimate, `needed`, includes the output cap)."""
+        if step == self.limits.max_steps:
+            why = f"it reached {self.limits.max_steps} model calls"
+            return self._end(turn_id, "max_steps", why)
+        if needed > self.limits.context_budget:
+            why = (
+                f"the next call would need about {needed:,} tokens of context, more than "
+                f"the {self.limits.context_budget:,} allowed; what was done is logged"
+            )
+            return self._end(turn_id, "context_full", why)
+        return None
+
+    def _deliver(self, turn_id: int | str, step: int, results: Message) -> Message:
+        """The step's results with the messages held meanwhile added, each logged now."""
+        extra: list[Part] = []
+        for n, held in enumerate(self.take_held()):
+            key = f"turn-{turn_id}-{step}-m{n}"
+            self._append(held.kind, held.text, key=key, agent=held.agent)
+            self.emit(events.Delivered(held.kind, held.text))
+            extra.append(Text(held.text))
+        return Message("user", [*results.parts, *extra])
+
+    async def _answer(
+        self, finished: Finished, step: _Step, turn_id: int | str
+    ) -> Ending | list[Message]:
+        """Act on the reply by its stop reason: the turn's end, or the messages that carry the
+        turn on (the reply, then its tool results unless it was paused)."""
+        if finished.stop == "refusal" or finished.cut_tool is not None:
+            return await self._cut_short(finished, step, turn_id)
+        if finished.stop in ("max_tokens", "context_window") and not finished.tool_uses:
+            return await self._cut_short(finished, step, turn_id)
+        results = await self._act(finished, step)  # whole tool calls run, whatever the stop
+        reply = Message("assistant", _sendable(finished.parts))
+        if results:
+            return [reply, Message("user", results)]
+        if finished.stop == "pause_turn":
+            return self._resume(reply, step, turn_id)
+        return Ending(events.TurnEnded("done"), "\n\n".join(step.replies))
+
+    async def _cut_short(self, finished: Finished, step: _Step, turn_id: int | str) -> Ending:
+        """A reply refused, or cut off by a limit: its texts are logged, none of its tool calls
+        run (an input may be incomplete, or refused), and the turn ends saying why."""
+        await self._act(finished, step, run=False)
+        if finished.stop == "refusal":
+            reason: events.EndReason = "refusal"
+            why = "the model refused to go on (the provider ended the reply as a refusal)"
+        elif finished.stop == "context_window":
+            reason, why = "context_full", "the reply filled the model's context window"
+        else:
+            reason = "max_tokens"
+            why = f"the reply reached the output limit of {self.limits.max_tokens:,} tokens"
+        if finished.cut_tool is not None:
+            why += f" in the middle of a call of {finished.cut_tool}, whose input is incomplete"
+        if finished.cut_tool is not None or finished.tool_uses:
+            why += "; its tool calls were not run"
+        return self._end(turn_id, reason, why, "\n\n".join(step.replies))
+
+    def _resume(self, reply: Message, step: _Step, turn_id: int | str) -> Ending | list[Message]:
+        """A paused reply (Anthropic `pause_turn`) goes back as is, as the last message, and the
+        model carries on from it; a request must end with a text block, though."""
+        if reply.parts and isinstance(reply.parts[-1], Text):
+            return [reply]
+        why = "the provider paused the reply, and it ended with nothing to resume from"
+        return self._end(turn_id, "error", why, "\n\n".join(step.replies))
+
+    def _estimate(self, request: Request) -> int:
+        """Tokens of the first request's prompt, from its bytes (later calls count from the
+        previous call's usage)."""
         size = sum(len(block.text.encode("utf-8", "surrogatepass")) for block in request.system)
         size += sum(
             len(compact_json(tool.input_schema)) + len(tool.description) for tool in request.tools
@@ -339,9 +419,9 @@ class TurnLoop:
         step.replies.append(text)
         self.emit(events.ReplyLogged(text))
 
-    async def _act(self, finished: Finished, step: _Step) -> list[Part]:
-        """Log the reply's texts not yet logged and run its tool calls, in order; the texts
-        between two tool calls go as one message. Returns the tool results."""
+    async def _act(self, finished: Finished, step: _Step, *, run: bool = True) -> list[Part]:
+        """Log the reply's texts not yet logged and run its tool calls (unless `run` is False),
+        in order; the texts between two tool calls go as one message. Returns the results."""
         results: list[Part] = []
         texts: list[str] = []
         for part in _after_early(finished.parts, step.early):
@@ -350,21 +430,22 @@ class TurnLoop:
             elif isinstance(part, ToolUse):
                 self._reply(step, "".join(texts))
                 texts.clear()
-                step.replies.clear()  # a subagent's report is what it says after its last call
-                results.append(await self._tool(part, step.key, step.logged))
-                step.logged += 2
+                if run:
+                    step.replies.clear()  # a subagent's report is what it says after its last call
+                    results.append(await self._tool(part, step.key, step.logged))
+                    step.logged += 2
         self._reply(step, "".join(texts))
         return results
 
     async def _tool(self, use: ToolUse, key: str, n: int) -> ToolResult:
         self._append("tool", tool_text(use.name, use.input), key=f"{key}-{n}")
         self.emit(events.ToolStarted(use.id, use.name, use.input))
-        self.running_tool = use.name
+        self._running = (use.name, f"{key}-{n + 1}")
         try:
             outcome = await self.toolbox.run(use.name, use.input, self.context)
         except Exception as error:  # a tool's bug becomes an error result the model reads
             outcome = ToolOutcome([Text(one_line(f"the tool failed: {error!r}"))], True)
-        self.running_tool = None
+        self._running = None
         content = list(outcome.content)
         if not any(isinstance(item, Text) and item.text for item in content):
             content.insert(0, Text(NO_OUTPUT))  # an API refuses an empty text block

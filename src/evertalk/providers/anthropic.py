@@ -35,6 +35,7 @@ from anthropic.types import TextDelta as SdkTextDelta
 from anthropic.types import ThinkingDelta as SdkThinkingDelta
 
 from .base import (
+    CUT_SHORT,
     Event,
     Finished,
     Image,
@@ -79,9 +80,10 @@ _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
     "tool_use": "tool_use",
     "max_tokens": "max_tokens",
-    "model_context_window_exceeded": "max_tokens",
+    "model_context_window_exceeded": "context_window",
     "stop_sequence": "stop_sequence",
     "refusal": "refusal",
+    "pause_turn": "pause_turn",
 }
 
 _VERSION = re.compile(r"claude-(?:[a-z]+-)?(\d+)(?:[-.](\d{1,2})(?!\d))?")
@@ -316,29 +318,40 @@ class _Reply:
         return []  # citations and deltas of blocks we do not keep
 
     def _finish(self) -> Finished:
+        stop = _STOP_REASONS.get(self.stop or "", "other")
+        # a stop that cuts the reply short can only have cut its last block
+        last = max(self.blocks, default=-1) if stop in CUT_SHORT else None
         parts: list[Part] = []
+        cut_tool: str | None = None
         for index in sorted(self.blocks):
             block = self.blocks[index]
-            if block.kind == "text":
+            if block.kind == "tool_use":
+                tool_input = _tool_input(block, cut=index == last)
+                if tool_input is None:
+                    cut_tool = block.name
+                    continue
+                parts.append(ToolUse(block.tool_id, block.name, tool_input))
+            elif block.kind == "text":
                 parts.append(Text("".join(block.text)))
             elif block.kind == "thinking":
                 parts.append(Thinking("".join(block.text), block.signature))
             elif block.kind == "redacted":
                 parts.append(Thinking("", block.signature, redacted=True))
-            elif block.kind == "tool_use":
-                parts.append(ToolUse(block.tool_id, block.name, _tool_input(block)))
-        stop = _STOP_REASONS.get(self.stop or "", "other")
         usage = Usage(self.input, self.output, self.cache_read, self.cache_write)
-        return Finished(parts, stop, usage, self.model)
+        return Finished(parts, stop, usage, self.model, cut_tool)
 
 
-def _tool_input(block: _Block) -> dict[str, Any]:
+def _tool_input(block: _Block, *, cut: bool) -> dict[str, Any] | None:
+    """The call's input; None when `cut` (the reply stopped short in this block) and the input
+    is missing or incomplete JSON, which is the limit's doing, not a server's fault."""
     raw = "".join(block.json)
     if not raw.strip():
-        return block.initial_input
+        return None if cut else block.initial_input
     try:
         value = json.loads(raw)
     except ValueError:
+        if cut:
+            return None
         raise ProviderError("server", f"tool call {block.name} has invalid JSON input") from None
     if not isinstance(value, dict):
         raise ProviderError("server", f"tool call {block.name} input is not an object")

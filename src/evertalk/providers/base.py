@@ -107,7 +107,19 @@ class Usage:
         return self.input + self.cache_read + self.cache_write
 
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]
+StopReason = Literal[
+    "end_turn",
+    "tool_use",
+    "max_tokens",  # the output limit (OpenAI `length`)
+    "context_window",  # the model's context window filled up (Anthropic)
+    "stop_sequence",
+    "refusal",  # the model or the provider's filter stopped the reply (OpenAI `content_filter`)
+    "pause_turn",  # the provider paused a long turn: send the reply back as is to go on
+    "other",
+]
+
+CUT_SHORT: frozenset[StopReason] = frozenset({"max_tokens", "context_window", "refusal"})
+"""Stop reasons that can end a reply in the middle of a block, a tool call's input included."""
 
 
 @dataclass(frozen=True)
@@ -142,12 +154,16 @@ class ToolUseStarted:
 
 @dataclass(frozen=True)
 class Finished:
-    """The whole reply: its parts in order (thoughts, texts, tool calls), why it stopped, usage."""
+    """The whole reply: its parts in order (thoughts, texts, tool calls), why it stopped, usage.
+
+    `cut_tool` names a tool call whose input a CUT_SHORT stop broke off: it is left out of
+    `parts`, since its input is incomplete and must never run."""
 
     parts: list[Part]
     stop: StopReason
     usage: Usage
     model: str = ""
+    cut_tool: str | None = None
 
     @property
     def text(self) -> str:

@@ -20,6 +20,7 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk
 
 from .base import (
+    CUT_SHORT,
     Event,
     Finished,
     Image,
@@ -243,13 +244,20 @@ class _Reply:
         if self.thinking:
             parts.append(Thinking("".join(self.thinking)))
         parts += [Text(run) for run in self.runs]
-        for index in sorted(self.calls):
-            call = self.calls[index]
-            parts.append(ToolUse(call.id or f"call_{index}", call.name, _arguments(call)))
         stop = _FINISH_REASONS.get(self.finish or "", "other")
         if stop == "end_turn" and self.calls:
             stop = "tool_use"  # some servers say "stop" after tool calls
-        return Finished(parts, stop, self.usage, self.model)
+        # a stop that cuts the reply short can only have cut its last call
+        last = max(self.calls, default=-1) if stop in CUT_SHORT else None
+        cut_tool: str | None = None
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            arguments = _arguments(call, cut=index == last)
+            if arguments is None:
+                cut_tool = call.name
+            else:
+                parts.append(ToolUse(call.id or f"call_{index}", call.name, arguments))
+        return Finished(parts, stop, self.usage, self.model, cut_tool)
 
 
 def _usage(usage: CompletionUsage) -> Usage:
@@ -265,13 +273,17 @@ def _usage(usage: CompletionUsage) -> Usage:
     )
 
 
-def _arguments(call: _Call) -> dict[str, Any]:
+def _arguments(call: _Call, *, cut: bool) -> dict[str, Any] | None:
+    """The call's arguments; None when `cut` (the reply stopped short in this call) and they
+    are missing or incomplete JSON, which is the limit's doing, not a server's fault."""
     raw = "".join(call.arguments)
     if not raw.strip():
-        return {}
+        return None if cut else {}
     try:
         value = json.loads(raw)
     except ValueError:
+        if cut:
+            return None
         raise ProviderError("server", f"tool call {call.name} has invalid JSON arguments") from None
     if not isinstance(value, dict):
         raise ProviderError("server", f"tool call {call.name} arguments are not an object")
