@@ -25,6 +25,7 @@ from evertalk.config import (
     dump_toml,
     load_config,
     save_config,
+    save_models,
 )
 
 KEY = "sk-ant-api03-SECRETSECRETSECRET-0123456789abcdef"
@@ -166,6 +167,53 @@ edit = "allow"
     assert config.api_key is not None and config.api_key.reveal() == KEY
 
 
+def test_context_window_and_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_config(tmp_path, {}).turn.context_window is None  # the session's default
+    assert load_config(tmp_path, {}).workdir_path is None  # where evertalk was started
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "code").mkdir()
+    write(tmp_path, 'workdir = "~/code"\n[turn]\ncontext_window = 32000\n')
+    config = load_config(tmp_path, {})
+    assert config.turn.context_window == 32_000
+    assert config.workdir == "~/code" and config.workdir_path == tmp_path / "code"
+    save_config(tmp_path, config)  # written back as the user wrote it
+    assert tomllib.loads((tmp_path / "config.toml").read_text()) == {
+        "workdir": "~/code",
+        "turn": {"context_window": 32_000},
+    }
+
+
+def test_the_workdir_must_exist(tmp_path: Path) -> None:
+    path = write(tmp_path, 'workdir = "~/no-such-folder-for-evertalk"\n')
+    missing = Path("~/no-such-folder-for-evertalk").expanduser()
+    assert error_of(tmp_path) == f"{path}: `workdir`: {missing} does not exist"
+    write(tmp_path, f'workdir = "{path}"\n')
+    assert error_of(tmp_path) == f"{path}: `workdir`: {path} is not a directory"
+    # the variable the command line's --workdir sets overrides the file, and is named
+    assert load_config(tmp_path, {"EVERTALK_WORKDIR": str(tmp_path)}).workdir_path == tmp_path
+    message = error_of(tmp_path, {"EVERTALK_WORKDIR": str(tmp_path / "gone")})
+    assert message == f"EVERTALK_WORKDIR: `workdir`: {tmp_path / 'gone'} does not exist"
+
+
+def test_save_models_changes_only_the_models(tmp_path: Path) -> None:
+    write(tmp_path, f'api_key = "{KEY}"\n[memory]\nconcurrency = 3\n[tools]\nshell = "allow"\n')
+    save_models(tmp_path, model="claude-opus-5-5")
+    save_models(tmp_path, memory_model="claude-sonnet-5-5", memory_effort="low")
+    save_models(tmp_path, memory_model="claude-haiku-5-5")  # the effort stays
+    assert tomllib.loads((tmp_path / "config.toml").read_text()) == {
+        "api_key": KEY,
+        "model": "claude-opus-5-5",
+        "memory": {"model": "claude-haiku-5-5", "effort": "low", "concurrency": 3},
+        "tools": {"shell": "allow"},
+    }
+    before = (tmp_path / "config.toml").read_bytes()
+    with pytest.raises(ConfigError, match=r"memory\.effort"):
+        save_models(tmp_path, memory_model="x", memory_effort="extreme")
+    with pytest.raises(ConfigError, match="`model`"):
+        save_models(tmp_path, model=" padded ")
+    assert (tmp_path / "config.toml").read_bytes() == before
+
+
 # --- the environment -----------------------------------------------------------------------
 
 
@@ -280,6 +328,12 @@ def test_bad_toml_names_the_file_and_the_line(tmp_path: Path) -> None:
         ('colour = "blue"', "unknown setting `colour`"),
         ("api_key = 12345", "`api_key` must be a non-empty string"),
         ('api_key = ""', "`api_key` must be a non-empty string"),
+        ("[turn]\ncontext_window = 7999", "`turn.context_window` must be a whole number of tokens"),
+        ("[turn]\ncontext_window = true", "`turn.context_window` must be a whole number"),
+        ("[turn]\ncontext_window = 64000.0", "`turn.context_window` must be a whole number"),
+        ('[turn]\ncontext_window = "64k"', "`turn.context_window` must be a whole number"),
+        ("workdir = 5", "`workdir` must be a directory's path, not 5"),
+        ('workdir = ""', "`workdir` must be a directory's path"),
     ],
 )
 def test_bad_values_are_one_line_naming_the_file(tmp_path: Path, text: str, expected: str) -> None:

@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TOOLS",
         help="with -p: let these tools run without asking, e.g. shell,write,edit",
     )
+    parser.add_argument(
+        "--workdir",
+        metavar="DIR",
+        type=Path,
+        help="where the tools work (default: workdir in config.toml, else the current folder)",
+    )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     memory = commands.add_parser("memory", help="look at the chat's memory")
     actions = memory.add_subparsers(dest="action", parser_class=_Parser)
@@ -96,6 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.workdir is not None:
+        if args.command is not None:
+            raise UsageError("--workdir goes with evertalk itself or with -p MESSAGE")
+        args.workdir = _workdir(args.workdir)
     if args.prompt is not None:
         return _headless(args)
     if args.json_events or args.allow is not None:
@@ -108,7 +118,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         if _in_a_terminal():
             from evertalk.tui import run_terminal
 
+            if args.workdir is not None:
+                # the terminal app opens the agent itself: the folder reaches it through the
+                # variable that overrides `workdir` in config.toml
+                os.environ["EVERTALK_WORKDIR"] = str(args.workdir)
             return run_terminal(args.home or default_home())
+        if args.workdir is not None:
+            raise UsageError("--workdir goes with the terminal app or with -p MESSAGE")
         args.action = "status"  # not a terminal (a pipe, `make run` in CI): the memory's status
     elif args.action is None:
         raise UsageError("memory: say what to do: status, view, zoom, date, compact or replay")
@@ -122,6 +138,15 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     home = args.home or default_home()
     return run_memory_command(args, home)
+
+
+def _workdir(folder: Path) -> Path:
+    """The `--workdir` folder, `~` expanded and made absolute; it must exist."""
+    path = folder.expanduser().resolve()
+    if not path.is_dir():
+        why = "is not a directory" if path.exists() else "does not exist"
+        raise UsageError(f"--workdir: {path} {why}")
+    return path
 
 
 def _in_a_terminal() -> bool:
@@ -145,7 +170,9 @@ def _headless(args: argparse.Namespace) -> int:
     if args.prompt == "-":
         message = message.removesuffix("\n")
     home = args.home or default_home()
-    return run_headless(home, message, as_json=args.json_events, grants=grants)
+    return run_headless(
+        home, message, as_json=args.json_events, grants=grants, workdir=args.workdir
+    )
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -6,7 +6,8 @@ fills in the defaults; `save_config` writes the file back with a small TOML writ
 
 Precedence, highest first:
 
-- `EVERTALK_PROVIDER`, `EVERTALK_MODEL`, `EVERTALK_MEMORY_MODEL` and the provider's key variable
+- `EVERTALK_PROVIDER`, `EVERTALK_MODEL`, `EVERTALK_MEMORY_MODEL`, `EVERTALK_WORKDIR` (which the
+  command line's `--workdir` sets) and the provider's key variable
   (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `OPENROUTER_API_KEY`; a local server has none) override
   the file;
 - `base_url` in the file, then `ANTHROPIC_BASE_URL` (anthropic) or `OPENAI_BASE_URL` (openai),
@@ -19,7 +20,8 @@ base_url and api_key belong to the file's provider and are not used: a key is ne
 another provider's endpoint.
 
 The API key lives in a `Secret`, whose repr and str are `Secret('***')`; no error message of this
-module holds a value of `api_key`.
+module holds a value of `api_key`. `secret_values` and `redact` keep the key, and every credential
+variable's value, out of what tools return and what errors say (the log is kept forever).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, cast, get_args
@@ -74,6 +76,17 @@ KEY_VARIABLES: Final[Mapping[str, str]] = {
     "openai": "OPENAI_API_KEY",
     "openrouter": "OPENROUTER_API_KEY",
 }
+AUTH_TOKEN_VARIABLE: Final = "ANTHROPIC_AUTH_TOKEN"
+"""The Anthropic SDK's bearer token, which it uses when no API key is given."""
+CREDENTIAL_VARIABLES: Final[tuple[str, ...]] = (*KEY_VARIABLES.values(), AUTH_TOKEN_VARIABLE)
+"""Every variable that may hold a credential: hidden from the shell tool's commands, and their
+values redacted from tool results, the log and error texts."""
+SECRET_MIN_LENGTH: Final = 8
+"""Shorter values are not redacted: they would blank out ordinary words, and are no real key."""
+REDACTED: Final = "[redacted]"
+MIN_CONTEXT_WINDOW: Final = 8_000
+"""The smallest `turn.context_window`: below it no system prompt and view fit."""
+
 # The SDKs' own base URL variables, each honoured for its own provider only.
 BASE_URL_VARIABLES: Final[Mapping[str, str]] = {
     "anthropic": "ANTHROPIC_BASE_URL",
@@ -123,9 +136,12 @@ class MemoryConfig:
 
 @dataclass(frozen=True)
 class TurnConfig:
-    """`[turn]`: None leaves the reasoning effort to the model."""
+    """`[turn]`: None leaves the reasoning effort to the model, and `context_window` None means
+    the session's default (`CONTEXT_BUDGET` of `agent/turn.py`, which this module does not import:
+    the turn pulls in anyio and the tools, and `memory status` must start fast)."""
 
     effort: str | None = None
+    context_window: int | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +180,7 @@ class Config:
     memory: MemoryConfig = MemoryConfig()
     turn: TurnConfig = TurnConfig()
     tools: ToolPolicies = ToolPolicies()
+    workdir: str | None = None  # as written (`~` kept); `workdir_path` expands it
     origin: Origin | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -175,6 +192,11 @@ class Config:
         if not self.memory.model:
             memory = replace(self.memory, model=memory_default or self.model)
             object.__setattr__(self, "memory", memory)
+
+    @property
+    def workdir_path(self) -> Path | None:
+        """Where the tools work, `~` expanded; None: where evertalk was started (SPEC §6.6)."""
+        return Path(self.workdir).expanduser() if self.workdir else None
 
 
 def config_path(home: Path) -> Path:
@@ -189,12 +211,14 @@ KEYS: Final = (
     "model",
     "base_url",
     "api_key",
+    "workdir",
     "memory.model",
     "memory.effort",
     "memory.settle_timeout",
     "memory.concurrency",
     "memory.deadline",
     "turn.effort",
+    "turn.context_window",
     "tools.shell",
     "tools.read",
     "tools.write",
@@ -227,6 +251,9 @@ def load_config(home: Path, env: Mapping[str, str] = os.environ) -> Config:
         value = _env(env, variable)
         if value is not None:
             values[key] = _check(key, value, variable)
+    workdir = _env(env, "EVERTALK_WORKDIR")
+    if workdir is not None:
+        values["workdir"] = _check("workdir", workdir, "EVERTALK_WORKDIR")
     key_variable = KEY_VARIABLES.get(provider)
     key_value = _env(env, key_variable) if key_variable else None
     if key_value is not None:
@@ -244,7 +271,17 @@ def load_config(home: Path, env: Mapping[str, str] = os.environ) -> Config:
         raise ConfigError(
             f'{path}: provider {provider!r} needs a model: set `model = "…"` (or EVERTALK_MODEL)'
         )
+    _check_workdir(config, "EVERTALK_WORKDIR" if workdir is not None else path)
     return replace(config, origin=Origin(file=file, loaded=_flatten(config)))
+
+
+def _check_workdir(config: Config, where: Path | str) -> None:
+    """The working directory must exist when evertalk starts. Checked here rather than in
+    `_check`, so that saving a model change still works after the folder went away."""
+    folder = config.workdir_path
+    if folder is not None and not folder.is_dir():
+        why = "is not a directory" if folder.exists() else "does not exist"
+        raise ConfigError(f"{where}: `workdir`: {folder} {why}")
 
 
 def _env(env: Mapping[str, str], name: str) -> str | None:
@@ -340,6 +377,14 @@ def _check(key: str, value: object, where: Path | str) -> Value:
         if not isinstance(value, str) or not value.strip() or value != value.strip():
             raise fail("a model name")
         return value
+    if key == "workdir":
+        if not isinstance(value, str) or not value.strip() or "\0" in value:
+            raise fail("a directory's path")
+        return value
+    if key == "turn.context_window":
+        if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CONTEXT_WINDOW:
+            raise fail(f"a whole number of tokens >= {MIN_CONTEXT_WINDOW}")
+        return value
     if key == "memory.concurrency":
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise fail("a whole number >= 1")
@@ -377,8 +422,12 @@ def _build(values: Mapping[str, Value]) -> Config:
         base_url=cast("str | None", get("base_url", None)),
         api_key=cast("Secret | None", get("api_key", None)),
         memory=memory,
-        turn=TurnConfig(effort=cast("str | None", get("turn.effort", None))),
+        turn=TurnConfig(
+            effort=cast("str | None", get("turn.effort", None)),
+            context_window=cast("int | None", get("turn.context_window", None)),
+        ),
         tools=tools,
+        workdir=cast("str | None", get("workdir", None)),
     )
 
 
@@ -392,17 +441,40 @@ def _flatten(config: Config) -> dict[str, Value]:
         "model": config.model,
         "base_url": config.base_url,
         "api_key": config.api_key,
+        "workdir": config.workdir,
         "memory.model": memory.model,
         "memory.effort": memory.effort,
         "memory.settle_timeout": memory.settle_timeout,
         "memory.concurrency": memory.concurrency,
         "memory.deadline": memory.deadline,
         "turn.effort": config.turn.effort,
+        "turn.context_window": config.turn.context_window,
         "tools.shell": tools.shell,
         "tools.read": tools.read,
         "tools.write": tools.write,
         "tools.edit": tools.edit,
     }
+
+
+# --- secrets -------------------------------------------------------------------------------
+
+
+def secret_values(config: Config | None = None, env: Mapping[str, str] = os.environ) -> list[str]:
+    """The credentials this process knows: the configured key and every credential variable's
+    value (a command or file may print one that is not the configured key), longest first so
+    that a key containing another is redacted whole."""
+    values = {env.get(name, "") for name in CREDENTIAL_VARIABLES}
+    if config is not None and config.api_key is not None:
+        values.add(config.api_key.reveal())
+    return sorted((v for v in values if len(v) >= SECRET_MIN_LENGTH), key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with each of `secrets` replaced by `[redacted]`."""
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -435,6 +507,30 @@ def save_config(home: Path, config: Config) -> None:
     text += "\n" + body if body else ""
     make_dir(home)
     write_atomic(config_path(home), text.encode("utf-8"))
+
+
+def save_models(
+    home: Path,
+    *,
+    model: str | None = None,
+    memory_model: str | None = None,
+    memory_effort: str | None = None,
+) -> None:
+    """Change the turn model, or the compaction model and effort, in `<home>/config.toml`; None
+    leaves a setting as it is. A bad value, or a file that cannot be read or written, is a
+    ConfigError (one line), and then nothing is written."""
+    config = load_config(home)
+    memory = config.memory
+    memory = replace(
+        memory,
+        model=memory.model if memory_model is None else memory_model,
+        effort=memory.effort if memory_effort is None else memory_effort,
+    )
+    changed = replace(config, model=config.model if model is None else model, memory=memory)
+    try:
+        save_config(home, changed)
+    except OSError as error:
+        raise ConfigError(f"cannot write {config_path(home)}: {error.strerror or error}") from None
 
 
 def _to_write(config: Config) -> dict[str, Value]:

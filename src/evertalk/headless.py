@@ -7,8 +7,8 @@ them for this run. If the turn starts subagents, the run goes on until they have
 turns their reports start have ended: a subagent is never left cut off halfway.
 
 Exit status: 0 when every turn ended normally; 1 with a one-line error on standard error (no
-provider configured, the chat open in another process, a failed model call, a turn stopped);
-130 when interrupted.
+provider configured, a setting or the instructions file that cannot be used, the chat open in
+another process, a failed model call, a turn stopped); 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from evertalk.agent.events import (
 from evertalk.agent.session import Agent, NotConfigured
 from evertalk.config import ConfigError
 from evertalk.providers.base import ProviderError
-from evertalk.store.errors import StoreError
+from evertalk.store.errors import StoreError, describe
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -77,6 +77,10 @@ async def _run(
             return printer.status
     except (ConfigError, StoreError, NotConfigured, ProviderError) as error:
         return _fail(str(error))
+    except BrokenPipeError:
+        raise  # the reader of the output left: the command line ends quietly
+    except OSError as error:  # the home folder itself cannot be used: one line, not a traceback
+        return _fail(describe(error))
 
 
 def _fail(message: str) -> int:

@@ -20,9 +20,8 @@ class CommandError(Exception):
 def run_memory_command(args: argparse.Namespace, home: Path) -> int:
     chat_dir = home / "chat"
     if not (chat_dir / "main").is_dir():
-        if args.command is None:  # bare `evertalk` on a new machine: nothing is wrong
-            print(f"No chat yet in {chat_dir}: it starts with your first message.")
-            return 0
+        if args.action == "status":  # a new user (or bare `evertalk` in a pipe): nothing is wrong
+            return _no_chat_yet(chat_dir, as_json=getattr(args, "json", False))
         return _fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
     try:
         chat = Chat.open(chat_dir, readonly=True)
@@ -36,6 +35,14 @@ def run_memory_command(args: argparse.Namespace, home: Path) -> int:
         return _fail(str(error))
     finally:
         chat.close()
+
+
+def _no_chat_yet(chat_dir: Path, *, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"path": str(chat_dir), "exists": False, "messages": 0}))
+    else:
+        print(f"No chat yet in {chat_dir}: it starts with your first message.")
+    return 0
 
 
 def _run(chat: Chat, args: argparse.Namespace) -> int:

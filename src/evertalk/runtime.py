@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evertalk.config import Config, load_config
+from evertalk.config import Config, ConfigError, load_config
 from evertalk.prompts import system_text
 
 if TYPE_CHECKING:
@@ -59,7 +59,15 @@ class Runtime:
 
 
 def read_instructions(home: Path) -> str:
+    """The user's instructions; "" when there are none. A file that cannot be used is a
+    ConfigError naming it: every entry point reports those as one line, and a turn must not
+    run without the instructions the user wrote."""
+    path = home / INSTRUCTIONS_NAME
     try:
-        return (home / INSTRUCTIONS_NAME).read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return ""
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None

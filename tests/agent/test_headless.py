@@ -185,3 +185,21 @@ def test_a_crash_mid_turn_loses_and_repeats_nothing(home: Path, fake: AnthropicF
         if line.startswith("{")
     ]
     assert sorted(ids) == list(range(len(after)))
+
+
+def test_workdir_flag_and_setting(home: Path, fake: AnthropicFake, tmp_path: Path) -> None:
+    flagged, configured = tmp_path / "flagged", tmp_path / "configured"
+    flagged.mkdir()
+    configured.mkdir()
+    pwd = ToolCall("shell", {"command": "pwd"})
+    fake.behaviour.push(  # type: ignore[attr-defined]
+        reply(pwd), answer("1"), reply(pwd), answer("2"), reply(pwd), answer("3")
+    )
+    assert run(home, "-p", "where?", "--allow", "shell").returncode == 0  # cwd: home
+    config = home / "config.toml"  # the setting goes first: the file ends with a table
+    config.write_text(f'workdir = "{configured}"\n' + config.read_text())
+    assert run(home, "-p", "where?", "--allow", "shell").returncode == 0
+    result = run(home, "-p", "where?", "--allow", "shell", "--workdir", str(flagged))
+    assert result.returncode == 0, result.stderr
+    echoes = [text for kind, text in log_of(home) if kind == "echo"]
+    assert echoes == [f"shell: {where}\n[exit status 0]" for where in (home, configured, flagged)]

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from evertalk.agent.permissions import Decision
+from evertalk.agent.permissions import AskedInput, Decision
 from evertalk.agent.policy import DENIED, GUARDED, Policy, parse_grants
 from evertalk.config import ToolPolicies
 
@@ -106,3 +106,16 @@ def test_grants_are_checked() -> None:
     with pytest.raises(ValueError, match="zoom"):
         Policy(ToolPolicies(), granted=["zoom"])
     assert GUARDED == ("shell", "read", "write", "edit")
+
+
+async def test_the_question_names_the_subagent_that_asks() -> None:
+    asker = ScriptedAsker("once", "once")
+    policy = Policy(ToolPolicies(), interactive=True)
+    assert await policy.permit("shell", {"command": "ls"}, asker, agent="Scout")
+    assert await policy.permit("shell", {"command": "ls"}, asker)
+    (tool, by_scout), (_, by_turn) = asker.asked
+    # the input an asker gets is still the tool's input (older askers read only that) …
+    assert tool == "shell" and by_scout == by_turn == {"command": "ls"}
+    # … and says whose call it is: a subagent's name, or None for the main turn
+    assert isinstance(by_scout, AskedInput) and by_scout.agent == "Scout"
+    assert getattr(by_turn, "agent", "missing") is None

@@ -12,6 +12,7 @@ from test_turn_support import (
     collect_turn,
     log_of,
     opened,
+    provider_for,
     script,
     texts,
     turn_bodies,
@@ -28,6 +29,7 @@ from evertalk.agent.events import (
     TurnStarted,
 )
 from evertalk.agent.session import Agent, NotConfigured
+from evertalk.agent.turn import CONTEXT_BUDGET, Limits
 from evertalk.chat import Chat
 from evertalk.store.errors import ChatLocked
 from fakes import AnthropicFake, ToolCall, reply, slow, summarizer
@@ -115,7 +117,13 @@ async def test_a_message_held_when_the_app_quits_is_logged(home: Path) -> None:
                 if isinstance(event, TurnStarted):
                     break
         agent.submit("typed while Ever worked")  # held: the turn never reaches a tool call
-    assert log_of(home) == [("user", "first"), ("user", "typed while Ever worked")]
+    log = log_of(home)
+    assert [m for m in log if m[0] == "user"] == [
+        ("user", "first"),
+        ("user", "typed while Ever worked"),
+    ]
+    # besides them, at most the turn's note that it was cut off
+    assert all(text.startswith("turn stopped:") for kind, text in log if kind != "user")
 
 
 async def test_cancel_while_settling_keeps_the_message(tmp_path: Path) -> None:
@@ -176,3 +184,25 @@ async def test_open_refuses_a_locked_chat_and_a_missing_key(
         async with Agent.open(bare, asker=None):
             pass
     assert not (bare / "chat").exists()
+
+
+async def test_the_context_window_and_workdir_come_from_config(home: Path, tmp_path: Path) -> None:
+    fake = AnthropicFake(script())
+    provider = provider_for(fake)
+    try:
+        async with Agent.open(home, asker=None, provider=provider) as agent:
+            assert agent.limits == Limits()  # nothing set: the turn's defaults
+            assert agent.limits.context_budget == CONTEXT_BUDGET
+            assert agent.workdir == Path.cwd().resolve()
+        folder = tmp_path / "projects"
+        folder.mkdir()
+        config = home / "config.toml"
+        config.write_text(
+            f'workdir = "{folder}"\n' + config.read_text() + "\n[turn]\ncontext_window = 32000\n"
+        )
+        async with Agent.open(home, asker=None, provider=provider) as agent:
+            assert agent.limits.context_budget == 32_000
+            assert agent.limits.max_tokens == 8_000  # a quarter: the prompt keeps the rest
+            assert agent.workdir == folder.resolve()
+    finally:
+        await provider.aclose()

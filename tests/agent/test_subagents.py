@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_turn_support import (
+    DAY_ONE,
     collect_turn,
+    fixed_clock,
     log_of,
     opened,
+    provider_for,
     records_of,
     script,
     texts,
@@ -18,8 +22,10 @@ from test_turn_support import (
 )
 
 from evertalk.agent.events import Delivered, ToolFinished, TurnStarted
-from evertalk.agent.subagents import MAX_RUNNING, AgentLog
-from fakes import AnthropicFake, Call, ToolCall, reply, slow
+from evertalk.agent.permissions import Decision
+from evertalk.agent.session import Agent
+from evertalk.agent.subagents import MAX_RUNNING, AgentLog, quit_report
+from fakes import AnthropicFake, Call, ToolCall, constant, reply, sequence, slow
 from fakes import chat as answer
 
 pytestmark = pytest.mark.anyio
@@ -126,8 +132,11 @@ async def test_at_most_eight_at_once_and_names_are_unique(home: Path) -> None:
     assert [e.is_error for e in results] == [False] * MAX_RUNNING + [True, True]
     assert "8 subagents are running" in results[MAX_RUNNING].output
     assert "already" in results[-1].output
-    # closing cancelled them: no report was logged
-    assert not any(kind == "work" for kind, _ in log_of(home))
+    # closing cancelled them, and the main chat says so for each (later turns must not think
+    # they still run), with `agent` set like a report
+    stopped = [(r["text"], r.get("agent")) for r in records_of(home) if r["kind"] == "work"]
+    assert sorted(stopped) == sorted((quit_report(f"A{n}"), f"A{n}") for n in range(MAX_RUNNING))
+    assert all(text.startswith(f"[{agent}] stopped unfinished") for text, agent in stopped)
 
 
 def test_agent_log_pages_and_modes(tmp_path: Path) -> None:
@@ -141,3 +150,43 @@ def test_agent_log_pages_and_modes(tmp_path: Path) -> None:
     assert day.stat().st_mode & 0o777 == 0o600
     records = [json.loads(line) for line in day.read_text().splitlines()]
     assert "".join(r["text"] for r in records) == "y " * 40_000
+
+
+class RecordingAsker:
+    """Says "once" to everything, and keeps who asked about what."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def ask(self, tool: str, tool_input: dict[str, Any]) -> Decision:
+        self.asked.append((tool, tool_input))
+        return "once"
+
+
+async def test_a_subagents_question_names_it(home: Path) -> None:
+    fake = AnthropicFake(
+        script()
+        .route(
+            lambda call: "you are the subagent Runner," in call.turns[0][1],
+            sequence(constant(reply(ToolCall("shell", {"command": "true"}))), answer("Ran it.")),
+        )
+        .push(
+            reply(ToolCall("agent", {"name": "Runner", "task": "run true"})),
+            answer("Runner started."),
+            answer("Runner ran it."),
+        )
+    )
+    asker = RecordingAsker()
+    provider = provider_for(fake)
+    try:
+        async with Agent.open(
+            home, asker=asker, provider=provider, workdir=home, clock=fixed_clock(DAY_ONE)
+        ) as agent:
+            agent.submit("have Runner run true")
+            await collect_turn(agent, turns=2)
+    finally:
+        await provider.aclose()
+    assert [(tool, getattr(asked, "agent", None)) for tool, asked in asker.asked] == [
+        ("shell", "Runner")
+    ]
+    assert ("work", "[Runner] Ran it.") in log_of(home)

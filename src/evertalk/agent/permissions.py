@@ -7,7 +7,18 @@ from typing import Any, Literal, Protocol
 Decision = Literal["once", "always", "deny"]
 
 
+class AskedInput(dict[str, Any]):
+    """The input of a call the user is asked about: the tool's input as before (a plain dict to
+    an asker that looks no further), plus `agent`, the subagent whose call it is, or None for
+    the main turn. It rides on the input so that askers written before it keep working."""
+
+    def __init__(self, tool_input: dict[str, Any], agent: str | None = None) -> None:
+        super().__init__(tool_input)
+        self.agent = agent
+
+
 class Asker(Protocol):
-    """The terminal app asks the user; headless mode has no asker (`ask` counts as `deny`)."""
+    """The terminal app asks the user; headless mode has no asker (`ask` counts as `deny`).
+    `tool_input` is an `AskedInput`: `getattr(tool_input, "agent", None)` names the subagent."""
 
     async def ask(self, tool: str, tool_input: dict[str, Any]) -> Decision: ...

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import anyio
 
-from evertalk.agent.permissions import Asker
+from evertalk.agent.permissions import AskedInput, Asker
 from evertalk.config import Policy as Rule
 from evertalk.config import ToolPolicies
 
@@ -62,12 +62,27 @@ class Policy:
         rule: Rule = getattr(self.policies, tool)
         return rule
 
-    async def permit(self, tool: str, tool_input: dict[str, Any], asker: Asker | None) -> bool:
+    async def permit(
+        self,
+        tool: str,
+        tool_input: dict[str, Any],
+        asker: Asker | None,
+        *,
+        agent: str | None = None,
+    ) -> bool:
         """Whether this call may run; asks the user when the rule says so and someone can."""
-        return await self.check(tool, tool_input, asker) is None
+        return await self.check(tool, tool_input, asker, agent=agent) is None
 
-    async def check(self, tool: str, tool_input: dict[str, Any], asker: Asker | None) -> str | None:
-        """None when the call may run, else the one-line refusal the model gets."""
+    async def check(
+        self,
+        tool: str,
+        tool_input: dict[str, Any],
+        asker: Asker | None,
+        *,
+        agent: str | None = None,
+    ) -> str | None:
+        """None when the call may run, else the one-line refusal the model gets. `agent` is
+        the subagent whose call it is (None: the main turn), for the question to name."""
         rule = self.rule(tool)
         if rule is None or rule == "allow":
             return None
@@ -83,7 +98,7 @@ class Policy:
         async with self._asking:
             if self._remembered(tool, tool_input):  # "always" given while this call waited
                 return None
-            decision = await asker.ask(tool, tool_input)
+            decision = await asker.ask(tool, AskedInput(tool_input, agent))
             if decision == "once":
                 return None
             if decision == "always":

@@ -12,6 +12,9 @@ line of the view to be built (`Settling`), renders the view, logs the message, a
 is held and delivered between two tool calls, or, if the turn ends first, starts the next turn
 together with any other held message (SPEC §6.4). A subagent's report is held the same way.
 Nothing carries over from one turn to the next but the view.
+
+No known secret (the configured key, the credential variables' values) reaches the log: the
+Toolbox redacts every tool result, and every append of the session goes through `RedactingLog`.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -33,10 +36,27 @@ from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
 from evertalk.agent.subagents import AgentLog, Subagents
 from evertalk.agent.tools import Toolbox, ToolContext
-from evertalk.agent.turn import Ending, Held, ImageStore, Limits, MessageLog, TurnLoop, one_line
+from evertalk.agent.turn import (
+    TURN_MAX_TOKENS,
+    Ending,
+    Held,
+    ImageStore,
+    Limits,
+    MessageLog,
+    TurnLoop,
+    one_line,
+)
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
-from evertalk.config import KEY_VARIABLES, Config, config_path
+from evertalk.config import (
+    AUTH_TOKEN_VARIABLE,
+    KEY_VARIABLES,
+    Config,
+    config_path,
+    redact,
+    save_models,
+    secret_values,
+)
 from evertalk.ledger import Ledger, ledger_path
 from evertalk.memory import Node
 from evertalk.prompts import TOOLS, turn_header
@@ -64,12 +84,21 @@ def configuration_problem(home: Path, config: Config) -> str | None:
     variable = KEY_VARIABLES.get(config.provider)
     if config.api_key is not None or variable is None:
         return None  # a local server needs no key
-    if config.provider == "anthropic" and os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+    if config.provider == "anthropic" and os.environ.get(AUTH_TOKEN_VARIABLE):
         return None
     return (
         f"no provider is configured: set {variable}, or api_key in {config_path(home)} "
         "(running evertalk in a terminal sets one up)"
     )
+
+
+def limits_for(config: Config) -> Limits:
+    """The turn's limits for the configured context window. A small window also gets a smaller
+    output cap, so that the prompt keeps three quarters of it; no window set: the defaults."""
+    window = config.turn.context_window
+    if window is None:
+        return Limits()
+    return Limits(max_tokens=min(TURN_MAX_TOKENS, window // 4), context_budget=window)
 
 
 @dataclass(frozen=True)
@@ -111,6 +140,28 @@ class CompactingLog:
         return ids
 
 
+@dataclass(frozen=True)
+class RedactingLog:
+    """A log that replaces the known secrets in every text before it is written: tool calls
+    (the model may repeat a key it was shown), results and replies alike (SPEC §1.7: the log
+    holds everything, forever)."""
+
+    inner: MessageLog
+    secrets: Sequence[str]
+
+    def append(
+        self,
+        kind: str,
+        text: str,
+        *,
+        key: str | None = None,
+        images: list[str] | None = None,
+        agent: str | None = None,
+    ) -> list[int]:
+        text = redact(text, self.secrets)
+        return self.inner.append(kind, text, key=key, images=images, agent=agent)
+
+
 def _local_now() -> datetime:
     return datetime.now().astimezone()
 
@@ -144,13 +195,19 @@ class Agent:
         self.clock = clock
         self.limits = limits
         self.model = runtime.config.model
+        self.secrets = secret_values(runtime.config)
         self.settle_timeout = runtime.config.memory.settle_timeout
         self.agents_dir = chat.store.path / "agents"
         self.images = ImageStore(chat.store.path / "images")
         where = str(home.resolve()).encode("utf-8", "surrogateescape")
         self.cache_key = "evertalk-turn-" + hashlib.sha256(where).hexdigest()[:32]  # per chat
         self.subagents = Subagents(
-            self.agents_dir, group, self._run_subagent, self._hold, self._changed
+            self.agents_dir,
+            group,
+            self._run_subagent,
+            self._hold,
+            self._changed,
+            record=self._record_now,
         )
         self.turn_cost = 0.0
         self._held: list[Held] = []
@@ -216,9 +273,11 @@ class Agent:
                             compactor=compactor,
                             toolbox=Toolbox(policy, asker),
                             ledger=ledger,
-                            workdir=(workdir or Path.cwd()).resolve(),
+                            workdir=(
+                                workdir or runtime.config.workdir_path or Path.cwd()
+                            ).resolve(),
                             clock=clock or _local_now,
-                            limits=limits or Limits(),
+                            limits=limits or limits_for(runtime.config),
                             group=group,
                         )
                         group.start_soon(agent._compact)
@@ -265,6 +324,25 @@ class Agent:
         with suppress(anyio.ClosedResourceError):
             async for event in self._receiver:
                 yield event
+
+    def use_model(self, model: str) -> None:
+        """Turns use `model` from the next one on, and config.toml keeps it for the next start.
+        A running turn ends on the model it began with: the thoughts it sends back are signed
+        by that model. A bad name or a file that cannot be written is a ConfigError (one
+        line), and then nothing changes."""
+        save_models(self.home, model=model)
+        self.model = model
+        self._changed()
+
+    def use_memory_model(self, model: str, effort: str | None) -> None:
+        """The compactor uses `model` (and `effort`; None keeps the current one) from its next
+        call on, and config.toml keeps them for the next start. A ConfigError (one line), and
+        no change, for a bad value or a file that cannot be written."""
+        save_models(self.home, memory_model=model, memory_effort=effort)
+        settings = self.compactor.settings
+        effort = settings.effort if effort is None else effort
+        self.compactor.settings = replace(settings, model=model, effort=effort)
+        self._changed()
 
     def cancel(self) -> None:
         """Cancel the running turn, at once; what it logged stays logged."""
@@ -393,9 +471,26 @@ class Agent:
     def _log_held(self, held: list[Held]) -> list[int]:
         ids: list[int] = []
         for message in held:
-            ids += self.chat.append(message.kind, message.text, agent=message.agent)
+            text = redact(message.text, self.secrets)
+            ids += self.chat.append(message.kind, text, agent=message.agent)
         self.compactor.message_logged()
         return ids
+
+    def _record_now(self, held: Held) -> None:
+        """Log a subagent's message at once, not held for a turn: it was stopped at quit,
+        when no turn will come to take it."""
+        self._log_held([held])
+
+    def _context(self, *, agent: str | None = None) -> ToolContext:
+        return ToolContext(
+            self.chat,
+            self.workdir,
+            self.agents_dir,
+            is_subagent=agent is not None,
+            start_agent=None if agent is not None else self.subagents.start,
+            agent=agent,
+            secrets=self.secrets,
+        )
 
     async def _turn(self) -> None:
         self._turning = True
@@ -426,22 +521,16 @@ class Agent:
         ids = self._log_held(held)
         self._emit(TurnStarted(ids))
         opening = turn_header(self.clock()) + "\n" + "\n\n".join(m.text for m in held)
-        context = ToolContext(
-            self.chat,
-            self.workdir,
-            self.agents_dir,
-            is_subagent=False,
-            start_agent=self.subagents.start,
-        )
-        log = CompactingLog(self.chat, self.compactor)
-        ending = await self._loop(log, context, master=True).run(view, opening, ids[0])
+        log = RedactingLog(CompactingLog(self.chat, self.compactor), self.secrets)
+        ending = await self._loop(log, self._context(), master=True).run(view, opening, ids[0])
         return ending.event
 
-    async def _run_subagent(self, name: str, task: str, log: AgentLog) -> Ending:
+    async def _run_subagent(self, name: str, task: str, agent_log: AgentLog) -> Ending:
         await self._settle(_discard)
         view = self.chat.render_view()
+        log = RedactingLog(agent_log, self.secrets)
         log.append("user", task)
-        context = ToolContext(self.chat, self.workdir, self.agents_dir, is_subagent=True)
+        context = self._context(agent=name)
         opening = turn_header(self.clock(), subagent_marker(name)) + "\n" + task
         return await self._loop(log, context, master=False).run(view, opening, name)
 

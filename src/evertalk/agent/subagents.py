@@ -5,11 +5,14 @@
 loop and its own log in `chat/agents/<Name>/YYYY-MM-DD.jsonl` (the records of §1.2, ids from 0).
 Its final reply comes back to the main chat as one `work` message `[Name] reply`: between the
 tool calls of a running turn, or as the start of a new turn. The master never waits for one;
-at most 8 run at once, and a subagent cannot start another (depth 1).
+at most 8 run at once, and a subagent cannot start another (depth 1). One still working when
+evertalk quits is cancelled, and the main chat says so at once, so that later turns do not take
+it for running.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -81,6 +84,14 @@ Runner = Callable[[str, str, AgentLog], Awaitable[Ending]]
 """Runs a subagent's loop: (name, task, log) → how it ended (the session provides it)."""
 
 
+def quit_report(name: str) -> str:
+    """The main chat's `work` message for a subagent cut off by the end of the process."""
+    return (
+        f'[{name}] stopped unfinished: evertalk quit while it was working. zoom("{name}") '
+        "shows how far it got."
+    )
+
+
 class Subagents:
     """The subagents of one session: started in the session's task group, cancelled with it."""
 
@@ -92,11 +103,16 @@ class Subagents:
         deliver: Callable[[Held], None],
         changed: Callable[[], None] = lambda: None,
         limit: int = MAX_RUNNING,
+        *,
+        record: Callable[[Held], None] | None = None,
     ) -> None:
+        """`deliver` holds a report for a turn; `record` logs a message in the main chat at
+        once, synchronously (used at quit, when no turn will come; None: nothing is logged)."""
         self.agents_dir = agents_dir
         self.group = group
         self._run = run
         self._deliver = deliver
+        self._record = record
         self._changed = changed
         self.limit = limit
         self.running: set[str] = set()
@@ -136,7 +152,9 @@ class Subagents:
                 if ending.final:
                     report += "\n\n" + ending.final
         except anyio.get_cancelled_exc_class():
-            raise  # the session closes: nothing to report
+            # only the session's closing cancels a subagent: no turn will take a held report
+            self._quit(name)
+            raise
         except Exception as error:  # a bug in one subagent must not end the session
             report = f"stopped before finishing: {type(error).__name__}: {error}"
         finally:
@@ -145,3 +163,12 @@ class Subagents:
             if report is not None:
                 self._deliver(Held("work", f"[{name}] {report}", agent=name))
             self._changed()
+
+    def _quit(self, name: str) -> None:
+        """Say in the main chat that `name` was cut off. The append is synchronous, so the
+        cancellation cannot interrupt it, and a failing disk must not turn the quit into an
+        error: the subagent's own log still shows what it did."""
+        if self._record is None:
+            return
+        with contextlib.suppress(Exception):
+            self._record(Held("work", quit_report(name), agent=name))

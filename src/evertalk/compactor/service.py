@@ -49,6 +49,9 @@ class UnusableReply(Exception):
 
 @dataclass(frozen=True)
 class CompactorSettings:
+    """Read afresh for every request: replacing `Compactor.settings` changes the model and
+    effort from the next call on (`Agent.use_memory_model`)."""
+
     model: str
     effort: str | None = "high"
     concurrency: int = 8
@@ -251,13 +254,14 @@ class Compactor:
         with anyio.fail_after(self.settings.deadline):
             finished = await collect(self.provider, request)
         self.calls += 1
-        cost = price_of(self.provider.name, self.settings.model, finished.usage)
+        # the request's model, not the settings': they may change while the call runs
+        cost = price_of(self.provider.name, request.model, finished.usage)
         self.cost += cost or 0.0
         if self.ledger is not None:
             self.ledger.record(
                 role="compaction",
                 provider=self.provider.name,
-                model=self.settings.model,
+                model=request.model,
                 usage=finished.usage,
                 cost=cost,
                 duration_ms=(time.monotonic() - started) * 1e3,

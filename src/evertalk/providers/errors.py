@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from evertalk.config import redact, secret_values
+
 from .base import ErrorKind, ProviderError
 
 MESSAGE_LIMIT = 300
@@ -52,10 +54,11 @@ def kind_for_type(error_type: object) -> ErrorKind | None:
 
 
 def clean(message: str, secrets: Iterable[str | None]) -> str:
-    """One line, no secret in it, not too long."""
-    for secret in secrets:
-        if secret:
-            message = message.replace(secret, "[redacted]")
+    """One line, no secret in it, not too long. Besides the adapter's own `secrets`, the
+    credential variables' values go too: an SDK may have used one the adapter never saw."""
+    known = [secret for secret in secrets if secret]
+    message = redact(message, sorted(known, key=len, reverse=True))
+    message = redact(message, secret_values())
     line = " ".join(message.split())
     if len(line) > MESSAGE_LIMIT:
         line = line[: MESSAGE_LIMIT - 1] + "…"

@@ -6,12 +6,13 @@ memory-tool input, a store error) into an error outcome whose text is one line (
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 from evertalk.chat import Chat
+from evertalk.config import redact
 from evertalk.memory.text import MESSAGE_LIMIT, clip_output, flatten
 from evertalk.providers.base import Image, Text
 
@@ -48,6 +49,15 @@ class ToolOutcome:
         """The `echo` text of SPEC §6.3: the tool's name, `: `, the output, clipped by §1.5."""
         return clip_output(f"{name}: {self.text}")
 
+    def redacted(self, secrets: Sequence[str]) -> ToolOutcome:
+        """The outcome with every known secret in its text replaced by `[redacted]`."""
+        if not secrets:
+            return self
+        content = [
+            Text(redact(p.text, secrets)) if isinstance(p, Text) else p for p in self.content
+        ]
+        return replace(self, content=content)
+
 
 def result(
     text: str, images: list[Image] | None = None, names: tuple[str, ...] = ()
@@ -76,13 +86,16 @@ StartAgent = Callable[[str, str], Awaitable[str]]
 
 @dataclass
 class ToolContext:
-    """Where a call runs: the chat, the working directory, the subagents' folder."""
+    """Where a call runs: the chat, the working directory, the subagents' folder, and who runs
+    it, with the secrets its results must not show."""
 
     chat: Chat  # the main chat (memory tools read it)
     workdir: Path  # where shell runs and relative paths resolve
     agents_dir: Path  # chat/agents/ (zoom(name) reads chat/agents/<Name>/*.jsonl)
     is_subagent: bool = False  # inside a subagent `agent` returns an error (depth 1)
     start_agent: StartAgent | None = None  # (name, task) -> confirmation; None = unavailable
+    agent: str | None = None  # the subagent whose call this is (named when the user is asked)
+    secrets: Sequence[str] = ()  # `config.secret_values()`: redacted from every result
 
 
 @dataclass

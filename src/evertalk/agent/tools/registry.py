@@ -2,7 +2,8 @@
 
 `Toolbox.run` never raises for a bad input, a refusal, a timeout or an OS error: each of those is
 an error outcome whose text is one line. Cancellation (the user stopped the turn) still propagates,
-after the shell tool has killed its command.
+after the shell tool has killed its command. Every outcome leaves with the known secrets redacted
+(`ToolContext.secrets`): a `read` of config.toml or a `cat .env` must not put a key in the log.
 """
 
 from __future__ import annotations
@@ -59,7 +60,14 @@ class Toolbox:
 
     async def run(self, name: str, tool_input: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Validate, check permission, run. Unknown tool, bad input, refusal, timeout or OS
-        error: an error outcome with a one-line text."""
+        error: an error outcome with a one-line text. No known secret is left in the text."""
+        outcome = await self._run(name, tool_input, ctx)
+        outcome = outcome.redacted(ctx.secrets)
+        if name in MEMORY_TOOLS:
+            return outcome
+        return clip(outcome, output_limit(name))  # `[redacted]` may be longer than its secret
+
+    async def _run(self, name: str, tool_input: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         parse = PARSERS.get(name)
         if parse is None:
             return failure(f"there is no tool {name!r} (the tools: {', '.join(PARSERS)})")
@@ -67,7 +75,7 @@ class Toolbox:
             return failure(DEPTH_ERROR)
         try:
             call = parse(tool_input)
-            refusal = await self.policy.check(name, tool_input, self.asker)
+            refusal = await self.policy.check(name, tool_input, self.asker, agent=ctx.agent)
             if refusal is not None:
                 return failure(refusal)
             limit = output_limit(name)
@@ -78,9 +86,7 @@ class Toolbox:
             return failure(describe(error))
         except StoreError as error:
             return failure(f"the chat cannot be read: {error}")
-        if name in MEMORY_TOOLS:
-            return outcome
-        return clip(outcome, limit)
+        return outcome
 
 
 def clip(outcome: ToolOutcome, limit: int) -> ToolOutcome:

@@ -22,7 +22,7 @@ import anyio.abc
 
 from evertalk.agent.tools.base import Args, RunState, ToolContext, ToolError, ToolOutcome
 from evertalk.agent.tools.output import ClipBuffer
-from evertalk.config import KEY_VARIABLES
+from evertalk.config import CREDENTIAL_VARIABLES
 from evertalk.providers.base import Text
 
 DEFAULT_TIMEOUT = 120
@@ -44,10 +44,9 @@ def parse_shell(tool_input: object) -> ShellCall:
 
 
 def shell_environment(base: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The environment commands run with: ours, without the providers' API keys, so that a
+    """The environment commands run with: ours, without the credential variables, so that a
     command like `env` cannot copy a key into the log (which is kept forever and summarized)."""
-    hidden = set(KEY_VARIABLES.values())
-    return {name: value for name, value in base.items() if name not in hidden}
+    return {name: value for name, value in base.items() if name not in CREDENTIAL_VARIABLES}
 
 
 @dataclass(frozen=True)
