@@ -46,6 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="with -p: let these tools run without asking, e.g. shell,write,edit",
     )
     parser.add_argument(
+        "--image",
+        dest="images",
+        metavar="FILE",
+        type=Path,
+        action="append",
+        help="with -p: attach an image (PNG, JPEG, GIF or WebP) to the message; repeatable",
+    )
+    parser.add_argument(
         "--workdir",
         metavar="DIR",
         type=Path,
@@ -108,8 +116,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         args.workdir = _workdir(args.workdir)
     if args.prompt is not None:
         return _headless(args)
-    if args.json_events or args.allow is not None:
-        raise UsageError("--json and --allow go with -p MESSAGE")
+    if args.json_events or args.allow is not None or args.images:
+        raise UsageError("--json, --allow and --image go with -p MESSAGE")
     if args.command == "usage":
         from evertalk.usage_cli import run_usage_command
 
@@ -157,6 +165,7 @@ def _in_a_terminal() -> bool:
 
 
 def _headless(args: argparse.Namespace) -> int:
+    from evertalk.agent.images import ImageError, read_image
     from evertalk.agent.policy import parse_grants
     from evertalk.headless import run_headless
 
@@ -166,12 +175,21 @@ def _headless(args: argparse.Namespace) -> int:
         grants = parse_grants(args.allow or "")
     except ValueError as error:
         raise UsageError(str(error)) from None
+    try:  # read now: a wrong file is the command line's mistake, before any chat is opened
+        images = [read_image(path) for path in args.images or ()]
+    except ImageError as error:
+        raise UsageError(f"--image {error}") from None
     message = sys.stdin.read() if args.prompt == "-" else args.prompt
     if args.prompt == "-":
         message = message.removesuffix("\n")
     home = args.home or default_home()
     return run_headless(
-        home, message, as_json=args.json_events, grants=grants, workdir=args.workdir
+        home,
+        message,
+        as_json=args.json_events,
+        grants=grants,
+        workdir=args.workdir,
+        images=images,
     )
 
 

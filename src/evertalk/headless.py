@@ -33,7 +33,7 @@ from evertalk.agent.events import (
 )
 from evertalk.agent.session import Agent, NotConfigured
 from evertalk.config import ConfigError
-from evertalk.providers.base import ProviderError
+from evertalk.providers.base import Image, ProviderError
 from evertalk.store.errors import StoreError, describe
 
 EXIT_OK = 0
@@ -48,23 +48,30 @@ def run_headless(
     as_json: bool = False,
     grants: Sequence[str] = (),
     workdir: Path | None = None,
+    images: Sequence[Image] = (),
 ) -> int:
-    """Run the turn for `message` and print its reply (or its events); the exit status."""
+    """Run the turn for `message` (with its images) and print its reply (or its events); the
+    exit status."""
     try:
-        return anyio.run(_run, home, message, as_json, tuple(grants), workdir)
+        return anyio.run(_run, home, message, as_json, tuple(grants), workdir, tuple(images))
     except KeyboardInterrupt:
         print("evertalk: interrupted; what was logged stays", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
 async def _run(
-    home: Path, message: str, as_json: bool, grants: tuple[str, ...], workdir: Path | None
+    home: Path,
+    message: str,
+    as_json: bool,
+    grants: tuple[str, ...],
+    workdir: Path | None,
+    images: tuple[Image, ...],
 ) -> int:
     if not message.strip():
         return _fail("the message is empty")
     try:
         async with Agent.open(home, asker=None, granted=grants, workdir=workdir) as agent:
-            agent.submit(message)
+            agent.submit(message, images)
             printer: JsonPrinter | ReplyPrinter
             if as_json:
                 printer = JsonPrinter(sys.stdout, sys.stderr)

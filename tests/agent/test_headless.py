@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_turn_support import API_KEY, log_of, script, write_config
+from test_turn_support import API_KEY, log_of, script, turn_bodies, write_config
 
 from evertalk.chat import Chat
 from fakes import AnthropicFake, Fail, ToolCall, reply, serve, slow
@@ -203,3 +203,24 @@ def test_workdir_flag_and_setting(home: Path, fake: AnthropicFake, tmp_path: Pat
     assert result.returncode == 0, result.stderr
     echoes = [text for kind, text in log_of(home) if kind == "echo"]
     assert echoes == [f"shell: {where}\n[exit status 0]" for where in (home, configured, flagged)]
+
+
+def test_images_attached_with_the_flag(home: Path, fake: AnthropicFake, tmp_path: Path) -> None:
+    picture = tmp_path / "shot.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x01" * 30)
+    fake.behaviour.push(answer("A screenshot."))  # type: ignore[attr-defined]
+    result = run(home, "-p", "what is this?", "--image", str(picture))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "A screenshot.\n"
+    opening = turn_bodies(fake)[0]["messages"][0]["content"]
+    assert [block["type"] for block in opening[-2:]] == ["text", "image"]
+    assert opening[-1]["source"]["media_type"] == "image/png"
+
+    not_image = tmp_path / "notes.png"
+    not_image.write_text("plain text")
+    for path in (not_image, tmp_path / "missing.png"):
+        refused = run(home, "-p", "and this?", "--image", str(path))
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert refused.stderr.count("\n") == 1 and str(path) in refused.stderr
+    assert len(turn_bodies(fake)) == 1  # a refused image sends nothing
+    assert run(home, "--image", str(picture)).returncode == 2  # only with -p

@@ -3,8 +3,6 @@ log keeps, the tool loop, errors, cancel and the context budget (SPEC §6.1–§
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from pathlib import Path
 
@@ -34,10 +32,9 @@ from evertalk.agent.events import (
     TurnEnded,
     TurnStarted,
 )
-from evertalk.agent.turn import ImageStore, Limits
+from evertalk.agent.turn import Limits
 from evertalk.chat import Chat
 from evertalk.prompts import turn_header
-from evertalk.providers.base import Image
 from evertalk.runtime import Runtime
 from fakes import AnthropicFake, Fail, Thinking, ToolCall, reply, slow, summarizer
 from fakes import chat as answer
@@ -269,18 +266,6 @@ async def test_two_turns_on_different_days_send_identical_tools_and_system(home:
         assert len(dumped) == 1, field
     tails = [texts(body["messages"][0]["content"])[-1] for body in bodies]
     assert "2026-10-08" in tails[0] and "2026-10-09" in tails[1] and "2026-11-30" in tails[2]
-
-
-def test_images_of_results_are_stored_once_and_privately(tmp_path: Path) -> None:
-    store = ImageStore(tmp_path / "chat" / "images")
-    data = b"\x89PNG\r\n\x1a\n fake image bytes"
-    image = Image("image/png", base64.b64encode(data).decode())
-    name = store.save(image)
-    assert name == hashlib.sha256(data).hexdigest() + ".png"
-    assert store.save(image) == name
-    path = tmp_path / "chat" / "images" / name
-    assert path.read_bytes() == data and path.stat().st_mode & 0o777 == 0o600
-    assert store.save(Image("image/png", "not base64!")) is None
 
 
 async def test_a_loop_that_never_ends_stops_at_max_steps(home: Path) -> None:

@@ -21,9 +21,10 @@ from test_turn_support import (
 )
 
 from evertalk.agent.events import AgentEvent, Delivered, TextDelta, ToolStarted, TurnEnded
+from evertalk.agent.images import ImageStore
 from evertalk.agent.policy import Policy
 from evertalk.agent.tools import Toolbox, ToolContext
-from evertalk.agent.turn import ImageStore, Limits, TurnLoop
+from evertalk.agent.turn import Limits, TurnLoop
 from evertalk.chat import Chat
 from evertalk.config import ToolPolicies
 from evertalk.prompts import TOOLS

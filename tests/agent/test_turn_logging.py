@@ -11,9 +11,10 @@ import pytest
 from test_turn_support import MODEL, collect_turn, log_of, opened, provider_for, records_of, script
 
 from evertalk.agent.events import CallUsage, ReplyLogged, ToolStarted, TurnEnded
+from evertalk.agent.images import ImageStore
 from evertalk.agent.policy import Policy
 from evertalk.agent.tools import Toolbox, ToolContext
-from evertalk.agent.turn import ImageStore, TurnLoop
+from evertalk.agent.turn import TurnLoop
 from evertalk.chat import Chat
 from evertalk.config import ToolPolicies
 from evertalk.prompts import TOOLS

@@ -32,6 +32,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evertalk.agent.events import AgentEvent, Settling, TurnEnded, TurnStarted
+from evertalk.agent.images import ImageStore
 from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
 from evertalk.agent.subagents import AgentLog, Subagents
@@ -40,7 +41,6 @@ from evertalk.agent.turn import (
     TURN_MAX_TOKENS,
     Ending,
     Held,
-    ImageStore,
     Limits,
     MessageLog,
     TurnLoop,
@@ -60,7 +60,7 @@ from evertalk.config import (
 from evertalk.ledger import Ledger, ledger_path
 from evertalk.memory import Node
 from evertalk.prompts import TOOLS, turn_header
-from evertalk.providers.base import Provider
+from evertalk.providers.base import Image, Provider
 from evertalk.runtime import Runtime
 
 SETTLE_POLL = 0.05
@@ -309,15 +309,16 @@ class Agent:
 
     # -- what the user interface calls ------------------------------------------------------
 
-    def submit(self, text: str) -> None:
-        """A user message: it starts a turn when none runs, else it is held for the running
-        turn (delivered between two tool calls) or, if that turn ends first, the next. Messages
-        that come while a turn still waits for its view to settle join its opening message."""
+    def submit(self, text: str, images: Sequence[Image] = ()) -> None:
+        """A user message (with the images attached to it): it starts a turn when none runs,
+        else it is held for the running turn (delivered between two tool calls) or, if that turn
+        ends first, the next. Messages that come while a turn still waits for its view to settle
+        join its opening message."""
         if self._closed:
             raise RuntimeError("the agent is closed")
         if not text.strip():
             raise ValueError("an empty message cannot be sent")
-        self._hold(Held("user", text))
+        self._hold(Held("user", text, images=tuple(images)))
 
     async def events(self) -> AsyncIterator[AgentEvent]:
         """Every event, in order, for one consumer; ends when the agent closes."""
@@ -472,7 +473,8 @@ class Agent:
         ids: list[int] = []
         for message in held:
             text = redact(message.text, self.secrets)
-            ids += self.chat.append(message.kind, text, agent=message.agent)
+            names = [name for name in map(self.images.save, message.images) if name]
+            ids += self.chat.append(message.kind, text, agent=message.agent, images=names or None)
         self.compactor.message_logged()
         return ids
 
@@ -522,7 +524,9 @@ class Agent:
         self._emit(TurnStarted(ids))
         opening = turn_header(self.clock()) + "\n" + "\n\n".join(m.text for m in held)
         log = RedactingLog(CompactingLog(self.chat, self.compactor), self.secrets)
-        ending = await self._loop(log, self._context(), master=True).run(view, opening, ids[0])
+        images = [image for message in held for image in message.images]
+        loop = self._loop(log, self._context(), master=True)
+        ending = await loop.run(view, opening, ids[0], images)
         return ending.event
 
     async def _run_subagent(self, name: str, task: str, agent_log: AgentLog) -> Ending:

@@ -28,20 +28,17 @@ the stop), so that a re-sent append never logs a message twice.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
-import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import anyio
 
 from evertalk.agent import events
+from evertalk.agent.images import ImageStore
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
 from evertalk.ledger import Ledger
 from evertalk.providers.base import (
@@ -64,7 +61,6 @@ from evertalk.providers.base import (
 )
 from evertalk.providers.layout import turn_request
 from evertalk.providers.prices import cost as price_of
-from evertalk.store.secure import make_dir, write_atomic
 
 TURN_MAX_TOKENS = 16_000
 """Output cap of one call of a turn (a manual thinking budget is added on top by the adapter)."""
@@ -99,6 +95,7 @@ class Held:
     kind: Literal["user", "work"]
     text: str
     agent: str | None = None
+    images: tuple[Image, ...] = ()  # attached by the user; sent after the text (SPEC §6.2)
 
 
 class MessageLog(Protocol):
@@ -113,30 +110,6 @@ class MessageLog(Protocol):
         images: list[str] | None = None,
         agent: str | None = None,
     ) -> list[int]: ...
-
-
-_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
-
-
-class ImageStore:
-    """`chat/images/<sha256>.<ext>`: one private file per distinct image (SPEC §1.1)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def save(self, image: Image) -> str | None:
-        """The image's file name, writing the file if it is new; None for undecodable data."""
-        try:
-            data = base64.b64decode(image.data, validate=True)
-        except (binascii.Error, ValueError):
-            return None
-        extension = _EXTENSIONS.get(image.media_type, "bin")
-        name = f"{hashlib.sha256(data).hexdigest()}.{extension}"
-        path = self.folder / name
-        if not path.exists():
-            make_dir(self.folder)
-            write_atomic(path, data)
-        return name
 
 
 @dataclass(frozen=True)
@@ -203,14 +176,17 @@ class TurnLoop:
     _running: tuple[str, str] | None = field(default=None, init=False, repr=False)
     """The tool that runs now, and the key of its `echo`."""
 
-    async def run(self, view: str, opening: str, turn_id: int | str) -> Ending:
-        """The loop, from the opening text (header + message, or header + task) to the end.
+    async def run(
+        self, view: str, opening: str, turn_id: int | str, images: Sequence[Image] = ()
+    ) -> Ending:
+        """The loop, from the opening text (header + message, or header + task) and the
+        message's images to the end.
 
         Errors end the turn, with an `echo` saying why; cancellation propagates (what was
         logged stays, and an `echo` says that the user cancelled, or what tool it cut short).
         """
         try:
-            return await self._loop(view, opening, turn_id)
+            return await self._loop(view, [Text(opening), *images], turn_id)
         except anyio.get_cancelled_exc_class():
             self._cancelled(turn_id)
             raise
@@ -251,22 +227,22 @@ class TurnLoop:
     ) -> list[int]:
         return self.log.append(kind, text, key=key, images=images, agent=agent)
 
-    def _request(self, view: str, opening: str, steps: list[Message]) -> Request:
+    def _request(self, view: str, tail: list[Part], steps: list[Message]) -> Request:
         return turn_request(
             self.model,
             self.system,
             self.tools,
             view,
-            [Text(opening)],
+            tail,
             steps,
             self.limits.max_tokens,
             self.effort,
             self.cache_key,
         )
 
-    async def _loop(self, view: str, opening: str, turn_id: int | str) -> Ending:
+    async def _loop(self, view: str, tail: list[Part], turn_id: int | str) -> Ending:
         steps: list[Message] = []
-        request = self._request(view, opening, steps)
+        request = self._request(view, tail, steps)
         needed = self._estimate(request) + self.limits.max_tokens
         for step in range(self.limits.max_steps + 1):
             # whether another call can be made is decided before held messages are taken: a
@@ -277,7 +253,7 @@ class TurnLoop:
             if step > 0:
                 if steps[-1].role == "user":  # not after a paused reply, which goes back as is
                     steps[-1] = self._deliver(turn_id, step - 1, steps[-1])
-                request = self._request(view, opening, steps)
+                request = self._request(view, tail, steps)
             current = _Step(f"turn-{turn_id}-{step}")
             finished = await self._call(request, turn_id, current)
             answer = await self._answer(finished, current, turn_id)
@@ -308,9 +284,10 @@ class TurnLoop:
         extra: list[Part] = []
         for n, held in enumerate(self.take_held()):
             key = f"turn-{turn_id}-{step}-m{n}"
-            self._append(held.kind, held.text, key=key, agent=held.agent)
+            names = self._saved(held.images)
+            self._append(held.kind, held.text, key=key, agent=held.agent, images=names)
             self.emit(events.Delivered(held.kind, held.text))
-            extra.append(Text(held.text))
+            extra += [Text(held.text), *held.images]
         return Message("user", [*results.parts, *extra])
 
     async def _answer(
@@ -437,6 +414,11 @@ class TurnLoop:
         self._reply(step, "".join(texts))
         return results
 
+    def _saved(self, images: Sequence[Image]) -> list[str] | None:
+        """The stored names of a message's images, for its record; None without images."""
+        names = [name for name in map(self.images.save, images) if name]
+        return names or None
+
     async def _tool(self, use: ToolUse, key: str, n: int) -> ToolResult:
         self._append("tool", tool_text(use.name, use.input), key=f"{key}-{n}")
         self.emit(events.ToolStarted(use.id, use.name, use.input))
@@ -451,9 +433,7 @@ class TurnLoop:
             content.insert(0, Text(NO_OUTPUT))  # an API refuses an empty text block
             outcome = ToolOutcome(content, outcome.is_error, outcome.image_names)
         logged = outcome.log_text(use.name)
-        names = list(outcome.image_names) or [
-            name for name in (self.images.save(image) for image in outcome.images) if name
-        ]
+        names = list(outcome.image_names) or self._saved(outcome.images)
         self._append("echo", logged, key=f"{key}-{n + 1}", images=names or None)
         shown = logged.removeprefix(f"{use.name}: ")
         self.emit(events.ToolFinished(use.id, use.name, shown, outcome.is_error))

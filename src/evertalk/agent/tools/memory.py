@@ -10,6 +10,7 @@ import base64
 from dataclasses import dataclass
 from pathlib import Path
 
+from evertalk.agent.images import MEDIA_TYPES
 from evertalk.agent.tools.agent import valid_name
 from evertalk.agent.tools.base import (
     Args,
@@ -26,13 +27,6 @@ from evertalk.store.jsonl import Scan
 from evertalk.store.records import MessageRecord, decode_message
 
 IMAGES_DIR = "images"
-MEDIA_TYPES = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".webp": "image/webp",
-}
 
 AGENT_PAGE = MESSAGE_LIMIT - len("zoom: ")
 """How long a page of a subagent's log may be, so that its echo is one unclipped message."""
