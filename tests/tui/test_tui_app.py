@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 from tui_support import (
     MODEL,
     enter_line,
@@ -16,6 +17,7 @@ from tui_support import (
     log_of,
     running,
     script,
+    turn_models,
     type_text,
     wait_until,
     write_config,
@@ -71,6 +73,16 @@ def notes(app: ChatApp) -> list[str]:
 
 def outputs(app: ChatApp) -> list[str]:
     return [row.text for row in app.query(OutputRow)]
+
+
+async def dialog_of(pilot: Pilot[int]) -> PermissionScreen:
+    """The permission dialog, once it is up and past its grace period."""
+    app = app_of(pilot)
+    await wait_until(pilot, lambda: isinstance(app.screen, PermissionScreen))
+    dialog = app.screen
+    assert isinstance(dialog, PermissionScreen)
+    await wait_until(pilot, lambda: dialog.answerable)
+    return dialog
 
 
 async def test_a_message_is_sent_and_its_reply_streams_in(home: Path) -> None:
@@ -157,7 +169,9 @@ async def test_ctrl_c_cancels_a_slow_reply_and_keeps_the_message(home: Path) -> 
         await pilot.pause()
         assert app.prompt.text == "draft"
         assert app.is_running
-    assert log_of(home) == [("user", "tell me everything")]
+    log = log_of(home)
+    assert log[0] == ("user", "tell me everything")
+    assert [kind for kind, _ in log[1:]] in ([], ["echo"])  # no reply: it was cut short
 
 
 async def test_a_denied_tool_says_so_in_its_row_and_to_the_model(home: Path) -> None:
@@ -170,11 +184,9 @@ async def test_a_denied_tool_says_so_in_its_row_and_to_the_model(home: Path) -> 
     async with running(home, fake) as pilot:
         app = app_of(pilot)
         await enter_line(pilot, "what is in there?")
-        await wait_until(pilot, lambda: isinstance(app.screen, PermissionScreen))
-        dialog = app.screen
-        assert isinstance(dialog, PermissionScreen)
+        dialog = await dialog_of(pilot)
         assert dialog.tool == "shell" and dialog.tool_input == {"command": "echo [secret]"}
-        await pilot.press("n")
+        await pilot.press("enter")  # Deny has the focus
         await wait_until(pilot, lambda: not app._agent().busy and len(replies(app)) == 2)
         row = app.query_one(ToolRow)
         assert row.finished and row.is_error and row.has_class("error")
@@ -193,12 +205,51 @@ async def test_a_tool_allowed_once_runs(home: Path) -> None:
     async with running(home, fake) as pilot:
         app = app_of(pilot)
         await enter_line(pilot, "run it")
-        await wait_until(pilot, lambda: isinstance(app.screen, PermissionScreen))
-        await pilot.press("y")
+        await dialog_of(pilot)
+        await pilot.press("left", "left", "enter")  # from Deny over Always to Allow once
         await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["It ran."])
         row = app.query_one(ToolRow)
         assert not row.is_error and "ran-it" in row.output_text
         assert row.heading == "✓ shell  echo ran-it"
+
+
+async def test_keys_typed_as_the_dialog_opens_allow_nothing_and_stay_the_users(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = AnthropicFake(
+        script().push(
+            reply(ToolCall("shell", {"command": "touch ran"})),
+            answer("I did not run it."),
+            answer("Noted."),
+        )
+    )
+    monkeypatch.setattr(PermissionScreen, "GRACE", 3.0)  # the keys below take less than that
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "check the disk")
+        await wait_until(pilot, lambda: isinstance(app.screen, PermissionScreen))
+        dialog = app.screen
+        assert isinstance(dialog, PermissionScreen) and not dialog.answerable
+        # the user goes on typing a message: "a" was "always", "y" "allow once", Enter the
+        # focused button; a click too early does nothing either
+        await pilot.press(*"always yes", "enter")
+        await pilot.click("#once")
+        assert app.screen is dialog and not app.query(ToolRow).last().finished
+        assert not dialog.answerable, "the test typed too slowly"
+        await wait_until(pilot, lambda: dialog.answerable)
+        await pilot.press("a", "y")  # letters never answer: they go to the message
+        assert app.screen is dialog
+        await pilot.press("enter")  # Deny has the focus
+        await wait_until(pilot, lambda: app.screen is not dialog)
+        # what was typed meanwhile reaches the input: the message is sent, "ay" stays
+        await wait_until(pilot, lambda: app.prompt.text == "ay")
+        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Noted."])
+        row = app.query_one(ToolRow)
+        assert row.is_error and DENIED in row.output_text
+    assert not (home / "ran").exists()
+    log = log_of(home)
+    assert ("user", "always yes") in log
+    assert log[-1] == ("ever", "Noted.")
 
 
 async def test_ctrl_c_while_asking_takes_the_dialog_away(home: Path) -> None:
@@ -239,7 +290,39 @@ async def test_input_lines_history_and_completion(home: Path) -> None:
     assert log_of(home)[0] == ("user", "first line\nsecond line")
 
 
-async def test_settings_commands_save_for_the_next_start(home: Path) -> None:
+async def test_model_commands_apply_from_the_next_call(home: Path) -> None:
+    fake = AnthropicFake(script().push(answer("Bonjour.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        agent = app._agent()
+
+        async def command(text: str) -> str:
+            count = len(outputs(app))
+            await enter_line(pilot, text)
+            await wait_until(pilot, lambda: len(outputs(app)) > count)
+            return outputs(app)[-1]
+
+        assert (await command("/model")).startswith(f"turn model: {MODEL}")
+        said = await command("/model claude-opus-5-5")
+        assert "from the next turn on" in said
+        assert agent.model == "claude-opus-5-5"
+        await wait_until(pilot, lambda: app.query_one(StatusBar).text.startswith("claude-opus"))
+        said = await command("/memory-model claude-haiku-6 low")
+        assert "claude-haiku-6, effort low from the compactor's next call" in said
+        settings = agent.compactor.settings
+        assert (settings.model, settings.effort) == ("claude-haiku-6", "low")
+        said = await command("/memory-model banana split")
+        assert "effort is one of" in said and agent.compactor.settings.model == "claude-haiku-6"
+        saved = tomllib.loads((home / "config.toml").read_text())
+        assert saved["model"] == "claude-opus-5-5"
+        assert saved["memory"]["model"] == "claude-haiku-6" and saved["memory"]["effort"] == "low"
+        assert (home / "config.toml").stat().st_mode & 0o777 == 0o600
+        await enter_line(pilot, "salut")
+        await wait_until(pilot, lambda: not agent.busy and replies(app)[-1:] == ["Bonjour."])
+    assert turn_models(fake) == ["claude-opus-5-5"]
+
+
+async def test_other_commands(home: Path) -> None:
     fake = AnthropicFake(script())
     edited: list[Path] = []
 
@@ -256,23 +339,11 @@ async def test_settings_commands_save_for_the_next_start(home: Path) -> None:
             await wait_until(pilot, lambda: len(outputs(app)) > count)
             return outputs(app)[-1]
 
-        assert command is not None
-        assert (await command("/model")).startswith(f"turn model: {MODEL}")
-        said = await command("/model claude-opus-5-5")
-        assert "next start" in said and MODEL in said
-        assert app._agent().status().model == MODEL  # this session goes on
-        said = await command("/memory-model claude-haiku-6 low")
-        assert "claude-haiku-6, effort low" in said
-        said = await command("/memory-model banana split")
-        assert "effort is one of" in said
-        saved = tomllib.loads((home / "config.toml").read_text())
-        assert saved["model"] == "claude-opus-5-5"
-        assert saved["memory"]["model"] == "claude-haiku-6" and saved["memory"]["effort"] == "low"
-        assert (home / "config.toml").stat().st_mode & 0o777 == 0o600
         assert "No model calls yet" in await command("/usage")
         said = await command("/instructions")
         assert edited == [home / "instructions.md"] and "next start" in said
-        assert "/memory zoom ID N" in await command("/help")
+        help_text = await command("/help")
+        assert "/memory zoom ID N" in help_text and "/setup" in help_text
         assert "unknown command /frobnicate" in await command("/frobnicate")
         await enter_line(pilot, "/quit")
         await wait_until(pilot, lambda: not app.is_running)
@@ -326,7 +397,9 @@ async def test_quitting_during_a_turn_keeps_what_was_logged(home: Path) -> None:
         await wait_until(pilot, lambda: app._agent().busy)
         await pilot.press("ctrl+d")
         await wait_until(pilot, lambda: not app.is_running)
-    assert log_of(home) == [("user", "a slow one")]
+    log = log_of(home)
+    assert log[0] == ("user", "a slow one")
+    assert [kind for kind, _ in log[1:]] in ([], ["echo"])  # no reply: it was cut short
 
 
 async def test_a_message_sent_during_a_turn_is_held_then_delivered(tmp_path: Path) -> None:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
-from tui_support import MODEL, write_config
+from tui_support import MODEL
 
 from evertalk.agent.session import AgentStatus
-from evertalk.config import load_config
+from evertalk.config import ConfigError
 from evertalk.tui import commands
+from evertalk.tui.app import refused_key
 from evertalk.tui.commands import CommandError, Invocation, SlashSuggester, matching, read_line
 from evertalk.tui.status import MemoryWatch, dollars, kilobytes, status_line
 
@@ -34,6 +34,8 @@ def test_completion_follows_what_is_typed() -> None:
     assert suggester.suggest("/mo") == "/model "
     assert suggester.suggest("/model") is None
     assert suggester.suggest("/i") == "/instructions"
+    assert suggester.suggest("/s") == "/setup" and suggester.suggest("/setup") is None
+    assert [c.name for c in matching("/se")] == ["/setup"]
     assert suggester.suggest("hello") is None
     assert suggester.suggest("/memory\nmore") is None
     assert [c.name for c in matching("/mem")] == ["/memory", "/memory zoom", "/memory-model"]
@@ -50,27 +52,60 @@ def test_the_help_lists_every_command_and_key() -> None:
         assert key in text
 
 
-def test_model_commands_save_to_the_config_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    write_config(tmp_path)
-    shown = commands.model_text(tmp_path, MODEL, ())
-    assert shown.startswith(f"turn model: {MODEL}\n")
+def test_model_commands_change_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    used: list[str] = []
+    shown = commands.model_text(MODEL, used.append, ())
+    assert shown.startswith(f"turn model: {MODEL}\n") and used == []
     monkeypatch.setenv("EVERTALK_MODEL", "pinned")
-    said = commands.model_text(tmp_path, MODEL, ("claude-next",))
-    assert "next start" in said and "EVERTALK_MODEL is set and overrides it" in said
-    monkeypatch.delenv("EVERTALK_MODEL")
-    assert load_config(tmp_path).model == "claude-next"
-    assert "claude-next from the next start" in commands.model_text(tmp_path, MODEL, ())
+    said = commands.model_text(MODEL, used.append, ("claude-next",))
+    assert used == ["claude-next"]
+    assert said.startswith("turn model: claude-next from the next turn on")
+    assert "EVERTALK_MODEL is set: it overrides config.toml at the next start" in said
     with pytest.raises(CommandError):
-        commands.model_text(tmp_path, MODEL, ("two", "words"))
-    said = commands.memory_model_text(tmp_path, "claude-haiku-5-5", "high", ("medium",))
-    assert "claude-haiku-5-5, effort medium" in said
-    saved = tomllib.loads((tmp_path / "config.toml").read_text())
-    assert saved["memory"]["effort"] == "medium"
-    assert saved["api_key"]  # the rest of the file is kept
+        commands.model_text(MODEL, used.append, ("two", "words"))
+
+    def refuse(model: str) -> None:
+        raise ConfigError(f"config.toml: bad model {model!r}")
+
+    with pytest.raises(CommandError, match="bad model 'x y'"):
+        commands.model_text(MODEL, refuse, ("x y",))
+    assert used == ["claude-next"]
+
+
+def test_memory_model_commands_change_the_compactor() -> None:
+    calls: list[tuple[str, str | None]] = []
+
+    def use(model: str, effort: str | None) -> None:
+        calls.append((model, effort))
+
+    shown = commands.memory_model_text("claude-haiku-5-5", "high", use, ())
+    assert shown.startswith("compaction model: claude-haiku-5-5, effort high\n") and not calls
+    said = commands.memory_model_text("claude-haiku-5-5", "high", use, ("medium",))
+    assert calls == [("claude-haiku-5-5", "medium")]  # an effort alone keeps the model
+    assert "claude-haiku-5-5, effort medium from the compactor's next call" in said
+    said = commands.memory_model_text("claude-haiku-5-5", "high", use, ("claude-x",))
+    assert calls[-1] == ("claude-x", None) and "claude-x, effort high" in said
     with pytest.raises(CommandError, match="effort is one of"):
-        commands.memory_model_text(tmp_path, "m", "high", ("m", "hard"))
+        commands.memory_model_text("m", "high", use, ("m", "hard"))
+    assert len(calls) == 2
+
+
+def test_a_refused_key_is_told_from_other_failures() -> None:
+    for refused in (
+        "the model call failed: Anthropic: invalid x-api-key",
+        "the model call failed: OpenAI: Incorrect API key provided: sk-***",
+        "the model call failed: OpenRouter: No auth credentials found",
+        "the model call failed: Anthropic: Your credit balance is too low",
+        "the model call failed: Error code: 401",
+    ):
+        assert refused_key(refused), refused
+    for other in (
+        "the model call failed: Anthropic: Overloaded",
+        "the model call failed: Anthropic: could not connect",
+        "OSError: [Errno 13] Permission denied: 'chat/log'",  # not a model call
+        None,
+    ):
+        assert not refused_key(other), other
 
 
 def test_instructions_file_is_created_private(tmp_path: Path) -> None:

@@ -1,20 +1,45 @@
-"""The first run: the setup form saves a provider to config.toml (0600); and a chat open in
-another process is refused before any screen is drawn."""
+"""The setup form: on the first run it saves a provider to config.toml (0600); `/setup` shows it
+over the chat, filled in but for the key, and the chat goes on with the new settings. And a chat
+open in another process is refused before any screen is drawn."""
 
 from __future__ import annotations
 
+import tomllib
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import Input, Select, Static
+from tui_support import (
+    API_KEY,
+    MODEL,
+    enter_line,
+    fake_opener,
+    log_of,
+    running,
+    script,
+    turn_models,
+    wait_until,
+    write_config,
+)
 
-from evertalk.agent.session import configuration_problem
+from evertalk.agent.session import Agent, NotConfigured, configuration_problem
 from evertalk.chat import Chat
 from evertalk.config import Config, MemoryConfig, load_config
-from evertalk.tui.app import run_terminal
-from evertalk.tui.setup import SetupApp, SetupError, build_config
+from evertalk.tui.app import KEY_HINT, ChatApp, hosting, run_terminal
+from evertalk.tui.setup import SetupApp, SetupError, SetupScreen, build_config
+from evertalk.tui.widgets import NoteRow, OutputRow, ReplyView
+from fakes import AnthropicFake, slow
+from fakes import chat as answer
 
 KEY = "sk-ant-setup-0123456789"
+
+
+async def form_of(pilot: Pilot[bool]) -> None:
+    """Until the form is up (the app pushes it once mounted)."""
+    while not isinstance(pilot.app.screen, SetupScreen):
+        await pilot.pause(0.02)
 
 
 def test_build_config_checks_the_answers() -> None:
@@ -34,16 +59,28 @@ def test_build_config_checks_the_answers() -> None:
     assert local.memory.model == "qwen3:8b" and local.api_key is None
 
 
+def test_an_empty_key_keeps_the_key_in_use_for_the_same_provider_only() -> None:
+    current = build_config(Config(), "anthropic", "", KEY, "")
+    kept = build_config(current, "anthropic", "claude-opus-5-5", "", "", keep_key=True)
+    assert kept.api_key is not None and kept.api_key.reveal() == KEY
+    assert kept.model == "claude-opus-5-5"
+    with pytest.raises(SetupError, match="API key"):  # another provider's key is not sent
+        build_config(current, "openai", "", "", "", keep_key=True)
+    with pytest.raises(SetupError, match="API key"):  # the first run has no key to keep
+        build_config(current, "anthropic", "", "", "")
+
+
 @pytest.mark.anyio
 async def test_the_form_saves_a_key_privately(tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert configuration_problem(home, load_config(home)) is not None
     app = SetupApp(home, load_config(home))
     async with app.run_test(size=(100, 36)) as pilot:
+        await form_of(pilot)
         await pilot.press("ctrl+s")  # nothing typed yet
-        assert "API key" in str(app.query_one("#problem", Static).render())
+        assert "API key" in str(app.screen.query_one("#problem", Static).render())
         assert app.is_running
-        app.query_one("#key", Input).focus()
+        app.screen.query_one("#key", Input).focus()
         await pilot.press(*KEY)
         await pilot.press("enter")
         await pilot.pause()
@@ -61,11 +98,12 @@ async def test_a_local_server_needs_a_model_and_an_address(tmp_path: Path) -> No
     home = tmp_path / "home"
     app = SetupApp(home)
     async with app.run_test(size=(100, 36)) as pilot:
-        app.query_one("#provider", Select).value = "ollama"
+        await form_of(pilot)
+        app.screen.query_one("#provider", Select).value = "ollama"
         await pilot.pause()
-        assert app.query_one("#url", Input).value == "http://localhost:11434/v1"
-        assert app.query_one("#key").has_class("hidden")
-        app.query_one("#model", Input).focus()
+        assert app.screen.query_one("#url", Input).value == "http://localhost:11434/v1"
+        assert app.screen.query_one("#key").has_class("hidden")
+        app.screen.query_one("#model", Input).focus()
         await pilot.press(*"qwen3:8b", "enter")
         await pilot.pause()
     assert app.return_value is True
@@ -81,6 +119,7 @@ async def test_a_local_server_needs_a_model_and_an_address(tmp_path: Path) -> No
 async def test_leaving_the_form_saves_nothing(tmp_path: Path) -> None:
     app = SetupApp(tmp_path / "home")
     async with app.run_test() as pilot:
+        await form_of(pilot)
         await pilot.press("escape")
     assert app.return_value is False
     assert not (tmp_path / "home" / "config.toml").exists()
@@ -98,3 +137,120 @@ def test_a_chat_open_elsewhere_is_refused_before_the_app_starts(
     assert err.startswith("evertalk: the chat at ") and "is open in another process (pid " in err
     assert "close the other one first" in err and KEY not in err
     assert len(err.strip().splitlines()) == 1
+
+
+# -- /setup in the chat -----------------------------------------------------------------------
+
+WRONG_KEY = "sk-ant-expired-9876543210"
+
+
+def chat_of(pilot: Pilot[int]) -> ChatApp:
+    app = pilot.app
+    assert isinstance(app, ChatApp)
+    return app
+
+
+def notes(app: ChatApp) -> list[str]:
+    return [row.text for row in app.query(NoteRow)]
+
+
+async def open_form(pilot: Pilot[int]) -> SetupScreen:
+    await enter_line(pilot, "/setup")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, SetupScreen))
+    form = pilot.app.screen
+    assert isinstance(form, SetupScreen)
+    return form
+
+
+@pytest.mark.anyio
+async def test_setup_in_the_chat_fixes_a_refused_key(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_config(home, api_key=WRONG_KEY)
+    fake = AnthropicFake(script().push(answer("Hello again.")), api_key=API_KEY)
+    async with running(home, fake) as pilot:
+        app = chat_of(pilot)
+        await enter_line(pilot, "hi")
+        await wait_until(pilot, lambda: KEY_HINT in notes(app))
+        assert any("invalid x-api-key" in note for note in notes(app))
+        first = app._agent()
+
+        form = await open_form(pilot)
+        assert form.query_one("#provider", Select).value == "anthropic"
+        assert form.query_one("#model", Input).value == MODEL
+        key = form.query_one("#key", Input)
+        assert key.value == "" and key.password  # the key in use is never shown
+        assert key.placeholder == "empty: keep the key in use"
+        key.focus()
+        await pilot.press(*API_KEY, "ctrl+s")
+        await wait_until(pilot, lambda: any(n.startswith("settings applied") for n in notes(app)))
+        assert notes(app)[-1] == f"settings applied: anthropic, model {MODEL}"
+        assert app.agent is not first and app.agent is not None
+
+        await enter_line(pilot, "hi again")
+        await wait_until(
+            pilot,
+            lambda: [view.source for view in app.query(ReplyView)][-1:] == ["Hello again."],
+        )
+    saved = tomllib.loads((home / "config.toml").read_text())
+    assert saved["api_key"] == API_KEY and saved["model"] == MODEL
+    assert (home / "config.toml").stat().st_mode & 0o777 == 0o600
+    log = log_of(home)
+    assert log[0] == ("user", "hi") and log[-2:] == [("user", "hi again"), ("ever", "Hello again.")]
+
+
+@pytest.mark.anyio
+async def test_setup_keeps_the_key_and_waits_for_the_turn(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_config(home)
+    fake = AnthropicFake(script().push(slow(1.5, answer("Slow.")), answer("Fast.")))
+    async with running(home, fake) as pilot:
+        app = chat_of(pilot)
+        await enter_line(pilot, "take your time")
+        await wait_until(pilot, lambda: app._agent().busy)
+        await enter_line(pilot, "/setup")  # the agent is closed to apply settings: not now
+        await wait_until(pilot, lambda: app.query(OutputRow))
+        assert app.query(OutputRow).last().text.startswith("a turn is running: /setup once")
+        assert not isinstance(app.screen, SetupScreen)
+        await wait_until(pilot, lambda: not app._agent().busy, timeout=20)
+
+        form = await open_form(pilot)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: "setup left: nothing changed" in notes(app))
+        assert app.screen is not form
+
+        form = await open_form(pilot)
+        model = form.query_one("#model", Input)
+        model.value = "claude-opus-5-5"
+        model.focus()
+        await pilot.press("enter")  # the key field left empty: the key in use is kept
+        await wait_until(pilot, lambda: any(n.startswith("settings applied") for n in notes(app)))
+        assert app._agent().model == "claude-opus-5-5"
+        await enter_line(pilot, "and now?")
+        await wait_until(pilot, lambda: not app._agent().busy and len(app.query(ReplyView)) == 2)
+    saved = tomllib.loads((home / "config.toml").read_text())
+    assert saved["api_key"] == API_KEY and saved["model"] == "claude-opus-5-5"
+    assert turn_models(fake) == [MODEL, "claude-opus-5-5"]
+
+
+@pytest.mark.anyio
+async def test_an_agent_that_cannot_reopen_ends_the_app_with_why(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_config(home)
+    opener = fake_opener(home, AnthropicFake(script()))
+    opened: list[ChatApp] = []
+
+    def first_only(app: ChatApp) -> AbstractAsyncContextManager[Agent]:
+        if opened:
+            raise NotConfigured("no provider is configured: the test says so")
+        opened.append(app)
+        return opener(app)
+
+    app = ChatApp(home)
+    async with hosting(app, first_only), app.run_test(size=(120, 40)) as pilot:
+        await open_form(pilot)
+        await pilot.press("ctrl+s")  # as it is: the key in use is kept
+        await wait_until(pilot, lambda: not app.is_running)
+    assert app.return_code == 1
+    assert app.failure == (
+        "cannot open the chat with the new settings: no provider is configured: the test says so"
+    )

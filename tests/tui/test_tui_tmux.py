@@ -1,8 +1,9 @@
 """End to end as a user: `evertalk` in a real terminal (tmux) against the fake on loopback.
 
-The test types a message with `tmux send-keys`, reads the screen with `tmux capture-pane` until
-the reply shows, quits with Ctrl+D, and checks the exit status and the log. A second `evertalk`
-on the same chat, in a terminal of its own (a pty), is refused with the first one's pid.
+The test types two messages and a slash command with `tmux send-keys`, reads the screen with
+`tmux capture-pane` until each reply (or the command's output) shows, quits with Ctrl+D, and
+checks the exit status and the log. A second `evertalk` on the same chat, in a terminal of its
+own (a pty), is refused with the first one's pid.
 Each test runs its own tmux server (a unique socket), always killed at the end.
 """
 
@@ -29,6 +30,9 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_", "TMUX")
 REPLY = "The log rotates weekly: see /etc/logrotate.d/notes."
+QUESTION = "where does the log rotate?"
+REPLY_2 = "Four old files are kept, compressed."
+QUESTION_2 = "and how many are kept?"
 WAIT = 20.0  # seconds, at most, for anything to show
 
 
@@ -61,6 +65,11 @@ class Terminal:
 
     def keys(self, *keys: str, literal: bool = False) -> None:
         self.tmux("send-keys", "-t", "main", *(["-l"] if literal else []), *keys)
+
+    def send(self, line: str) -> None:
+        """Type a line into the input and press Enter."""
+        self.keys(line, literal=True)
+        self.keys("Enter")
 
     def wait_for(self, ready: Callable[[str], bool], what: str) -> str:
         deadline = time.monotonic() + WAIT
@@ -112,8 +121,18 @@ def second_evertalk(env: dict[str, str], cwd: Path) -> subprocess.CompletedProce
         os.close(leader)
 
 
+def idle(screen: str) -> bool:
+    """The status bar no longer says a turn works."""
+    return "working" not in screen
+
+
 def test_a_session_in_a_real_terminal(tmp_path: Path) -> None:
-    fake = AnthropicFake(script().push(slow(0.2, answer(REPLY), chunk_delay=0.05)))
+    fake = AnthropicFake(
+        script().push(
+            slow(0.2, answer(REPLY), chunk_delay=0.05),
+            slow(0.2, answer(REPLY_2), chunk_delay=0.05),
+        )
+    )
     home = tmp_path / "home"
     done = tmp_path / "exit-status"
     env = environment(home)
@@ -123,11 +142,15 @@ def test_a_session_in_a_real_terminal(tmp_path: Path) -> None:
         term.start(f"cd {shlex.quote(str(home))} && {run}")
         term.wait_for(lambda s: "mem 0B/128K" in s and "A new chat" in s, "ready app")
 
-        term.keys("where does the log rotate?", literal=True)
-        term.keys("Enter")
-        screen = term.wait_for(lambda s: "The log rotates weekly" in s, "reply")
-        assert "where does the log rotate?" in screen
-        screen = term.wait_for(lambda s: "working" not in s, "end of the turn")
+        term.send(QUESTION)
+        screen = term.wait_for(lambda s: REPLY in s, "reply")
+        assert QUESTION in screen
+        term.wait_for(idle, "end of the first turn")
+
+        term.send(QUESTION_2)
+        screen = term.wait_for(lambda s: REPLY_2 in s and idle(s), "second reply")
+        for text in (QUESTION, REPLY, QUESTION_2):  # the first exchange is still on screen
+            assert text in screen, text
         print(screen)  # shown with -s: what a user sees
 
         pid = int((home / "chat" / "lock").read_text())
@@ -137,13 +160,18 @@ def test_a_session_in_a_real_terminal(tmp_path: Path) -> None:
         assert f"is open in another process (pid {pid})" in err, err
         assert API_KEY not in err
 
-        term.keys("/memory", literal=True)
-        term.keys("Enter")
-        term.wait_for(lambda s: "compactor summarizing" in s, "/memory output")
+        term.send("/memory")
+        screen = term.wait_for(lambda s: "compactor summarizing" in s, "/memory output")
+        assert "messages  4" in screen  # the status under the view: both exchanges
 
         term.keys("C-d")
         assert wait_for_file(done) == "0"
-    assert log_of(home) == [("user", "where does the log rotate?"), ("ever", REPLY)]
+    assert log_of(home) == [
+        ("user", QUESTION),
+        ("ever", REPLY),
+        ("user", QUESTION_2),
+        ("ever", REPLY_2),
+    ]
 
 
 def test_the_first_run_sets_up_a_provider_then_opens_the_chat(tmp_path: Path) -> None:

@@ -1,13 +1,15 @@
 """Shared pieces of the terminal app's tests (no tests of its own).
 
 A home folder whose config points at a fake; the app run by Textual's Pilot with the real Agent
-talking to the in-process Anthropic fake through the real SDK; waiting for what the screen shows.
+talking to the in-process Anthropic fake through the real SDK (each agent the app opens, the first
+and one after each /setup, gets a provider with the key config.toml holds then); waiting for what
+the screen shows.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,9 @@ from textual.pilot import Pilot
 
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
+from evertalk.config import load_config
 from evertalk.providers.anthropic import AnthropicProvider
-from evertalk.tui.app import ChatApp
+from evertalk.tui.app import ChatApp, hosting
 from fakes import IN_PROCESS_URL, AnthropicFake, Call, Script, async_client, summarizer
 
 API_KEY = "sk-ant-test-SECRET-0123456789"
@@ -26,9 +29,11 @@ MEMORY_MODEL = "claude-haiku-5-5"
 SIZE = (120, 40)
 
 
-def write_config(home: Path, *, base_url: str | None = None, **tools: str) -> None:
+def write_config(
+    home: Path, *, base_url: str | None = None, api_key: str = API_KEY, **tools: str
+) -> None:
     home.mkdir(parents=True, exist_ok=True)
-    lines = ['provider = "anthropic"', f'model = "{MODEL}"', f'api_key = "{API_KEY}"']
+    lines = ['provider = "anthropic"', f'model = "{MODEL}"', f'api_key = "{api_key}"']
     if base_url is not None:
         lines.append(f'base_url = "{base_url}"')
     lines += ["", "[memory]", f'model = "{MEMORY_MODEL}"']
@@ -41,9 +46,40 @@ def is_compaction(call: Call) -> bool:
     return call.body.get("tool_choice") in ({"type": "none"}, "none")
 
 
+def turn_models(fake: AnthropicFake) -> list[str]:
+    """The model each turn call (not a compaction) asked for, in order."""
+    bodies = [record.body for record in fake.records if record.body is not None]
+    return [
+        str(body["model"])
+        for body in bodies
+        if body.get("tool_choice") not in ({"type": "none"}, "none")
+    ]
+
+
 def script() -> Script:
     """Compactions get a 100-byte summary; turns are scripted with `push`."""
     return Script().route(is_compaction, summarizer(100))
+
+
+def fake_opener(
+    home: Path, fake: AnthropicFake
+) -> Callable[[ChatApp], AbstractAsyncContextManager[Agent]]:
+    """Opens the app's agents on the in-process fake, with the key config.toml holds."""
+
+    @asynccontextmanager
+    async def open_agent(app: ChatApp) -> AsyncIterator[Agent]:
+        key = load_config(home).api_key
+        client = async_client(fake.app)
+        provider = AnthropicProvider(
+            key.reveal() if key else None, IN_PROCESS_URL, http_client=client
+        )
+        try:
+            async with Agent.open(home, asker=app, provider=provider, workdir=home) as agent:
+                yield agent
+        finally:
+            await provider.aclose()
+
+    return open_agent
 
 
 @asynccontextmanager
@@ -51,16 +87,10 @@ async def running(
     home: Path, fake: AnthropicFake, *, editor: Callable[[Path], None] | None = None
 ) -> AsyncIterator[Pilot[int]]:
     """The app on an open agent, driven by a Pilot; everything closed at the end."""
-    provider = AnthropicProvider(API_KEY, IN_PROCESS_URL, http_client=async_client(fake.app))
     app = ChatApp(home, editor=editor)
-    try:
-        async with Agent.open(home, asker=app, provider=provider, workdir=home) as agent:
-            app.attach(agent)
-            async with app.run_test(size=SIZE) as pilot:
-                await pilot.pause()
-                yield pilot
-    finally:
-        await provider.aclose()
+    async with hosting(app, fake_opener(home, fake)), app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        yield pilot
 
 
 async def wait_until(

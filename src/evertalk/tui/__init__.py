@@ -4,7 +4,7 @@
 - `widgets.py`: the rows of the log, the input, the status bar and the permission dialog;
 - `commands.py`: the slash commands (parsing, completion, the texts they show);
 - `status.py`: the status bar's text and the `memory:` rows;
-- `setup.py`: the first-run setup screen.
+- `setup.py`: the setup form (the first run, and `/setup` over the chat).
 
 `run_terminal(home)` is the entry point the command line calls; it imports Textual only then.
 """

@@ -2,7 +2,9 @@
 
 `run_terminal(home)` opens the agent first, so that a chat already open in another process is
 reported (with its pid) before any screen is drawn, then runs the app on the same event loop.
-On a machine with no provider configured, the setup screen comes first.
+On a machine with no provider configured, the setup screen comes first. The agent lives in a
+task of its own (`ChatApp.keep_agent`, started by `hosting`): `/setup` saves new settings, has
+that task close the agent and open another on them, and the app goes on with it.
 
 The app consumes the agent's events in one worker (`_pump`), in order: each reply streams into
 a Markdown row, each tool call is a collapsed row whose title gets ✓ or ✗ when it finished,
@@ -13,14 +15,18 @@ thoughts are dimmed. It is also the agent's `Asker`: a tool whose policy is `ask
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
+from anyio.abc import TaskStatus
+from textual import events
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
@@ -43,11 +49,12 @@ from evertalk.agent.events import (
 )
 from evertalk.agent.permissions import Decision
 from evertalk.agent.session import Agent, NotConfigured, configuration_problem
-from evertalk.config import ConfigError, load_config
+from evertalk.config import KEY_VARIABLES, ConfigError, load_config
 from evertalk.providers.base import ProviderError
 from evertalk.store.errors import ChatLocked, StoreError
 from evertalk.tui import commands
 from evertalk.tui.commands import CommandError, Invocation, read_line
+from evertalk.tui.setup import SetupScreen
 from evertalk.tui.status import MemoryWatch, status_line
 from evertalk.tui.widgets import (
     ChatLog,
@@ -71,13 +78,35 @@ HISTORY = 200  # messages the user sent before, for Up and Down
 HISTORY_SCAN = 2_000  # messages read back to find them
 STATUS_EVERY = 0.5  # seconds between two looks at the agent's status
 
+KEY_HINT = "check your key with /setup (it also changes the provider and the base URL)"
+
 STOPPED = {
     "cancelled": "cancelled: what was logged stays logged",
     "context_full": "the turn stopped: the context is full",
     "max_steps": "the turn stopped: too many model calls",
+    "max_tokens": "the turn stopped: the reply reached the output limit",
+    "refusal": "the turn stopped: the model refused to go on",
 }
 
+# A failed model call (TurnEnded's text says so) that reads as a refused key: the provider's
+# error kind does not reach the app, its message does (a 401, "invalid x-api-key", …)
+FAILED_CALL = "the model call failed:"
+AUTH_WORDS = re.compile(
+    r"\b40[13]\b|auth|api[ _-]?key|credential|forbidden|permission|billing|credit", re.IGNORECASE
+)
+
 Editor = Callable[[Path], None]
+AgentOpener = Callable[["ChatApp"], AbstractAsyncContextManager[Agent]]
+
+
+def open_agent(app: ChatApp) -> AbstractAsyncContextManager[Agent]:
+    """The agent of the terminal app: the settings in config.toml, the app as its asker."""
+    return Agent.open(app.home, asker=app)
+
+
+def refused_key(error: str | None) -> bool:
+    """Whether a turn's error reads as the provider refusing the key."""
+    return bool(error and error.startswith(FAILED_CALL) and AUTH_WORDS.search(error))
 
 
 class ChatApp(App[int]):
@@ -107,6 +136,10 @@ class ChatApp(App[int]):
         self._tools: dict[str, ToolRow] = {}
         self._held: list[UserRow] = []
         self._settling: NoteRow | None = None
+        self._wake: anyio.Event | None = None  # tells `keep_agent` to reopen or to close
+        self._reopen = False
+        self._released = False
+        self.failure: str | None = None  # why the app stopped without an agent
 
     def attach(self, agent: Agent) -> None:
         self.agent = agent
@@ -147,7 +180,10 @@ class ChatApp(App[int]):
         self.prompt.sent = self._sent_before()
         self.refresh_status()
         self.set_interval(STATUS_EVERY, self.refresh_status)
-        self.run_worker(self._pump(), name="events", group="events", exit_on_error=True)
+        self._start_pump(agent)
+
+    def _start_pump(self, agent: Agent) -> None:
+        self.run_worker(self._pump(agent), name="events", group="events", exit_on_error=True)
 
     def _earlier_rows(self) -> list[Widget]:
         chat = self._agent().chat
@@ -205,8 +241,8 @@ class ChatApp(App[int]):
 
     # -- the agent's events ---------------------------------------------------------------
 
-    async def _pump(self) -> None:
-        async for event in self._agent().events():
+    async def _pump(self, agent: Agent) -> None:
+        async for event in agent.events():  # it ends when the agent closes
             try:
                 await self.show(event)
             except NoMatches:  # the app is closing: its widgets are gone
@@ -304,9 +340,11 @@ class ChatApp(App[int]):
         for row in self._held:
             row.delivered()
         self._held.clear()
-        chat = self._agent().chat
+        agent = self.agent
+        if agent is None:
+            return
         for i in ids:  # a subagent's report that starts a turn: the user has not seen it
-            record = chat.store.read_message(i)
+            record = agent.chat.store.read_message(i)
             if record.kind == "work":
                 await self._add(WorkRow(record.text))
 
@@ -320,13 +358,16 @@ class ChatApp(App[int]):
         self._tools.clear()
         if event.reason == "error":
             await self._add(NoteRow(f"error: {event.error or 'the turn failed'}", classes="error"))
+            if refused_key(event.error):
+                await self._add(NoteRow(KEY_HINT, classes="error"))
         elif event.reason in STOPPED:
             text = STOPPED[event.reason]
             if event.reason != "cancelled" and event.error:
                 text = f"the turn stopped: {event.error}"
             classes = "error" if event.reason != "cancelled" else None
             await self._add(NoteRow(text, classes=classes))
-        if not self._agent().busy:  # a cancel while settling logs what was held
+        agent = self.agent
+        if agent is None or not agent.busy:  # a cancel while settling logs what was held
             for row in self._held:
                 row.delivered()
             self._held.clear()
@@ -345,6 +386,8 @@ class ChatApp(App[int]):
             if not answers:
                 answers.append(decision or "deny")
             answered.set()
+            for screen in shown:
+                self._hand_back(screen.typed)
 
         def open_dialog() -> None:
             screen = PermissionScreen(tool, tool_input)
@@ -365,6 +408,13 @@ class ChatApp(App[int]):
                 answers.append("deny")
                 self.call_later(close_dialog)
         return answers[0]
+
+    def _hand_back(self, keys: list[events.Key]) -> None:
+        """The keys the dialog kept, typed again: they reach the input, which has the focus
+        again once the dialog is gone (they are posted now and handled after that)."""
+        for key in keys:
+            self.post_message(events.Key(key.key, key.character))
+        keys.clear()
 
     # -- the input ------------------------------------------------------------------------
 
@@ -388,7 +438,10 @@ class ChatApp(App[int]):
             self.chat_log.scroll_page_down()
 
     async def send(self, text: str) -> None:
-        agent = self._agent()
+        agent = self.agent
+        if agent is None:  # between two agents, after /setup
+            await self._add(NoteRow(f"not sent: {REOPENING} (Up brings it back)", classes="error"))
+            return
         held = agent.busy
         row = UserRow(text, held=held)
         try:
@@ -401,7 +454,6 @@ class ChatApp(App[int]):
         await self._add(row)
 
     async def run_command(self, line: Invocation) -> None:
-        agent = self._agent()
         command = line.command
         try:
             if command is None:
@@ -409,33 +461,115 @@ class ChatApp(App[int]):
                     f"unknown command {line.word}: /help lists the commands "
                     "(// sends a message that starts with /)"
                 )
-            if command is commands.HELP:
-                await self._output(commands.help_text())
-            elif command is commands.MEMORY:
-                status = agent.status()
-                view, summary = commands.memory_text(
-                    agent.chat, status.compactor_running, status.compactor_queued
-                )
-                await self._add(OutputRow(view, classes="view"), OutputRow(summary))
-            elif command is commands.ZOOM:
-                await self._output(commands.zoom_text(agent.chat, line.args))
-            elif command is commands.MODEL:
-                await self._output(commands.model_text(self.home, agent.model, line.args))
-            elif command is commands.MEMORY_MODEL:
-                memory = agent.runtime.config.memory
-                text = commands.memory_model_text(self.home, memory.model, memory.effort, line.args)
-                await self._output(text)
-            elif command is commands.USAGE:
-                await self._output(commands.usage_text(self.home))
-            elif command is commands.INSTRUCTIONS:
-                await self._output(self.edit_instructions())
-            elif command is commands.QUIT:
+            if command is commands.QUIT:
                 await self.action_quit()
+            elif self.agent is None:
+                raise CommandError(REOPENING)
+            else:
+                await self._run(line, self.agent)
         except CommandError as error:
             await self._add(OutputRow(str(error), classes="error"))
 
+    async def _run(self, line: Invocation, agent: Agent) -> None:
+        command = line.command
+        if command is commands.HELP:
+            await self._output(commands.help_text())
+        elif command is commands.MEMORY:
+            status = agent.status()
+            view, summary = commands.memory_text(
+                agent.chat, status.compactor_running, status.compactor_queued
+            )
+            await self._add(OutputRow(view, classes="view"), OutputRow(summary))
+        elif command is commands.ZOOM:
+            await self._output(commands.zoom_text(agent.chat, line.args))
+        elif command is commands.MODEL:
+            await self._output(commands.model_text(agent.model, agent.use_model, line.args))
+        elif command is commands.MEMORY_MODEL:
+            settings = agent.compactor.settings
+            await self._output(
+                commands.memory_model_text(
+                    settings.model, settings.effort, agent.use_memory_model, line.args
+                )
+            )
+        elif command is commands.SETUP:
+            self.open_setup(agent)
+        elif command is commands.USAGE:
+            await self._output(commands.usage_text(self.home))
+        elif command is commands.INSTRUCTIONS:
+            await self._output(self.edit_instructions())
+
     async def _output(self, text: str) -> None:
         await self._add(OutputRow(text))
+
+    # -- /setup: new settings, a new agent ------------------------------------------------
+
+    def open_setup(self, agent: Agent) -> None:
+        """The setup form over the chat, filled in with the settings in use (never the key).
+        The agent is closed to apply them: not while it works."""
+        if agent.busy:
+            raise CommandError("a turn is running: /setup once it ends (Ctrl+C cancels it)")
+        if agent.subagents.running:
+            raise CommandError("subagents are working: /setup once they have reported")
+        try:
+            current = load_config(self.home)
+        except ConfigError as error:
+            raise CommandError(str(error)) from None
+        self.push_screen(SetupScreen(self.home, current, change=True), callback=self._set_up)
+
+    async def _set_up(self, saved: bool | None) -> None:
+        if not saved:
+            await self._add(NoteRow("setup left: nothing changed"))
+            return
+        agent = self.agent
+        if agent is None or agent.busy:  # a subagent's report started a turn meanwhile
+            await self._add(NoteRow(SAVED_FOR_LATER))
+            return
+        self.agent = None  # from now on the old one is closing: nothing may use it
+        self._reopen = True
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _reopened(self, agent: Agent) -> None:
+        """`keep_agent` opened a new agent on the new settings: the app goes on with it."""
+        await self._end_reply()
+        self.attach(agent)
+        self._start_pump(agent)
+        self.refresh_status()
+        await self._add(NoteRow(applied(agent)))
+
+    async def keep_agent(
+        self, opener: AgentOpener, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Hold the app's agent, in this task from its opening to its closing (its task group
+        asks for that): the first before the app runs (so that a chat locked elsewhere is
+        reported before any screen is drawn), then a new one at each /setup, until `release`."""
+        self._wake = anyio.Event()
+        async with opener(self) as agent:
+            self.attach(agent)
+            task_status.started()
+            await self._wait_woken()
+        while self._reopen and not self._released:
+            self._reopen = False
+            try:
+                async with opener(self) as agent:
+                    self.call_later(self._reopened, agent)
+                    await self._wait_woken()
+            except (ChatLocked, ConfigError, NotConfigured, StoreError, ProviderError) as error:
+                self.failure = f"cannot open the chat with the new settings: {error}"
+                self.exit(return_code=1)
+                return
+
+    async def _wait_woken(self) -> None:
+        assert self._wake is not None
+        await self._wake.wait()
+        self._wake = anyio.Event()
+        self.agent = None  # the agent closes next
+
+    def release(self) -> None:
+        """The app has ended: the agent closes."""
+        self._released = True
+        if self._wake is not None:
+            self._wake.set()
 
     def edit_instructions(self) -> str:
         """Open `<home>/instructions.md` in the editor; what to tell the user after."""
@@ -464,8 +598,8 @@ class ChatApp(App[int]):
 
     def action_interrupt(self) -> None:
         """Ctrl+C: cancel the running turn; otherwise copy the selection, or say how to quit."""
-        agent = self._agent()
-        if agent.busy:
+        agent = self.agent
+        if agent is not None and agent.busy:
             agent.cancel()
             return
         prompt = self.prompt
@@ -477,6 +611,43 @@ class ChatApp(App[int]):
     async def action_quit(self) -> None:
         await self._end_reply()
         self.exit(0)
+
+
+REOPENING = "the new settings are being applied: a moment"
+SAVED_FOR_LATER = (
+    "settings saved; a turn started meanwhile, so this session goes on with the old ones: "
+    "/setup again once it ends applies them"
+)
+
+
+def applied(agent: Agent) -> str:
+    """What the chat goes on with after /setup (never the key)."""
+    config = agent.runtime.config
+    line = f"settings applied: {config.provider}, model {agent.model}"
+    if config.base_url:
+        line += f", at {config.base_url}"
+    variable = KEY_VARIABLES.get(config.provider)
+    if variable and os.environ.get(variable):
+        line += f" ({variable} is set: its key is used, not the one in config.toml)"
+    return line
+
+
+@asynccontextmanager
+async def hosting(app: ChatApp, opener: AgentOpener = open_agent) -> AsyncIterator[None]:
+    """The app's agent, opened (its errors raised here, before the app runs) and kept in a task
+    of its own while the body runs the app; closed after."""
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(app.keep_agent, opener)
+            try:
+                yield
+            finally:
+                app.release()
+    except BaseExceptionGroup as errors:
+        # one error, the opener's or the body's, comes out as itself, not wrapped by the group
+        if len(errors.exceptions) == 1:
+            raise errors.exceptions[0] from None
+        raise
 
 
 # --- the command line's entry point -----------------------------------------------------------
@@ -502,8 +673,7 @@ async def _main(home: Path) -> int:
             return _fail("nothing was set up; run evertalk again to set up a provider")
     app = ChatApp(home)
     try:
-        async with Agent.open(home, asker=app) as agent:
-            app.attach(agent)
+        async with hosting(app):
             await app.run_async()
     except ChatLocked as error:
         return _fail(
@@ -511,6 +681,8 @@ async def _main(home: Path) -> int:
         )
     except (ConfigError, NotConfigured, StoreError, ProviderError) as error:
         return _fail(str(error))
+    if app.failure is not None:
+        return _fail(app.failure)
     return app.return_code or 0
 
 

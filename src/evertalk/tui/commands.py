@@ -2,22 +2,25 @@
 the texts they show.
 
 A line whose first word is a known command runs it; `//text` sends `/text` as a message, and a
-first word with another `/` in it (`/etc/hosts is empty`) is a message too. Settings changed here
-(`/model`, `/memory-model`) are saved to `config.toml` and take effect at the next start: the
-system prompt, the models and the instructions stay the same for the whole session (SPEC §5).
+first word with another `/` in it (`/etc/hosts is empty`) is a message too. `/model` and
+`/memory-model` change the running agent's models (the next turn, the compactor's next call) and
+the agent saves them to `config.toml`; `/instructions` takes effect at the next start, as the
+system prompt stays the same for a whole session (SPEC §5). `/setup` is the app's: it reopens
+the agent on new settings.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from textual.suggester import Suggester
 
 from evertalk.chat import Chat, ToolInputError
-from evertalk.config import EFFORTS, Config, ConfigError, config_path, load_config, save_config
+from evertalk.config import EFFORTS, ConfigError
 from evertalk.ledger import ledger_path, read_records, summarize
 from evertalk.memory_cli import format_status
 from evertalk.runtime import INSTRUCTIONS_NAME
@@ -42,19 +45,20 @@ MEMORY = Command("/memory", "/memory", "every line of the view, then the memory'
 ZOOM = Command(
     "/memory zoom", "/memory zoom ID N", "the two lines line ID+N was built from; N = 1: message ID"
 )
-MODEL = Command("/model", "/model [NAME]", "show or set the turn model (from the next start)")
+MODEL = Command("/model", "/model [NAME]", "show or set the turn model (from the next turn)")
 MEMORY_MODEL = Command(
     "/memory-model",
     "/memory-model [NAME] [EFFORT]",
-    "show or set the compaction model and effort (from the next start)",
+    "show or set the compaction model and effort (from its next call)",
 )
+SETUP = Command("/setup", "/setup", "change the provider, the API key, the base URL or the model")
 USAGE = Command("/usage", "/usage", "what the model calls cost: tokens, cache, dollars")
 INSTRUCTIONS = Command(
     "/instructions", "/instructions", "edit your instructions in $EDITOR (from the next start)"
 )
 QUIT = Command("/quit", "/quit", "leave (Ctrl+D on an empty input does too)")
 
-COMMANDS: Final = (HELP, MEMORY, ZOOM, MODEL, MEMORY_MODEL, USAGE, INSTRUCTIONS, QUIT)
+COMMANDS: Final = (HELP, MEMORY, ZOOM, MODEL, MEMORY_MODEL, SETUP, USAGE, INSTRUCTIONS, QUIT)
 _BY_NAME: Final = {command.name: command for command in COMMANDS}
 
 
@@ -129,6 +133,8 @@ KEYS: Final = (
     ("Page Up, Page Down", "scroll the chat (the mouse wheel too)"),
     ("Shift+Tab, Tab", "from the input to the tool rows (Enter or a click opens one) and back"),
     ("Ctrl+C", "cancel the running turn (what was logged stays logged)"),
+    ("Tab, Left, Right", "in the dialog that asks before a tool runs: choose a button"),
+    ("Enter, Esc", "answer the dialog (Deny has the focus), deny it"),
     ("Ctrl+D", "quit, on an empty input (as /quit)"),
 )
 
@@ -164,74 +170,64 @@ def zoom_text(chat: Chat, args: tuple[str, ...]) -> str:
         raise CommandError(str(error)) from None
 
 
-def _variable_note(variable: str) -> str:
-    if os.environ.get(variable):
-        return f" ({variable} is set and overrides it)"
-    return ""
-
-
-def model_text(home: Path, session_model: str, args: tuple[str, ...]) -> str:
-    """`/model`: the turn model of this session, or a new one saved for the next start."""
+def model_text(current: str, use_model: Callable[[str], None], args: tuple[str, ...]) -> str:
+    """`/model`: the turn model in use, or a new one (`Agent.use_model`: it applies from the
+    next turn and is saved to config.toml)."""
     if not args:
-        saved = _load(home).model
-        line = f"turn model: {session_model}"
-        if saved != session_model:
-            line += f" (this session); {saved} from the next start"
-        return line + "\nset it with /model NAME"
+        return f"turn model: {current}\nset it with /model NAME"
     if len(args) != 1:
         raise CommandError(f"usage: {MODEL.usage}: a model name is one word")
-    config = _load(home)
-    _save(home, replace(config, model=args[0]))
+    _apply(lambda: use_model(args[0]))
     return (
-        f"turn model set to {args[0]} in {config_path(home)}: it takes effect at the next "
-        f"start; this session goes on with {session_model}" + _variable_note("EVERTALK_MODEL")
+        f"turn model: {args[0]} from the next turn on (a running turn ends on the model it "
+        "began with); saved to config.toml" + _variable_note("EVERTALK_MODEL")
     )
 
 
 def memory_model_text(
-    home: Path, session_model: str, session_effort: str, args: tuple[str, ...]
+    current: str,
+    effort: str | None,
+    use_memory_model: Callable[[str, str | None], None],
+    args: tuple[str, ...],
 ) -> str:
-    """`/memory-model`: the compaction model and effort, or new ones for the next start.
-    An effort name alone sets the effort only."""
+    """`/memory-model`: the compactor's model and effort in use, or new ones
+    (`Agent.use_memory_model`: from its next call, saved to config.toml). An effort name alone
+    sets the effort only."""
     if not args:
-        memory = _load(home).memory
-        line = f"compaction model: {session_model}, effort {session_effort}"
-        if (memory.model, memory.effort) != (session_model, session_effort):
-            line += f" (this session); {memory.model}, effort {memory.effort} from the next start"
-        return line + "\nset them with /memory-model [NAME] [EFFORT]"
+        return f"compaction {_model_and_effort(current, effort)}\n" + (
+            "set them with /memory-model [NAME] [EFFORT]"
+        )
     if len(args) > 2:
         raise CommandError(f"usage: {MEMORY_MODEL.usage}")
-    model: str | None = args[0]
-    effort: str | None = args[1] if len(args) == 2 else None
+    model, new_effort = args[0], (args[1] if len(args) == 2 else None)
     if len(args) == 1 and args[0] in EFFORTS:
-        model, effort = None, args[0]
-    if effort is not None and effort not in EFFORTS:
-        raise CommandError(f"the effort is one of {', '.join(EFFORTS)}, not {effort!r}")
-    config = _load(home)
-    memory = config.memory
-    memory = replace(memory, model=model or memory.model, effort=effort or memory.effort)
-    _save(home, replace(config, memory=memory))
+        model, new_effort = current, args[0]
+    if new_effort is not None and new_effort not in EFFORTS:
+        raise CommandError(f"the effort is one of {', '.join(EFFORTS)}, not {new_effort!r}")
+    _apply(lambda: use_memory_model(model, new_effort))
     return (
-        f"compaction model set to {memory.model}, effort {memory.effort}, in "
-        f"{config_path(home)}: it takes effect at the next start"
-        + _variable_note("EVERTALK_MEMORY_MODEL")
+        f"compaction {_model_and_effort(model, new_effort or effort)} from the compactor's "
+        "next call on; saved to config.toml" + _variable_note("EVERTALK_MEMORY_MODEL")
     )
 
 
-def _load(home: Path) -> Config:
-    try:
-        return load_config(home)
-    except ConfigError as error:
-        raise CommandError(str(error)) from None
+def _model_and_effort(model: str, effort: str | None) -> str:
+    return f"model: {model}, effort {effort or 'left to the model'}"
 
 
-def _save(home: Path, config: Config) -> None:
+def _variable_note(variable: str) -> str:
+    if os.environ.get(variable):
+        return f" ({variable} is set: it overrides config.toml at the next start)"
+    return ""
+
+
+def _apply(change: Callable[[], None]) -> None:
+    """Run a model change of the agent; its ConfigError (a bad name, a file that cannot be
+    written: nothing changed) is the command's."""
     try:
-        save_config(home, config)
+        change()
     except (ConfigError, ValueError) as error:
         raise CommandError(str(error)) from None
-    except OSError as error:
-        raise CommandError(f"cannot write {config_path(home)}: {error.strerror or error}") from None
 
 
 def usage_text(home: Path) -> str:

@@ -1,9 +1,14 @@
-"""The first run: no provider can be called yet, so a short form asks for one.
+"""The setup form: which provider Ever talks to, and how.
 
 Provider, model (the provider's default when left empty; a local server needs one named), the API
 key (cloud providers) or the server's address (local ones, or a proxy). The answers are saved to
-`<home>/config.toml` with `save_config` (0600, in a 0700 folder); then the chat opens. The other
-settings of an existing file are kept.
+`<home>/config.toml` with `save_config` (0600, in a 0700 folder); the other settings of an
+existing file are kept.
+
+The form is a screen: `SetupApp` shows it on the first run, before the chat opens; `/setup`
+shows it over the chat (`SetupScreen(..., change=True)`) to fix a wrong key, provider, base URL
+or model. Then it comes filled in with the settings in use, except the key, which is never shown:
+its field left empty keeps the key in use.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import ClassVar, Final, cast
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from evertalk.agent.session import configuration_problem
@@ -47,17 +53,27 @@ class SetupError(Exception):
     """An answer that cannot be used: one line for the form."""
 
 
-def build_config(current: Config, provider: str, model: str, key: str, base_url: str) -> Config:
+def build_config(
+    current: Config,
+    provider: str,
+    model: str,
+    key: str,
+    base_url: str,
+    *,
+    keep_key: bool = False,
+) -> Config:
     """The settings to save: the answers over `current` (its other settings kept). An empty
-    model means the provider's default; an empty base URL the provider's usual address."""
+    model means the provider's default; an empty base URL the provider's usual address; an
+    empty key, with `keep_key` and the same provider, the key in use."""
     if provider not in DEFAULT_MODELS:
         raise SetupError(f"unknown provider {provider!r}")
     name = cast(ProviderName, provider)
     model, key, base_url = model.strip(), key.strip(), base_url.strip()
     local = provider in LOCAL_PROVIDERS
+    kept = keep_key and not key and provider == current.provider
     if local and not model:
         raise SetupError("name the model your server runs (e.g. qwen3:8b)")
-    if not local and not key:
+    if not local and not key and not kept:
         raise SetupError(f"paste your {LABELS[provider]} API key")
     if model and any(char.isspace() for char in model):
         raise SetupError("a model name has no spaces")
@@ -66,22 +82,26 @@ def build_config(current: Config, provider: str, model: str, key: str, base_url:
     memory = current.memory
     if provider != current.provider:  # the compaction model belongs to the old provider
         memory = replace(memory, model="")
-    return Config(
+    # `replace` keeps where `current` was loaded from: what came from the environment (a key
+    # variable, EVERTALK_MODEL) and was not changed stays out of the file
+    return replace(
+        current,
         provider=name,
         model=model,
         base_url=base_url or None,
-        api_key=Secret(key) if key else None,
+        api_key=current.api_key if kept else (Secret(key) if key else None),
         memory=memory,
-        turn=current.turn,
-        tools=current.tools,
     )
 
 
 def save_setup(home: Path, config: Config) -> None:
-    """Save the answers; a SetupError if the chat still could not call a model with them."""
+    """Save the answers; a SetupError, and nothing saved, if the chat could not call a model
+    with them."""
     try:
-        save_config(home, config)
-        problem = configuration_problem(home, load_config(home))
+        problem = configuration_problem(home, config)
+        if problem is None:
+            save_config(home, config)
+            problem = configuration_problem(home, load_config(home))
     except (ConfigError, ValueError) as error:
         raise SetupError(str(error)) from None
     except OSError as error:
@@ -90,50 +110,55 @@ def save_setup(home: Path, config: Config) -> None:
         raise SetupError(problem)
 
 
-class SetupApp(App[bool]):
-    """The form; the app's result is True once the settings are saved."""
+FIRST_RUN = (
+    "Welcome to evertalk. Ever needs a model to talk to: pick a provider. This is saved to "
+    "{path} (readable by you only); /setup changes it later, /model and /memory-model the models."
+)
+CHANGE = (
+    "The settings in use. The key is not shown: leave its field empty to keep it. Saved to "
+    "{path} (readable by you only); the chat goes on with them at once."
+)
 
-    TITLE = "evertalk setup"
-    ENABLE_COMMAND_PALETTE = False
-    CSS = """
-    Screen { align: center middle; }
-    #form {
+
+class SetupScreen(ModalScreen[bool]):
+    """The form; its result is True once the settings are saved, False if left."""
+
+    DEFAULT_CSS = """
+    SetupScreen { align: center middle; }
+    SetupScreen #form {
         width: 80;
         max-width: 100%;
         height: auto;
         border: round $accent;
+        background: $surface;
         padding: 1 2;
     }
-    #form Label { margin-top: 1; }
-    #intro { margin-bottom: 1; }
-    #problem { color: $text-error; margin-top: 1; height: auto; display: none; }
-    #problem.shown { display: block; }
-    #buttons { height: auto; margin-top: 1; }
-    #buttons Button { margin-right: 2; }
-    .hidden { display: none; }
+    SetupScreen #form Label { margin-top: 1; }
+    SetupScreen #intro { margin-bottom: 1; }
+    SetupScreen #problem { color: $text-error; margin-top: 1; height: auto; display: none; }
+    SetupScreen #problem.shown { display: block; }
+    SetupScreen #buttons { height: auto; margin-top: 1; }
+    SetupScreen #buttons Button { margin-right: 2; }
+    SetupScreen .hidden { display: none; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         # Not priority bindings: they then come after the keys typed before them (a pasted key
         # and Ctrl+S at once), as they pass through the focused field first.
         Binding("ctrl+s", "save", "save"),
-        Binding("escape", "leave", "quit"),
+        Binding("escape", "leave", "leave"),
     ]
 
-    def __init__(self, home: Path, current: Config | None = None) -> None:
+    def __init__(self, home: Path, current: Config, *, change: bool = False) -> None:
         super().__init__()
         self.home = home
-        self.current = current or Config()
+        self.current = current
+        self.change = change  # over the chat: filled in with the settings in use
 
     def compose(self) -> ComposeResult:
         provider = self.current.provider
+        intro = CHANGE if self.change else FIRST_RUN
         with Vertical(id="form"):
-            yield Static(
-                "Welcome to evertalk. Ever needs a model to talk to: pick a provider. "
-                f"This is saved to {config_path(self.home)} (readable by you only); "
-                "/model and /memory-model change it later.",
-                id="intro",
-                markup=False,
-            )
+            yield Static(intro.format(path=config_path(self.home)), id="intro", markup=False)
             yield Label("Provider")
             yield Select(
                 [(LABELS[name], name) for name in LABELS],
@@ -142,15 +167,21 @@ class SetupApp(App[bool]):
                 id="provider",
             )
             yield Label("Model", id="model-label")
-            yield Input(id="model")
+            yield Input(self.current.model if self.change else "", id="model")
             yield Label("API key", id="key-label")
             yield Input(password=True, id="key")
             yield Label("Server address", id="url-label")
-            yield Input(id="url")
+            yield Input(self._url_in_use() if self.change else "", id="url")
             yield Static("", id="problem", markup=False)
             with Horizontal(id="buttons"):
-                yield Button("Save and start (Ctrl+S)", id="save", variant="primary")
-                yield Button("Quit (Esc)", id="leave")
+                save = "Save and apply (Ctrl+S)" if self.change else "Save and start (Ctrl+S)"
+                yield Button(save, id="save", variant="primary")
+                yield Button("Cancel (Esc)" if self.change else "Quit (Esc)", id="leave")
+
+    def _url_in_use(self) -> str:
+        """The base URL in use, unless it is the provider's usual one (shown as the hint)."""
+        url = self.current.base_url
+        return "" if url is None or url == DEFAULT_BASE_URLS[self.current.provider] else url
 
     def on_mount(self) -> None:
         self._fit(self.current.provider)
@@ -162,11 +193,10 @@ class SetupApp(App[bool]):
         default = DEFAULT_MODELS[provider][0]
         model = self.query_one("#model", Input)
         model.placeholder = f"empty: {default}" if default else "the model your server runs"
-        variable = KEY_VARIABLES.get(provider)
-        key = self.query_one("#key", Input)
-        key.placeholder = f"your key (or set {variable} instead)" if variable else ""
-        for name in ("#key", "#key-label"):
-            self.query_one(name).set_class(local, "hidden")
+        if self.change and model.value in ("", self.current.model):
+            # the model in use belongs to its provider: another one starts from its default
+            model.value = self.current.model if provider == self.current.provider else ""
+        self._fit_key(provider, local)
         url = self.query_one("#url", Input)
         usual = DEFAULT_BASE_URLS[provider]
         label = "Server address" if local else "Base URL (only for a proxy)"
@@ -177,29 +207,45 @@ class SetupApp(App[bool]):
         elif not local and url.value in DEFAULT_BASE_URLS.values():
             url.value = ""
 
+    def _fit_key(self, provider: str, local: bool) -> None:
+        variable = KEY_VARIABLES.get(provider)
+        key = self.query_one("#key", Input)
+        if self._keeps_key(provider):
+            key.placeholder = "empty: keep the key in use"
+        else:
+            key.placeholder = f"your key (or set {variable} instead)" if variable else ""
+        for name in ("#key", "#key-label"):
+            self.query_one(name).set_class(local, "hidden")
+
+    def _keeps_key(self, provider: str) -> bool:
+        return self.change and provider == self.current.provider and bool(self.current.api_key)
+
     def on_select_changed(self, event: Select.Changed) -> None:
         if isinstance(event.value, str):
             self._fit(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
         self.action_save()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
         if event.button.id == "save":
             self.action_save()
         else:
             self.action_leave()
 
     def action_save(self) -> None:
-        provider = self.query_one("#provider", Select).value
+        provider = str(self.query_one("#provider", Select).value)
         local = provider in LOCAL_PROVIDERS
         try:
             config = build_config(
                 self.current,
-                str(provider),
+                provider,
                 self.query_one("#model", Input).value,
                 "" if local else self.query_one("#key", Input).value,
                 self.query_one("#url", Input).value,
+                keep_key=self._keeps_key(provider),
             )
             save_setup(self.home, config)
         except SetupError as error:
@@ -207,7 +253,22 @@ class SetupApp(App[bool]):
             problem.update(str(error))
             problem.add_class("shown")
             return
-        self.exit(True)
+        self.dismiss(True)
 
     def action_leave(self) -> None:
-        self.exit(False)
+        self.dismiss(False)
+
+
+class SetupApp(App[bool]):
+    """The first run: the form alone; the app's result is True once the settings are saved."""
+
+    TITLE = "evertalk setup"
+    ENABLE_COMMAND_PALETTE = False
+
+    def __init__(self, home: Path, current: Config | None = None) -> None:
+        super().__init__()
+        self.home = home
+        self.current = current or Config()
+
+    def on_mount(self) -> None:
+        self.push_screen(SetupScreen(self.home, self.current), callback=self.exit)

@@ -442,7 +442,21 @@ class ChatLog(VerticalScroll):
 
 
 class PermissionScreen(ModalScreen[Decision]):
-    """Ever wants to run a tool whose policy is `ask`: allow it once, always, or deny it."""
+    """Ever wants to run a tool whose policy is `ask`: allow it once, always, or deny it.
+
+    The dialog opens while the user may be typing a message, so nothing typed can allow a tool
+    by accident: for `GRACE` seconds its buttons are disabled and nothing has the focus (a click
+    cannot move it to Allow), then Deny has it (Enter denies); it has no letter keys. The keys
+    it does not use (all of them in the grace period) are kept in `typed` for the app to hand
+    back to the input once it closes: the user's words are not lost. An answer takes Tab or
+    Left/Right to a button, then Enter; or a click.
+    """
+
+    GRACE: ClassVar[float] = 0.7  # seconds: longer than a typist's next few keys take
+    AUTO_FOCUS = None  # nothing has the focus in the grace period: `_arm` gives it to Deny
+    DIALOG_KEYS: ClassVar[frozenset[str]] = frozenset(
+        {"tab", "shift+tab", "left", "right", "enter", "escape"}
+    )
 
     DEFAULT_CSS = """
     PermissionScreen { align: center middle; }
@@ -464,18 +478,21 @@ class PermissionScreen(ModalScreen[Decision]):
     }
     PermissionScreen Horizontal { height: auto; margin-top: 1; }
     PermissionScreen Button { margin-right: 2; }
+    PermissionScreen #keys { color: $text-muted; margin-top: 1; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer('once')", "allow once", show=False),
-        Binding("a", "answer('always')", "always", show=False),
-        Binding("n,escape", "answer('deny')", "deny", show=False),
+        Binding("left", "app.focus_previous", "previous", show=False),
+        Binding("right", "app.focus_next", "next", show=False),
+        Binding("escape", "answer('deny')", "deny", show=False),
     ]
 
     def __init__(self, tool: str, tool_input: dict[str, Any]) -> None:
         super().__init__()
         self.tool = tool
         self.tool_input = tool_input
+        self.typed: list[events.Key] = []
+        self.answerable = False  # the grace period is over
 
     def compose(self) -> ComposeResult:
         always = "Always this command" if self.tool == "shell" else f"Always allow {self.tool}"
@@ -484,12 +501,34 @@ class PermissionScreen(ModalScreen[Decision]):
             with VerticalScroll():
                 yield Static(describe_call(self.tool, self.tool_input), markup=False, id="call")
             with Horizontal():
-                yield Button("Allow once (y)", id="once", variant="success")
-                yield Button(f"{always} (a)", id="always", variant="primary")
-                yield Button("Deny (n)", id="deny", variant="error")
+                yield Button("Allow once", id="once", variant="success", disabled=True)
+                yield Button(always, id="always", variant="primary", disabled=True)
+                yield Button("Deny", id="deny", variant="error", disabled=True)
+            yield Label(
+                "Tab or Left/Right chooses, Enter answers, Esc denies. "
+                "What you type meanwhile stays in your message.",
+                id="keys",
+                markup=False,
+            )
 
     def on_mount(self) -> None:
-        self.query_one("#once", Button).focus()
+        self.set_timer(self.GRACE, self._arm)
+
+    def _arm(self) -> None:
+        """The grace period is over: the buttons answer."""
+        for button in self.query(Button):
+            button.disabled = False
+        self.query_one("#deny", Button).focus()
+        self.answerable = True
+
+    def on_key(self, event: events.Key) -> None:
+        """Every key passes here before the bindings (the app checks them once the key has gone
+        up from the focused button): a key that must not answer is kept and goes no further."""
+        if event.key in self.DIALOG_KEYS and self.answerable:
+            return
+        event.stop()
+        event.prevent_default()
+        self.typed.append(event)  # in the grace period even Enter: it was meant for the input
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -497,6 +536,8 @@ class PermissionScreen(ModalScreen[Decision]):
             self.action_answer(event.button.id)
 
     def action_answer(self, decision: str) -> None:
+        if not self.answerable:
+            return
         if decision == "once":
             self.dismiss("once")
         elif decision == "always":
