@@ -17,6 +17,7 @@ from tui_support import (
     log_of,
     running,
     script,
+    turn_bodies,
     turn_models,
     type_text,
     wait_until,
@@ -504,3 +505,35 @@ async def test_a_batch_done_within_one_message_shows_one_row(home: Path) -> None
         app.refresh_status()
         await pilot.pause()
         assert len(memory_rows(app)) == 1  # never seen waiting: no start row
+
+
+async def test_an_image_attached_with_a_command_goes_with_the_next_message(
+    home: Path, tmp_path: Path
+) -> None:
+    picture, notes_file = tmp_path / "shot.png", tmp_path / "notes.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x02" * 30)
+    notes_file.write_text("not a picture")
+    fake = AnthropicFake(script().push(answer("A screenshot."), answer("Plain.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+
+        async def command(text: str) -> str:
+            count = len(outputs(app))
+            await enter_line(pilot, text)
+            await wait_until(pilot, lambda: len(outputs(app)) > count)
+            return outputs(app)[-1]
+
+        assert "no image attached" in await command("/image")
+        assert "not a PNG, JPEG, GIF or WebP image" in await command(f"/image {notes_file}")
+        assert "attached shot.png" in await command(f"/image {picture}")
+        assert "shot.png" in await command("/image")
+        await enter_line(pilot, "what is this?")
+        await wait_until(pilot, lambda: replies(app)[-1:] == ["A screenshot."])
+        assert "with shot.png" in notes(app)
+        assert "no image attached" in await command("/image")  # it went with the message
+        await wait_until(pilot, lambda: not app._agent().busy)
+        await enter_line(pilot, "and now?")
+        await wait_until(pilot, lambda: replies(app)[-1:] == ["Plain."])
+    first, second = (body["messages"][0]["content"] for body in turn_bodies(fake))
+    assert [block["type"] for block in first[-2:]] == ["text", "image"]
+    assert second[-1]["type"] == "text"  # the next message has no image

@@ -46,14 +46,15 @@ def is_compaction(call: Call) -> bool:
     return call.body.get("tool_choice") in ({"type": "none"}, "none")
 
 
-def turn_models(fake: AnthropicFake) -> list[str]:
-    """The model each turn call (not a compaction) asked for, in order."""
+def turn_bodies(fake: AnthropicFake) -> list[dict[str, Any]]:
+    """The body of each turn call (not a compaction), in order."""
     bodies = [record.body for record in fake.records if record.body is not None]
-    return [
-        str(body["model"])
-        for body in bodies
-        if body.get("tool_choice") not in ({"type": "none"}, "none")
-    ]
+    return [body for body in bodies if body.get("tool_choice") not in ({"type": "none"}, "none")]
+
+
+def turn_models(fake: AnthropicFake) -> list[str]:
+    """The model each turn call asked for, in order."""
+    return [str(body["model"]) for body in turn_bodies(fake)]
 
 
 def script() -> Script:

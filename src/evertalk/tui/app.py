@@ -135,6 +135,7 @@ class ChatApp(App[int]):
         self._thought: ThoughtRow | None = None
         self._tools: dict[str, ToolRow] = {}
         self._held: list[UserRow] = []
+        self.attachments = commands.Attachments()
         self._settling: NoteRow | None = None
         self._wake: anyio.Event | None = None  # tells `keep_agent` to reopen or to close
         self._reopen = False
@@ -444,14 +445,18 @@ class ChatApp(App[int]):
             return
         held = agent.busy
         row = UserRow(text, held=held)
+        names = self.attachments.names()
         try:
-            agent.submit(text)
+            agent.submit(text, self.attachments.images())
         except (RuntimeError, ValueError) as error:
             await self._add(NoteRow(f"not sent: {error}", classes="error"))
             return
+        self.attachments.clear()
         if held:
             self._held.append(row)
         await self._add(row)
+        if names:
+            await self._add(NoteRow(f"with {names}"))
 
     async def run_command(self, line: Invocation) -> None:
         command = line.command
@@ -491,6 +496,8 @@ class ChatApp(App[int]):
                     settings.model, settings.effort, agent.use_memory_model, line.args
                 )
             )
+        elif command is commands.IMAGE:
+            await self._output(self.attachments.command(line.args, agent.workdir))
         elif command is commands.SETUP:
             self.open_setup(agent)
         elif command is commands.USAGE:

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from textual.suggester import Suggester
 
+from evertalk.agent.images import ImageError, read_image
 from evertalk.chat import Chat, ToolInputError
 from evertalk.config import EFFORTS, ConfigError
 from evertalk.ledger import ledger_path, read_records, summarize
 from evertalk.memory_cli import format_status
+from evertalk.providers.base import Image
 from evertalk.runtime import INSTRUCTIONS_NAME
 from evertalk.store.errors import StoreError
 from evertalk.store.secure import make_dir, write_atomic
@@ -51,6 +53,9 @@ MEMORY_MODEL = Command(
     "/memory-model [NAME] [EFFORT]",
     "show or set the compaction model and effort (from its next call)",
 )
+IMAGE = Command(
+    "/image", "/image [PATH|clear]", "attach an image to your next message, or show or drop them"
+)
 SETUP = Command("/setup", "/setup", "change the provider, the API key, the base URL or the model")
 USAGE = Command("/usage", "/usage", "what the model calls cost: tokens, cache, dollars")
 INSTRUCTIONS = Command(
@@ -58,7 +63,18 @@ INSTRUCTIONS = Command(
 )
 QUIT = Command("/quit", "/quit", "leave (Ctrl+D on an empty input does too)")
 
-COMMANDS: Final = (HELP, MEMORY, ZOOM, MODEL, MEMORY_MODEL, SETUP, USAGE, INSTRUCTIONS, QUIT)
+COMMANDS: Final = (
+    HELP,
+    MEMORY,
+    ZOOM,
+    MODEL,
+    MEMORY_MODEL,
+    IMAGE,
+    SETUP,
+    USAGE,
+    INSTRUCTIONS,
+    QUIT,
+)
 _BY_NAME: Final = {command.name: command for command in COMMANDS}
 
 
@@ -168,6 +184,43 @@ def zoom_text(chat: Chat, args: tuple[str, ...]) -> str:
         return chat.zoom(start, count)
     except (ToolInputError, StoreError) as error:
         raise CommandError(str(error)) from None
+
+
+@dataclass
+class Attachments:
+    """The images `/image` attached, waiting for the next message to be sent with it."""
+
+    files: list[tuple[Path, Image]] = field(default_factory=list)
+
+    def command(self, args: tuple[str, ...], workdir: Path) -> str:
+        """`/image PATH` attaches (a relative path is from the working folder, as the tools'
+        are), `/image clear` drops them all, `/image` alone lists them."""
+        if not args:
+            if not self.files:
+                return f"no image attached: {IMAGE.usage}"
+            return "attached to your next message: " + self.names()
+        if args == ("clear",):
+            count, self.files = len(self.files), []
+            return f"dropped {count} image{'s' if count != 1 else ''}"
+        path = Path(" ".join(args)).expanduser()  # a path may hold spaces
+        path = path if path.is_absolute() else workdir / path
+        try:
+            image = read_image(path)
+        except ImageError as error:
+            raise CommandError(str(error)) from None
+        self.files.append((path, image))
+        size = len(image.data) * 3 // 4
+        return f"attached {path.name} ({size / 1000:.0f} KB); it goes with your next message"
+
+    def names(self) -> str:
+        return ", ".join(path.name for path, _ in self.files)
+
+    def images(self) -> list[Image]:
+        return [image for _, image in self.files]
+
+    def clear(self) -> None:
+        """The message went: its images with it (kept if it could not be sent)."""
+        self.files = []
 
 
 def model_text(current: str, use_model: Callable[[str], None], args: tuple[str, ...]) -> str:
