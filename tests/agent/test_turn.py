@@ -174,7 +174,7 @@ async def test_a_failed_call_ends_the_turn_and_says_why(home: Path) -> None:
     ended = seen[-1]
     assert isinstance(ended, TurnEnded) and ended.reason == "error"
     assert ended.error is not None and "prompt is too long" in ended.error
-    assert "\n" not in ended.error
+    assert "\n" not in ended.error and ended.error_kind == "bad_request"
     kind, text = log_of(home)[-1]
     assert kind == "echo" and text.startswith("turn stopped: ") and "prompt is too long" in text
 

@@ -33,7 +33,7 @@ def test_completion_follows_what_is_typed() -> None:
     assert suggester.suggest("/memory-") == "/memory-model "
     assert suggester.suggest("/mo") == "/model "
     assert suggester.suggest("/model") is None
-    assert suggester.suggest("/i") == "/instructions"
+    assert suggester.suggest("/i") == "/image " and suggester.suggest("/in") == "/instructions"
     assert suggester.suggest("/s") == "/setup" and suggester.suggest("/setup") is None
     assert [c.name for c in matching("/se")] == ["/setup"]
     assert suggester.suggest("hello") is None
@@ -106,6 +106,8 @@ def test_a_refused_key_is_told_from_other_failures() -> None:
         None,
     ):
         assert not refused_key(other), other
+    assert refused_key("the model call failed: Anthropic: 🙅", "auth")  # the kind decides
+    assert not refused_key("the model call failed: Anthropic: Overloaded", "overloaded")
 
 
 def test_instructions_file_is_created_private(tmp_path: Path) -> None:

@@ -71,6 +71,7 @@ EndReason = Literal[
 class TurnEnded:
     reason: EndReason
     error: str | None = None  # one line: why, for every reason but "done" and "cancelled"
+    error_kind: str | None = None  # a failed model call's ProviderError kind ("auth", …)
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,7 @@ class TurnLoop:
             self._cancelled(turn_id)
             raise
         except ProviderError as error:
-            why = f"the model call failed: {error}"
+            return self._end(turn_id, "error", f"the model call failed: {error}", kind=error.kind)
         except Exception as error:  # a bug or a full disk must not take the session down
             why = one_line(f"{type(error).__name__}: {error}") or type(error).__name__
         return self._end(turn_id, "error", why)
@@ -210,12 +210,17 @@ class TurnLoop:
             self._append("echo", text, key=key)
 
     def _end(
-        self, turn_id: int | str, reason: events.EndReason, why: str, final: str = ""
+        self,
+        turn_id: int | str,
+        reason: events.EndReason,
+        why: str,
+        final: str = "",
+        kind: str | None = None,
     ) -> Ending:
         """Stop the turn, saying why in the log (once per turn: the key is the turn's)."""
         with contextlib.suppress(Exception):  # the log itself failed: nothing more can be written
             self._append("echo", f"turn stopped: {why}", key=f"turn-{turn_id}-stop")
-        return Ending(events.TurnEnded(reason, why), final)
+        return Ending(events.TurnEnded(reason, why, kind), final)
 
     def _append(
         self,

@@ -104,8 +104,10 @@ def open_agent(app: ChatApp) -> AbstractAsyncContextManager[Agent]:
     return Agent.open(app.home, asker=app)
 
 
-def refused_key(error: str | None) -> bool:
+def refused_key(error: str | None, kind: str | None = None) -> bool:
     """Whether a turn's error reads as the provider refusing the key."""
+    if kind == "auth":
+        return True
     return bool(error and error.startswith(FAILED_CALL) and AUTH_WORDS.search(error))
 
 
@@ -359,7 +361,7 @@ class ChatApp(App[int]):
         self._tools.clear()
         if event.reason == "error":
             await self._add(NoteRow(f"error: {event.error or 'the turn failed'}", classes="error"))
-            if refused_key(event.error):
+            if refused_key(event.error, event.error_kind):
                 await self._add(NoteRow(KEY_HINT, classes="error"))
         elif event.reason in STOPPED:
             text = STOPPED[event.reason]
