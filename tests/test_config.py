@@ -238,18 +238,41 @@ def test_an_empty_variable_counts_as_unset(tmp_path: Path) -> None:
     assert config.api_key == Secret(KEY) and config.model == "claude-sonnet-5-5"
 
 
-def test_base_url_variables_apply_when_the_file_has_none(tmp_path: Path) -> None:
+def test_the_providers_base_url_variable_overrides_the_file(tmp_path: Path) -> None:
     env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9/a", "OPENAI_BASE_URL": "http://127.0.0.1:9/o"}
     assert load_config(tmp_path, env).base_url == "http://127.0.0.1:9/a"
     write(tmp_path, 'provider = "openai"\n')
     assert load_config(tmp_path, env).base_url == "http://127.0.0.1:9/o"
-    # Each variable is for its own provider's SDK: not for OpenRouter or a local server.
-    write(tmp_path, 'provider = "vllm"\nmodel = "m"\n')
-    assert load_config(tmp_path, env).base_url == "http://localhost:8000/v1"
-    write(tmp_path, 'provider = "openrouter"\n')
-    assert load_config(tmp_path, env).base_url == "https://openrouter.ai/api/v1"
+    # the environment beats the file, as for every other setting
     write(tmp_path, 'provider = "openai"\nbase_url = "https://file.example/v1"\n')
-    assert load_config(tmp_path, env).base_url == "https://file.example/v1"
+    assert load_config(tmp_path, env).base_url == "http://127.0.0.1:9/o"
+    assert load_config(tmp_path, {}).base_url == "https://file.example/v1"
+    write(tmp_path, 'base_url = "https://file.example/a"\n')
+    assert load_config(tmp_path, env).base_url == "http://127.0.0.1:9/a"
+    assert load_config(tmp_path, {"OPENAI_BASE_URL": "http://x.test"}).base_url == (
+        "https://file.example/a"  # another SDK's variable
+    )
+
+
+@pytest.mark.parametrize("provider", ["openrouter", "ollama", "llamacpp", "vllm"])
+def test_openai_base_url_is_not_read_for_other_openai_compatible_providers(
+    tmp_path: Path, provider: str
+) -> None:
+    """Their key (and the chat) must not go to an address set for OpenAI itself."""
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/o"}
+    write(tmp_path, f'provider = "{provider}"\nmodel = "m"\n')
+    default = load_config(tmp_path, {}).base_url
+    assert default is not None and load_config(tmp_path, env).base_url == default
+    write(tmp_path, f'provider = "{provider}"\nmodel = "m"\nbase_url = "http://host.test/v1"\n')
+    assert load_config(tmp_path, env).base_url == "http://host.test/v1"
+
+
+def test_a_base_url_from_the_environment_is_not_saved(tmp_path: Path) -> None:
+    write(tmp_path, 'provider = "openai"\nbase_url = "https://file.example/v1"\n')
+    loaded = load_config(tmp_path, {"OPENAI_BASE_URL": "http://127.0.0.1:9/o"})
+    save_config(tmp_path, replace(loaded, model="gpt-5.6-luna"))
+    saved = tomllib.loads((tmp_path / "config.toml").read_text())
+    assert saved["base_url"] == "https://file.example/v1" and saved["model"] == "gpt-5.6-luna"
 
 
 @pytest.mark.parametrize(
@@ -313,8 +336,9 @@ def test_bad_toml_names_the_file_and_the_line(tmp_path: Path) -> None:
         ('provider = "antropic"', "`provider` must be one of anthropic, openai"),
         ('[tools]\nshell = "yes"', "`tools.shell` must be allow, ask or deny, not 'yes'"),
         ("[tools]\nread = true", "`tools.read` must be allow, ask or deny, not True"),
-        ('[memory]\nconcurrency = "eight"', "`memory.concurrency` must be a whole number >= 1"),
-        ("[memory]\nconcurrency = 0", "`memory.concurrency` must be a whole number >= 1, not 0"),
+        ('[memory]\nconcurrency = "eight"', "`memory.concurrency` must be a whole number from"),
+        ("[memory]\nconcurrency = 0", "`memory.concurrency` must be a whole number from 1 to 8"),
+        ("[memory]\nconcurrency = 9", "`memory.concurrency` must be a whole number from 1 to 8"),
         ("[memory]\nconcurrency = true", "`memory.concurrency` must be a whole number"),
         ("[memory]\nsettle_timeout = -1", "`memory.settle_timeout` must be a number of seconds"),
         ("[memory]\ndeadline = 0", "`memory.deadline` must be a positive number of seconds"),
@@ -340,6 +364,12 @@ def test_bad_values_are_one_line_naming_the_file(tmp_path: Path, text: str, expe
     path = write(tmp_path, text + "\n")
     message = error_of(tmp_path)
     assert message.startswith(f"{path}: {expected}"), message
+
+
+@pytest.mark.parametrize("calls", [1, 8])
+def test_concurrency_is_at_most_eight_calls(tmp_path: Path, calls: int) -> None:
+    write(tmp_path, f"[memory]\nconcurrency = {calls}\n")
+    assert load_config(tmp_path, {}).memory.concurrency == calls
 
 
 def test_a_bad_variable_is_named(tmp_path: Path) -> None:
@@ -432,7 +462,7 @@ def test_round_trip(tmp_path: Path) -> None:
         model='vendor/model "quoted" \\ \t name',
         base_url="https://openrouter.example/api/v1",
         api_key=Secret(KEY),
-        memory=MemoryConfig("vendor/small", "max", 0.25, 16, 1200),
+        memory=MemoryConfig("vendor/small", "max", 0.25, 6, 1200),
         turn=TurnConfig("low"),
         tools=ToolPolicies(shell="allow", read="deny", write="deny", edit="allow"),
     )

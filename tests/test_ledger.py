@@ -21,6 +21,7 @@ from evertalk.ledger import (
     summarize,
 )
 from evertalk.providers.base import Usage
+from evertalk.usage_cli import format_summary
 
 PLUS2 = timezone(timedelta(hours=2))
 MINUS5 = timezone(timedelta(hours=-5))
@@ -313,3 +314,41 @@ def test_the_summary_as_json() -> None:
     assert data["total"]["cost"] == 0.3  # float noise rounded away
     assert data["by_day"]["2026-10-20"]["cache_read_share"] == pytest.approx(300 / 390)
     assert data["calls_per_node"] == 1.0 and data["built_nodes"] == 1
+
+
+def test_a_failed_call_is_marked_and_counted_as_a_call(tmp_path: Path) -> None:
+    path = tmp_path / "usage.jsonl"
+    with Ledger(path) as ledger:
+        for usage, failed in ((Usage(0, 0, 0, 2_745), True), (Usage(3, 60, 2_745, 0), False)):
+            ledger.record(
+                role="compaction",
+                provider="anthropic",
+                model="claude-haiku-5-5",
+                usage=usage,
+                cost=None,
+                duration_ms=40,
+                node="12+1",
+                failed=failed,
+            )
+        ledger.record(
+            role="compaction",
+            provider="anthropic",
+            model="claude-haiku-5-5",
+            usage=Usage(),
+            cost=None,
+            duration_ms=600_000,
+            node="14+1",
+            failed=True,  # the deadline: it never answered, and was cut in the end
+        )
+    lines = path.read_text().splitlines()
+    assert ['"failed":true' in line for line in lines] == [True, False, True]
+    assert '"failed"' not in lines[1]  # written only when true
+    records = read_records(path).records
+    assert [r.failed for r in records] == [True, False, True]
+    summary = summarize(records)
+    assert summary.total.calls == 3 and summary.total.cache_write == 2_745
+    # three calls, one node a model gave its line: the failed calls are counted, not hidden
+    assert (summary.compaction_calls, summary.built_nodes, summary.calls_per_node) == (3, 1, 3.0)
+    printed = format_summary(summary)
+    assert "compaction" in printed and " 3 " in printed
+    assert parse_record(lines[0].replace("true", '"yes"').encode()) is None

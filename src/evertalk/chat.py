@@ -2,6 +2,12 @@
 
 Every change goes to disk first (append + fsync) and reaches the core only once it is
 durable; nodes the core builds by itself are written before the views that may name them.
+
+Those nodes (free parents, cut nodes) are the one exception to "disk first": the core makes them
+as it takes an event, and they are written right after. If that write fails, the core holds
+nodes the disk does not, and anything built on them could name lines that a restart would not
+find. So the Chat stops there: every later change raises a StoreError asking for a reopen, which
+rebuilds the state from what is on disk (and builds the lost free nodes again).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class Chat:
         self.core = core
         self.readonly = readonly
         self.warnings: list[str] = list(store.warnings)
+        self.broken: str | None = None  # why the core and the disk may differ (see above)
 
     # -- opening and closing --------------------------------------------------------------
 
@@ -127,12 +134,19 @@ class Chat:
         self._persist(self.core.fail(node))
 
     def _persist(self, built: list[Built]) -> None:
-        for node in built:
-            self.store.append_node(node.level, node.index, node.text, node.flag)
+        """Write the nodes the core just built by itself; the core already counts them built."""
+        try:
+            for node in built:
+                self.store.append_node(node.level, node.index, node.text, node.flag)
+        except Exception as error:
+            self.broken = f"{node_name(node.node)} could not be written ({error})"
+            raise
 
     def _writable(self) -> None:
         if self.readonly:
             raise StoreError("this chat was opened read-only")
+        if self.broken is not None:
+            raise broken_error(self.broken)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -211,6 +225,14 @@ class Chat:
         )
 
 
+def broken_error(reason: str) -> StoreError:
+    """The error of a change to a chat whose core and disk may differ (Chat.broken)."""
+    return StoreError(
+        f"the chat's memory no longer matches the disk: {reason}; reopen the chat (start "
+        "evertalk again) to go on"
+    )
+
+
 def format_date(iso: str) -> str:
     """`2026-10-08 Thursday 14:03:22 +02:00`, in the current local time zone."""
     moment = datetime.fromisoformat(iso).astimezone()
@@ -247,4 +269,13 @@ def opened(chat_dir: Path, *, readonly: bool = False) -> Iterator[Chat]:
         chat.close()
 
 
-__all__ = ["CUT", "FREE", "Chat", "SavedViews", "Status", "ToolInputError", "format_date"]
+__all__ = [
+    "CUT",
+    "FREE",
+    "Chat",
+    "SavedViews",
+    "Status",
+    "ToolInputError",
+    "broken_error",
+    "format_date",
+]

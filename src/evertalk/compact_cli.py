@@ -1,4 +1,8 @@
-"""`evertalk memory compact`: build every node that needs a model call, with a progress line."""
+"""`evertalk memory compact`: build every node that needs a model call, with a progress line.
+
+On a terminal the progress line is redrawn in place; a warning (a node's first failure) gets a
+line of its own above it. The last line, terminal or not, is the progress at the end.
+"""
 
 from __future__ import annotations
 
@@ -41,12 +45,15 @@ def run_compact(home: Path) -> int:
             system=runtime.system,
             tools=TOOLS,
             ledger=ledger,
+            on_warning=_warn,
         )
         compactor.waiting = True  # nobody will send a message: retry failed nodes on a timer
         total = compactor.unbuilt()
         anyio.run(_compact, compactor, total)
     except ProviderError as error:
         return _fail(f"the compactor's model cannot be used: {error}")
+    except StoreError as error:  # a line could not be saved: the chat must be reopened
+        return _fail(str(error))
     except KeyboardInterrupt:
         built = compactor.built if compactor else 0
         print(f"\nstopped; the {built} lines built so far are kept", file=sys.stderr)
@@ -59,12 +66,12 @@ def run_compact(home: Path) -> int:
 
 
 async def _compact(compactor: Compactor, total: int) -> None:
-    error: ProviderError | None = None
+    error: ProviderError | StoreError | None = None
     async with anyio.create_task_group() as group:
         group.start_soon(_show_progress, compactor, total)
         try:
             await compactor.run(until_built=True)
-        except ProviderError as caught:  # raised out of the group it would come in a group
+        except (ProviderError, StoreError) as caught:  # out of the group it would be a group
             error = caught
         group.cancel_scope.cancel()
     if error is not None:
@@ -76,6 +83,13 @@ async def _show_progress(compactor: Compactor, total: int) -> None:
         if sys.stderr.isatty():
             print("\r" + _line(compactor, total), end="", file=sys.stderr, flush=True)
         await anyio.sleep(0.5)
+
+
+def _warn(line: str) -> None:
+    if sys.stderr.isatty():  # over the progress line, which the next tick draws again below
+        print("\r\x1b[K" + line, file=sys.stderr, flush=True)
+    else:
+        print(line, file=sys.stderr, flush=True)
 
 
 def _line(compactor: Compactor, total: int) -> str:

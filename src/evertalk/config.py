@@ -7,13 +7,17 @@ fills in the defaults; `save_config` writes the file back with a small TOML writ
 Precedence, highest first:
 
 - `EVERTALK_PROVIDER`, `EVERTALK_MODEL`, `EVERTALK_MEMORY_MODEL`, `EVERTALK_WORKDIR` (which the
-  command line's `--workdir` sets) and the provider's key variable
-  (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `OPENROUTER_API_KEY`; a local server has none) override
-  the file;
-- `base_url` in the file, then `ANTHROPIC_BASE_URL` (anthropic) or `OPENAI_BASE_URL` (openai),
-  as the SDKs honour them, then the provider's usual address;
-- the file, then the defaults. With no provider named anywhere, exactly one key variable set
-  picks its provider; otherwise the provider is anthropic.
+  command line's `--workdir` sets), the provider's key variable (`ANTHROPIC_API_KEY`,
+  `OPENAI_API_KEY`, `OPENROUTER_API_KEY`; a local server has none) and its SDK's base URL
+  variable (`ANTHROPIC_BASE_URL` for anthropic, `OPENAI_BASE_URL` for openai) override the file;
+- the file, then the defaults (for `base_url`, the provider's usual address). With no provider
+  named anywhere, exactly one key variable set picks its provider; otherwise the provider is
+  anthropic.
+
+`OPENAI_BASE_URL` is not read for openrouter, ollama, llamacpp or vllm, though they talk through
+the OpenAI SDK too: the variable is usually set for OpenAI itself, and honouring it would send
+their key, and the chat, to that address. As with the key variables, each provider reads only
+its own.
 
 When the environment names another provider than the file, the file's model, memory model,
 base_url and api_key belong to the file's provider and are not used: a key is never sent to
@@ -84,6 +88,8 @@ values redacted from tool results, the log and error texts."""
 SECRET_MIN_LENGTH: Final = 8
 """Shorter values are not redacted: they would blank out ordinary words, and are no real key."""
 REDACTED: Final = "[redacted]"
+MAX_CONCURRENCY: Final = 8
+"""The most compaction calls in flight at once (SPEC §4.1)."""
 MIN_CONTEXT_WINDOW: Final = 8_000
 """The smallest `turn.context_window`: below it no system prompt and view fit."""
 
@@ -130,7 +136,7 @@ class MemoryConfig:
     model: str = ""
     effort: str = "high"
     settle_timeout: float = 20
-    concurrency: int = 8
+    concurrency: int = MAX_CONCURRENCY
     deadline: float = 600
 
 
@@ -258,13 +264,7 @@ def load_config(home: Path, env: Mapping[str, str] = os.environ) -> Config:
     key_value = _env(env, key_variable) if key_variable else None
     if key_value is not None:
         values["api_key"] = Secret(key_value)
-    if values.get("base_url") is None:
-        url_variable = BASE_URL_VARIABLES.get(provider)
-        url = _env(env, url_variable) if url_variable else None
-        if url_variable and url is not None:
-            values["base_url"] = _check("base_url", url, url_variable)
-        else:
-            values["base_url"] = DEFAULT_BASE_URLS[provider]
+    values["base_url"] = _base_url(env, provider, values.get("base_url"))
 
     config = _build(values)
     if not config.model:
@@ -273,6 +273,15 @@ def load_config(home: Path, env: Mapping[str, str] = os.environ) -> Config:
         )
     _check_workdir(config, "EVERTALK_WORKDIR" if workdir is not None else path)
     return replace(config, origin=Origin(file=file, loaded=_flatten(config)))
+
+
+def _base_url(env: Mapping[str, str], provider: str, from_file: Value) -> Value:
+    """The provider's own base URL variable, else the file's `base_url`, else the default."""
+    variable = BASE_URL_VARIABLES.get(provider)
+    url = _env(env, variable) if variable else None
+    if variable and url is not None:
+        return _check("base_url", url, variable)
+    return from_file if from_file is not None else DEFAULT_BASE_URLS[provider]
 
 
 def _check_workdir(config: Config, where: Path | str) -> None:
@@ -386,8 +395,12 @@ def _check(key: str, value: object, where: Path | str) -> Value:
             raise fail(f"a whole number of tokens >= {MIN_CONTEXT_WINDOW}")
         return value
     if key == "memory.concurrency":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise fail("a whole number >= 1")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 1 <= value <= MAX_CONCURRENCY
+        ):
+            raise fail(f"a whole number from 1 to {MAX_CONCURRENCY}")
         return value
     if key in ("memory.settle_timeout", "memory.deadline"):
         number_ok = isinstance(value, int | float) and not isinstance(value, bool)
@@ -410,7 +423,7 @@ def _build(values: Mapping[str, Value]) -> Config:
         model=cast(str, get("memory.model", "")),
         effort=cast(str, get("memory.effort", "high")),
         settle_timeout=cast(float, get("memory.settle_timeout", 20)),
-        concurrency=cast(int, get("memory.concurrency", 8)),
+        concurrency=cast(int, get("memory.concurrency", MAX_CONCURRENCY)),
         deadline=cast(float, get("memory.deadline", 600)),
     )
     tools = ToolPolicies(

@@ -1,10 +1,11 @@
 """`evertalk -p MESSAGE`: one turn without a terminal app.
 
 The turn runs as any other (the settle wait included) and its final reply goes to standard
-output. With `--json`, every event goes to standard output as one JSON line instead, as it
-happens. Tools whose policy is `ask` do not run (no one can be asked) unless `--allow` grants
-them for this run. If the turn starts subagents, the run goes on until they have reported and the
-turns their reports start have ended: a subagent is never left cut off halfway.
+output, a warning about the summaries (`memory: …`) to standard error. With `--json`, every event
+goes to standard output as one JSON line instead, as it happens. Tools whose policy is `ask` do
+not run (no one can be asked) unless `--allow` grants them for this run. If the turn starts
+subagents, the run goes on until they have reported and the turns their reports start have
+ended: a subagent is never left cut off halfway.
 
 Exit status: 0 when every turn ended normally; 1 with a one-line error on standard error (no
 provider configured, a setting or the instructions file that cannot be used, the chat open in
@@ -25,6 +26,7 @@ import anyio
 
 from evertalk.agent.events import (
     AgentEvent,
+    MemoryWarning,
     ReplyLogged,
     Settling,
     ToolStarted,
@@ -111,6 +113,8 @@ class ReplyPrinter:
             self.replies.append(event.text)
         elif isinstance(event, Settling) and self.err.isatty():
             print(f"waiting for {event.unbuilt} summaries…", file=self.err, flush=True)
+        elif isinstance(event, MemoryWarning):  # not the reply's: standard output stays the reply
+            print(event.text, file=self.err, flush=True)
         elif isinstance(event, TurnEnded):
             if self.replies:
                 print("\n\n".join(self.replies), file=self.out, flush=True)

@@ -5,6 +5,10 @@ A line holds `date` (ISO 8601 with the local offset), `role` (`turn`, `compactio
 `cost` in USD (null where the price is unknown), `duration_ms`, and `node` (a compaction's node,
 such as "40+8") or `turn` (the turn's id) when the caller gives one.
 
+A call that failed once its response had begun (a cut stream, an error event, a deadline) gets
+a record too, with `failed: true` and the tokens its response had reported by then (zero when
+none): it was made, and may be billed, so the counts of calls (per node, per day) stay true.
+
 This module imports no model SDK (`evertalk usage` must start fast), and not even the provider
 types at run time: `record` takes anything with the four token counts of `Usage`.
 """
@@ -50,6 +54,7 @@ class UsageRecord:
     duration_ms: int
     node: str | None = None
     turn: int | str | None = None
+    failed: bool = False
 
     @property
     def day(self) -> str:
@@ -61,6 +66,8 @@ class UsageRecord:
         for optional in ("node", "turn"):
             if fields[optional] is None:
                 del fields[optional]
+        if not self.failed:  # written only when true: most calls succeed
+            del fields["failed"]
         return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -90,9 +97,11 @@ class Ledger:
         node: str | None = None,
         turn: int | str | None = None,
         date: datetime | None = None,
+        failed: bool = False,
     ) -> UsageRecord:
         """Append one call's line and return its record. `cost` is in USD, None when the price is
-        unknown; `date` defaults to now, in local time with its offset."""
+        unknown; `date` defaults to now, in local time with its offset; `failed` marks a call
+        that failed after its response began (`usage` then holds what was known of it)."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         if cost is not None and not (math.isfinite(cost) and cost >= 0):
@@ -113,6 +122,7 @@ class Ledger:
             duration_ms=max(0, round(duration_ms)),
             node=node,
             turn=turn,
+            failed=failed,
         )
         line = (entry.to_json() + "\n").encode("utf-8")
         try:
@@ -219,7 +229,10 @@ def parse_record(raw: bytes) -> UsageRecord | None:
             return None
         node = data.get("node")
         turn = data.get("turn")
+        failed = data.get("failed", False)
         if node is not None and not isinstance(node, str):
+            return None
+        if not isinstance(failed, bool):
             return None
         if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int | str)):
             return None
@@ -236,6 +249,7 @@ def parse_record(raw: bytes) -> UsageRecord | None:
             duration_ms=_count(data, "duration_ms"),
             node=node,
             turn=turn,
+            failed=failed,
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -328,7 +342,8 @@ class Summary:
     by_model: dict[str, Totals] = field(default_factory=dict)
     compaction_calls: int = 0
     built_nodes: int = 0
-    """Distinct nodes named by compaction calls."""
+    """Distinct nodes named by compaction calls that did not fail (failed ones still count in
+    `compaction_calls`: they were made)."""
 
     @property
     def cache_read_share(self) -> float | None:
@@ -369,7 +384,7 @@ def summarize(records: Iterable[UsageRecord]) -> Summary:
         models.setdefault(f"{record.provider}/{record.model}", _Sum()).add(record)
         if record.role == "compaction":
             compactions += 1
-            if record.node is not None:
+            if record.node is not None and not record.failed:  # a node a model gave a line
                 nodes.add(record.node)
 
     def role_order(role: str) -> tuple[int, str]:

@@ -6,9 +6,10 @@ byte-identical on every call (SPEC §5), so an edit takes effect at the next sta
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from evertalk.config import Config, ConfigError, load_config
 from evertalk.prompts import system_text
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from evertalk.providers.base import Provider, Request
 
 INSTRUCTIONS_NAME = "instructions.md"
+
+CacheRole = Literal["turn", "subagent", "compaction"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,16 @@ class Runtime:
             effort=memory.effort or None,
             concurrency=memory.concurrency,
             deadline=memory.deadline,
-            cache_key=f"evertalk-compaction-{self.home.resolve()}"[:64],
+            cache_key=cache_key(self.home, "compaction"),
         )
+
+
+def cache_key(home: Path, role: CacheRole) -> str:
+    """The OpenAI `prompt_cache_key` of one chat and role (SPEC §7): the same on every start,
+    and well under the API's 64 characters. The home's path is hashed, since it names the user;
+    16 hex digits keep two homes apart."""
+    where = str(home.resolve()).encode("utf-8", "surrogateescape")
+    return f"evertalk-{role}-{hashlib.sha256(where).hexdigest()[:16]}"
 
 
 def read_instructions(home: Path) -> str:

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_turn_support import API_KEY, log_of, script, turn_bodies, write_config
+from test_turn_support import API_KEY, is_compaction, log_of, script, turn_bodies, write_config
 
 from evertalk.chat import Chat
-from fakes import AnthropicFake, Fail, ToolCall, reply, serve, slow
+from fakes import AnthropicFake, Fail, ToolCall, empty, reply, serve, slow
 from fakes import chat as answer
 
 CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
@@ -224,3 +224,36 @@ def test_images_attached_with_the_flag(home: Path, fake: AnthropicFake, tmp_path
         assert refused.stderr.count("\n") == 1 and str(path) in refused.stderr
     assert len(turn_bodies(fake)) == 1  # a refused image sends nothing
     assert run(home, "--image", str(picture)).returncode == 2  # only with -p
+
+
+def failing_summaries(home: Path, fake: AnthropicFake) -> str:
+    """A long message logged before, whose every summary fails; a settle wait of a second. The
+    warning line the run is expected to give."""
+    with Chat.open(home / "chat") as chat:
+        chat.append("user", "the restore drill took forty minutes; " * 20)
+    fake.behaviour.routes.insert(0, (is_compaction, empty()))  # type: ignore[attr-defined]
+    config = home / "config.toml"
+    config.write_text(config.read_text().replace("settle_timeout = 20", "settle_timeout = 1"))
+    return (
+        "memory: 0+1 could not be summarized (the model gave no usable line); "
+        "it will be tried again"
+    )
+
+
+def test_a_failed_summary_is_a_warning_on_stderr(home: Path, fake: AnthropicFake) -> None:
+    warning = failing_summaries(home, fake)
+    fake.behaviour.push(answer("Still here."))  # type: ignore[attr-defined]
+    result = run(home, "-p", "hello")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Still here.\n"
+    assert result.stderr.splitlines() == [warning]
+
+
+def test_a_failed_summary_is_an_event_in_json(home: Path, fake: AnthropicFake) -> None:
+    warning = failing_summaries(home, fake)
+    fake.behaviour.push(answer("Still here."))  # type: ignore[attr-defined]
+    result = run(home, "-p", "hello", "--json")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {"type": "memory_warning", "text": warning} in events
+    assert result.stderr == ""

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,7 +22,7 @@ from test_service import tree_records
 
 from evertalk.chat import Chat
 from evertalk.ledger import ledger_path, read_records
-from fakes import AnthropicFake, SwitchApp, serve, slow, summarizer
+from fakes import AnthropicFake, Script, SwitchApp, empty, serve, slow, summarizer
 
 KEY = "sk-ant-api03-compact-cli-tests-SECRET-91b2e0"
 MODEL = "claude-haiku-4-5"
@@ -211,3 +212,31 @@ def test_stopped_and_killed_compactions_end_with_every_node_built_once(home: Pat
     again = [node_of_name(r.node) for r in records[calls_before:] if r.node]
     assert len(again) == left and set(again) == after.keys() - before.keys()
     assert_no_key(home, *outputs)
+
+
+def test_a_failed_node_is_a_warning_line_of_its_own(home: Path) -> None:
+    make_chat(home, 8, (1_000, 2_000), seed=4)
+    script = Script(summarizer(300))
+    script.route(lambda call: re.match(r"\w+: m3 ", call.input_text) is not None, empty())
+    with serve(AnthropicFake(script)) as url:
+        process = start_compact(home, url)
+        lines: list[str] = []
+        assert process.stderr is not None
+        reader = threading.Thread(target=lambda: lines.extend(process.stderr or ()), daemon=True)
+        reader.start()
+        try:
+            deadline = time.monotonic() + 30
+            while not any(line.startswith("memory:") for line in lines):
+                assert process.poll() is None, lines
+                assert time.monotonic() < deadline, "no warning came"
+                time.sleep(0.05)
+        finally:
+            process.send_signal(signal.SIGINT)  # the failed node would be tried again in 10 s
+            process.wait(timeout=30)
+            reader.join(timeout=10)
+    assert process.returncode == 130
+    assert lines[0] == (
+        "memory: 3+1 could not be summarized (the model gave no usable line); "
+        "it will be tried again\n"
+    )
+    assert lines[-1].startswith("stopped; the ") and len(lines) == 3  # and the stop's newline

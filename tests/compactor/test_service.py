@@ -178,9 +178,10 @@ def is_merge(call: Call) -> bool:
 
 
 def idle(compactor: Compactor) -> bool:
-    """Nothing running and nothing that could start now (failed nodes wait for a message)."""
-    status = compactor.status()
-    return status.running == 0 and status.queued == 0
+    """Nothing running and nothing that could start now (failed nodes wait for a message). The
+    status's `queued` also counts leaves that must wait for older ones: not what this asks."""
+    ready = compactor.chat.core.ready()
+    return not compactor.in_flight and all(node in compactor.failed_at for node in ready)
 
 
 def failed(chat: Chat, node: Node, times: int) -> Callable[[], bool]:

@@ -524,3 +524,33 @@ async def test_leaving_the_stream_early_closes_it_quietly() -> None:
     await stream.aclose()  # the consumer stops listening (a cancelled turn)
     assert (await collect(p, simple_request())).text == "a long answer"
     await p.aclose()
+
+
+async def test_a_failed_response_carries_the_usage_it_reported() -> None:
+    usage = anthropic_usage(input_tokens=12, output=1, read=3000, write=200)
+    body = sse(anthropic_events([{"type": "text", "text": "a long reply " * 20}], usage=usage))
+    script = Script([stream_answer(body, cut_with=httpx2.RemoteProtocolError("peer closed"))])
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(script), simple_request())
+    # the input and cache counts of message_start; the output so far
+    assert info.value.kind == "cut"
+    assert info.value.usage == Usage(input=12, output=1, cache_read=3000, cache_write=200)
+    events = anthropic_events([{"type": "text", "text": "partial"}], usage=usage)[:3]
+    events.append(
+        ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "x"}})
+    )
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(Script([stream_answer(sse(events))])), simple_request())
+    assert info.value.kind == "overloaded" and info.value.usage is not None
+    assert info.value.usage.cache_read == 3000
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(Script([ok(finish=False, usage=usage)])), simple_request())
+    assert info.value.kind == "cut"
+    assert info.value.usage == Usage(input=12, output=42, cache_read=3000, cache_write=200)
+
+
+async def test_an_error_before_the_response_carries_no_usage() -> None:
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(Script([error_answer(400, body)])), simple_request())
+    assert info.value.kind == "bad_request" and info.value.usage is None

@@ -493,3 +493,31 @@ async def test_usage_with_cache_writes_reported() -> None:
     script = Script([ok(chunks)])
     finished = await collect(provider(script), simple_request())
     assert finished.usage == Usage(input=100, output=5, cache_read=600, cache_write=300)
+
+
+async def test_a_stream_without_its_usage_chunk_has_unknown_usage() -> None:
+    # many compatible local servers ignore `stream_options.include_usage`: not an error
+    finished = await collect(provider(Script([ok(reply()[:-1])])), simple_request())
+    assert finished.text == "hi" and finished.stop == "end_turn"
+    assert finished.usage == Usage(reported=False)
+    reported = await collect(provider(Script([ok()])), simple_request())
+    assert reported.usage == Usage(input=100, output=7) and reported.usage.reported
+    assert not (reported.usage + finished.usage).reported
+
+
+async def test_a_broken_stream_carries_the_usage_reported_before_it() -> None:
+    body = sse(openai_events(reply(text="x" * 400)))
+    script = Script([stream_answer(body, cut_with=httpx2.RemoteProtocolError("peer closed"))])
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(script), simple_request())
+    assert info.value.kind == "cut" and info.value.usage is None  # no usage chunk yet
+    # a server that sends the usage but never a finish_reason
+    chunks = [openai_chunk({"content": "half"}), openai_chunk(usage=usage(prompt=50))]
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(Script([ok(chunks)])), simple_request())
+    assert info.value.kind == "cut" and info.value.usage == Usage(input=50, output=7)
+    # an error before the response began: nothing was used
+    script = Script([error_answer(400, {"error": {"message": "bad"}})])
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(script), simple_request())
+    assert info.value.kind == "bad_request" and info.value.usage is None

@@ -40,7 +40,7 @@ from evertalk.tui.widgets import (
     UserRow,
     WorkRow,
 )
-from fakes import AnthropicFake, Script, ToolCall, reply, sized_line, slow, summarizer
+from fakes import AnthropicFake, Script, ToolCall, empty, reply, sized_line, slow, summarizer
 from fakes import chat as answer
 
 pytestmark = pytest.mark.anyio
@@ -537,3 +537,21 @@ async def test_an_image_attached_with_a_command_goes_with_the_next_message(
     first, second = (body["messages"][0]["content"] for body in turn_bodies(fake))
     assert [block["type"] for block in first[-2:]] == ["text", "image"]
     assert second[-1]["type"] == "text"  # the next message has no image
+
+
+async def test_a_failed_summary_shows_a_memory_row_and_the_status_bar_counts_it(
+    home: Path,
+) -> None:
+    with Chat.open(home / "chat") as chat:
+        chat.append("user", "the restore drill took forty minutes; " * 20)  # its leaf needs a call
+    fake = AnthropicFake(Script().route(is_compaction, empty()))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        bar = app.query_one(StatusBar)
+        await wait_until(pilot, lambda: memory_rows(app))
+        assert memory_rows(app) == [
+            "memory: 0+1 could not be summarized (the model gave no usable line); "
+            "it will be tried again"
+        ]
+        assert app.query(NoteRow).last().has_class("memory")
+        await wait_until(pilot, lambda: "· 1 summary failed · " in bar.text)

@@ -151,6 +151,14 @@ def test_the_status_line() -> None:
     assert dollars(0) == "$0.00" and dollars(0.00123) == "$0.0012" and dollars(12.3) == "$12.30"
 
 
+def test_the_status_line_counts_failed_summaries() -> None:
+    failing = status(compactor_running=3, compactor_queued=12, compactor_failed=1)
+    assert " · summarizing 3, queued 12, 1 failed · " in status_line(failing)
+    only = status_line(status(compactor_failed=2, compactor_error="12+1: Anthropic: Overloaded"))
+    assert only == "claude-sonnet-5-5 · mem 84K/128K · 2 summaries failed · $0.42"
+    assert " · 1 summary failed · " in status_line(status(compactor_failed=1))
+
+
 STARTED = "memory: the view passed 128 KB, merging it down to 64 KB as summaries come"
 
 

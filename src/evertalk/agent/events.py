@@ -85,6 +85,15 @@ class CallUsage:
     cost: float | None
 
 
+@dataclass(frozen=True)
+class MemoryWarning:
+    """Something the user should know about the summaries: a node's first failure (SPEC §4.5),
+    a compactor that cannot use its model, or one that stopped and is restarted. One line,
+    `memory: …`."""
+
+    text: str
+
+
 AgentEvent = (
     Settling
     | TurnStarted
@@ -96,4 +105,5 @@ AgentEvent = (
     | Delivered
     | TurnEnded
     | CallUsage
+    | MemoryWarning
 )

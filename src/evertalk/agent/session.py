@@ -19,7 +19,6 @@ Toolbox redacts every tool result, and every append of the session goes through 
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -31,7 +30,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from evertalk.agent.events import AgentEvent, Settling, TurnEnded, TurnStarted
+from evertalk.agent.events import AgentEvent, MemoryWarning, Settling, TurnEnded, TurnStarted
 from evertalk.agent.images import ImageStore
 from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
@@ -61,10 +60,14 @@ from evertalk.ledger import Ledger, ledger_path
 from evertalk.memory import Node
 from evertalk.prompts import TOOLS, turn_header
 from evertalk.providers.base import Image, Provider
-from evertalk.runtime import Runtime
+from evertalk.runtime import Runtime, cache_key
 
 SETTLE_POLL = 0.05
 """Seconds between two looks at the view while a turn waits for its lines to be built."""
+
+RESTART_SECONDS = 5.0
+"""A compactor stopped by a bug starts again after this long: a session without one would
+leave every new message a placeholder, and turns would see less and less."""
 
 
 def subagent_marker(name: str) -> str:
@@ -115,6 +118,8 @@ class AgentStatus:
     turn_cost: float  # of which turns and subagents
     busy: bool
     subagents: int  # running now
+    compactor_failed: int = 0  # nodes waiting to be tried again after a failure
+    compactor_error: str | None = None  # the latest one, as `12+1: why`
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,7 @@ class Agent:
         self.chat = chat
         self.provider = provider
         self.compactor = compactor
+        compactor.on_warning = self._memory_warning
         self.toolbox = toolbox
         self.ledger = ledger
         self.workdir = workdir
@@ -199,8 +205,8 @@ class Agent:
         self.settle_timeout = runtime.config.memory.settle_timeout
         self.agents_dir = chat.store.path / "agents"
         self.images = ImageStore(chat.store.path / "images")
-        where = str(home.resolve()).encode("utf-8", "surrogateescape")
-        self.cache_key = "evertalk-turn-" + hashlib.sha256(where).hexdigest()[:32]  # per chat
+        self.cache_key = cache_key(home, "turn")  # per chat and role (SPEC §7)
+        self.subagent_cache_key = cache_key(home, "subagent")
         self.subagents = Subagents(
             self.agents_dir,
             group,
@@ -381,6 +387,8 @@ class Agent:
             turn_cost=self.turn_cost,
             busy=self.busy,
             subagents=len(self.subagents.running),
+            compactor_failed=compactor.failed,
+            compactor_error=compactor.last_error,
         )
 
     # -- the inside -------------------------------------------------------------------------
@@ -405,9 +413,25 @@ class Agent:
     def _add_cost(self, cost: float) -> None:
         self.turn_cost += cost
 
+    def _memory_warning(self, text: str) -> None:
+        self._emit(MemoryWarning(text))
+
     async def _compact(self) -> None:
-        with suppress(Exception):  # a broken compactor leaves turns working on placeholders
-            await self.compactor.run()
+        """The compactor, for the whole session. A bug that stops it is reported (once for
+        the same error) and it starts again: turns meanwhile see placeholders."""
+        said = None
+        while True:
+            try:
+                await self.compactor.run()
+            except Exception as error:
+                why = one_line(_describe(error))
+                if why != said:
+                    said = why
+                    self._memory_warning(
+                        f"memory: the compactor stopped ({why}); it starts again in "
+                        f"{RESTART_SECONDS:g} seconds"
+                    )
+                await anyio.sleep(RESTART_SECONDS)
 
     async def _drive(self) -> None:
         """Start a turn whenever messages are held and none runs."""
@@ -466,7 +490,7 @@ class Agent:
             take_held=self._take_held if master else _nothing,
             on_cost=self._add_cost,
             limits=self.limits,
-            cache_key=self.cache_key,
+            cache_key=self.cache_key if master else self.subagent_cache_key,
         )
 
     def _log_held(self, held: list[Held]) -> list[int]:
@@ -541,6 +565,13 @@ class Agent:
 
 def _discard(event: AgentEvent) -> None:
     pass
+
+
+def _describe(error: BaseException) -> str:
+    """`Type: message`, of the one error inside a task group's group when there is one."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"
 
 
 def _nothing() -> list[Held]:

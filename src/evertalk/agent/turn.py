@@ -58,6 +58,7 @@ from evertalk.providers.base import (
     ToolResult,
     ToolUse,
     ToolUseStarted,
+    Usage,
 )
 from evertalk.providers.layout import turn_request
 from evertalk.providers.prices import cost as price_of
@@ -351,14 +352,31 @@ class TurnLoop:
     async def _call(self, request: Request, turn_id: int | str, step: _Step) -> Finished:
         started = time.monotonic()
         finished: Finished | None = None
-        async for event in self.provider.stream(request):
-            if isinstance(event, Finished):
-                finished = event
-            else:
-                self._streamed(event, step)
-        if finished is None:
-            raise ProviderError("cut", "the reply stream ended before the reply was complete")
+        answered = False  # whether anything of the response came: it may be billed from then
+        try:
+            async for event in self.provider.stream(request):
+                answered = True
+                if isinstance(event, Finished):
+                    finished = event
+                else:
+                    self._streamed(event, step)
+            if finished is None:
+                raise ProviderError("cut", "the reply stream ended before the reply was complete")
+        except ProviderError as error:
+            if answered:  # a cut stream, an error event: a call all the same (SPEC §1.8)
+                self._account(error.usage or Usage(), started, turn_id, failed=True)
+            raise
         usage = finished.usage
+        cost = self._account(usage, started, turn_id)
+        self.emit(
+            events.CallUsage(usage.input, usage.output, usage.cache_read, usage.cache_write, cost)
+        )
+        return finished
+
+    def _account(
+        self, usage: Usage, started: float, turn_id: int | str, *, failed: bool = False
+    ) -> float | None:
+        """One model call: priced, written to the ledger, added to the session's cost."""
         cost = price_of(self.provider.name, self.model, usage)
         if self.ledger is not None:
             self.ledger.record(
@@ -369,12 +387,10 @@ class TurnLoop:
                 cost=cost,
                 duration_ms=(time.monotonic() - started) * 1e3,
                 turn=turn_id,
+                failed=failed,
             )
         self.on_cost(cost or 0.0)
-        self.emit(
-            events.CallUsage(usage.input, usage.output, usage.cache_read, usage.cache_write, cost)
-        )
-        return finished
+        return cost
 
     def _streamed(self, event: Event, step: _Step) -> None:
         """Show a delta; log a text block that completes before the reply's first tool call

@@ -4,6 +4,11 @@ At most `concurrency` calls run at once (SPEC §4.1). Work is taken from the cor
 in priority order: the nodes a waiting turn needs, then leaves oldest first, then merges
 lower level first. A built line goes to disk before the core hears of it, so a crash never
 loses one: a node is either in tree/ or will be built again after a restart.
+
+Only a node's own trouble counts as its failure (SPEC §4.5): an error of the model call, an
+unusable reply, a bug in handling it. What is the setup's fault (a refused key, an unknown model,
+a setting the adapter refuses) pauses the work instead, and so does a disk that cannot take the
+line: neither may cut a node, since neither would be any better for a smaller input.
 """
 
 from __future__ import annotations
@@ -16,13 +21,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import anyio
+from anyio.abc import TaskGroup
 
-from evertalk.chat import Chat
+from evertalk.chat import Chat, broken_error
 from evertalk.compactor.line import Done, FollowUp, SizeLoop
 from evertalk.compactor.status import CompactorStatus, write_status
 from evertalk.compactor.tasks import leaf_task, merge_task
 from evertalk.ledger import Ledger
 from evertalk.memory import Node, node_name
+from evertalk.memory.tree import UNBUILT
 from evertalk.memory.view import render
 from evertalk.providers.base import (
     Finished,
@@ -31,20 +38,40 @@ from evertalk.providers.base import (
     Request,
     Thinking,
     Tool,
-    collect,
+    Usage,
 )
 from evertalk.providers.layout import compaction_request
 from evertalk.providers.prices import cost as price_of
+from evertalk.store.errors import StoreError
 
 RETRY_SECONDS = 10.0  # while a turn waits, a failed node is tried again this long after (§4.5)
+PUBLISH_SECONDS = 1.0  # compactor.json is written at most this often, and at most this late
 
 # A wrong key or an unknown model is the setup's fault, not the node's: counting it as a
 # failure would cut every node after three tries. Such errors pause the node instead.
 SETUP_ERRORS = frozenset({"auth", "not_found"})
 
+Warn = Callable[[str], None]
+"""Takes one line for the user, such as `memory: 12+1 could not be summarized (…); …`."""
+
 
 class UnusableReply(Exception):
     """No try of the size loop gave a non-empty line (SPEC §4.4 step 5)."""
+
+
+class RefusedLocally(Exception):
+    """The adapter refused the request before sending it (a setting it does not accept): the
+    settings are at fault, not the node. Carries the adapter's error."""
+
+    def __init__(self, error: ProviderError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def refused_locally(error: ProviderError, answered: bool) -> bool:
+    """Whether an error came from the adapter itself, before any request went out: no HTTP
+    status, nothing received, and a kind that blames the request (not the connection)."""
+    return error.kind == "bad_request" and error.status is None and not answered
 
 
 @dataclass(frozen=True)
@@ -71,6 +98,7 @@ class Compactor:
         tools: list[Tool],
         ledger: Ledger | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_warning: Warn | None = None,
     ) -> None:
         self.chat = chat
         self.provider = provider
@@ -79,6 +107,7 @@ class Compactor:
         self.tools = tools
         self.ledger = ledger
         self.clock = clock
+        self.on_warning = on_warning  # each node's first failure (SPEC §4.5), a paused setup
         self.in_flight: set[Node] = set()
         self.failed_at: dict[Node, float] = {}
         self.urgent: list[Node] = []
@@ -90,6 +119,9 @@ class Compactor:
         self.cost = 0.0
         self._wake = anyio.Event()
         self._status_at = -math.inf
+        self._published: CompactorStatus | None = None
+        self._warned: set[Node] = set()
+        self._until_built = False
 
     # -- what the outside tells the service -----------------------------------------------
 
@@ -112,12 +144,16 @@ class Compactor:
         return sum(row.count(0) for row in self.chat.core.tree.flags)
 
     def status(self) -> CompactorStatus:
-        queued = len(self.chat.core.queues.ready_leaves(self.chat.core.tree))
-        queued += self.chat.core.queues.merge_count()
+        core = self.chat.core
+        # every node that will need a model call: all unbuilt leaves (free ones are built at
+        # their append), not just the 8 that may start, and the merges whose halves are built
+        flags = core.tree.flags
+        waiting = (flags[0].count(UNBUILT) if flags else 0) + core.queues.merge_count()
+        busy = len(self.in_flight | self.failed_at.keys())  # a paused node is briefly both
         return CompactorStatus(
             pid=os.getpid(),
             running=len(self.in_flight),
-            queued=max(0, queued - len(self.in_flight) - len(self.failed_at)),
+            queued=max(0, waiting - busy),
             failed=len(self.failed_at),
             last_error=self.last_error,
             calls=self.calls,
@@ -129,30 +165,41 @@ class Compactor:
 
     async def run(self, until_built: bool = False) -> None:
         """Build nodes until cancelled; with `until_built`, until every node is built (or the
-        setup fails: a wrong key or model is raised as the ProviderError it is)."""
+        setup fails: a wrong key or model is raised as the ProviderError it is; or the chat
+        cannot be written any more: a StoreError)."""
+        self._until_built = until_built
         async with anyio.create_task_group() as group:
             while True:
                 self._wake = anyio.Event()
-                # after a setup error, one call at a time probes whether the setup works again
-                limit = 1 if self.setup_error else self.settings.concurrency
-                while len(self.in_flight) < limit:
-                    node = self._next()
-                    if node is None:
-                        break
-                    self.in_flight.add(node)
-                    group.start_soon(self._compact, node)
-                self._publish()
+                self._start(group)
+                publish_in = self._publish()
                 if until_built and not self.in_flight and self._done():
                     break
-                with anyio.move_on_after(self._retry_delay()):
+                # a status whose write was put off for rate is written when its time comes
+                with anyio.move_on_after(min(self._retry_delay(), publish_in)):
                     await self._wake.wait()
             group.cancel_scope.cancel()
         self._publish(force=True)
         if self.setup_error is not None:
             raise self.setup_error
+        if self.chat.broken is not None:
+            raise broken_error(self.chat.broken)
+
+    def _start(self, group: TaskGroup) -> None:
+        if self.chat.broken:  # no line could be saved until a reopen: no call is worth paying
+            return
+        # after a setup error, one call at a time probes whether the setup works again
+        limit = 1 if self.setup_error else self.settings.concurrency
+        while len(self.in_flight) < limit:
+            node = self._next()
+            if node is None:
+                return
+            self.in_flight.add(node)
+            group.start_soon(self._compact, node)
 
     def _done(self) -> bool:
-        return self.setup_error is not None or self.unbuilt() == 0
+        broken = self.chat.broken is not None
+        return self.setup_error is not None or broken or self.unbuilt() == 0
 
     def _next(self) -> Node | None:
         core = self.chat.core
@@ -161,10 +208,15 @@ class Compactor:
             if self.waiting and now - failed >= RETRY_SECONDS:
                 del self.failed_at[node]
         skip = self.in_flight | self.failed_at.keys()
+        ready = core.queues.ready_leaves(core.tree)
         for node in self.urgent:
-            if node not in skip and core.pending_error(node) is None:
+            # urgent nodes go first, but only once ready like any other (SPEC §4.1): a leaf
+            # within the first 8 unbuilt ones, a merge with both halves built
+            if node in skip or (node[0] == 0 and node[1] not in ready):
+                continue
+            if core.pending_error(node) is None:
                 return node
-        for index in core.queues.ready_leaves(core.tree):
+        for index in ready:
             if (0, index) not in skip:
                 return (0, index)
         return core.queues.first_merge(core.tree, skip)
@@ -175,21 +227,31 @@ class Compactor:
         soonest = min(self.failed_at.values()) + RETRY_SECONDS
         return max(0.0, soonest - self.clock())
 
-    def _publish(self, force: bool = False) -> None:
+    def _publish(self, force: bool = False) -> float:
+        """Write compactor.json if the status changed, at most once per PUBLISH_SECONDS.
+        Returns how many seconds until a write put off for rate is due (inf: none is)."""
+        status = self.status()
+        if status == self._published and not force:
+            return math.inf
         now = time.monotonic()
-        if force or now - self._status_at >= 1.0:
-            self._status_at = now
-            # the status file is a courtesy to other terminals; the chat does not depend on it
-            with contextlib.suppress(OSError):
-                write_status(self.chat.store.path, self.status())
+        due = self._status_at + PUBLISH_SECONDS - now
+        if due > 0 and not force:
+            return due
+        self._status_at = now
+        self._published = status
+        # the status file is a courtesy to other terminals; the chat does not depend on it
+        with contextlib.suppress(OSError):
+            write_status(self.chat.store.path, status)
+        return math.inf
 
     # -- one node -------------------------------------------------------------------------
 
     async def _compact(self, node: Node) -> None:
         try:
             await self._attempt(node)
-        except Exception as error:  # a bug or a disk error must not kill the service
-            self.last_error = f"{node_name(node)}: {type(error).__name__}: {error}"
+        except Exception as error:  # the disk (or the chat) could not take it: not the node's
+            # fault, so it is not counted; the node waits for the next message like a failure
+            self._report(node, f"{type(error).__name__}: {error}")
             self.failed_at[node] = self.clock()
         finally:
             self.in_flight.discard(node)
@@ -198,28 +260,61 @@ class Compactor:
     async def _attempt(self, node: Node) -> None:
         try:
             line = await self._summarize(node)
+        except RefusedLocally as refused:
+            self._pause(node, refused.error)
         except ProviderError as error:
-            if error.kind not in SETUP_ERRORS:
-                self._fail(node, error)
-                return
-            self.setup_error = error
-            self.last_error = str(error)
-            self.failed_at[node] = self.clock()
-            return
-        except (TimeoutError, UnusableReply) as error:
-            self._fail(node, error)
-            return
-        self.setup_error = None
-        self.chat.build(node, line)
-        self.built += 1
+            if error.kind in SETUP_ERRORS:
+                self._pause(node, error)
+            else:
+                self._fail(node, str(error) or error.kind)
+        except TimeoutError:  # an OSError, but the deadline's: caught before the disk's
+            self._fail(node, f"no reply within the {self.settings.deadline:g}-second deadline")
+        except (OSError, StoreError):
+            raise  # reading the message or a line failed: `_compact` holds the node
+        except UnusableReply as error:
+            self._fail(node, str(error))
+        except Exception as error:  # a bug in making the request or reading the reply
+            self._fail(node, f"{type(error).__name__}: {error}")
+        else:
+            self.setup_error = None
+            self.chat.build(node, line)
+            self.built += 1
 
-    def _fail(self, node: Node, error: Exception) -> None:
+    def _pause(self, node: Node, error: ProviderError) -> None:
+        """A setup error: the node waits and is not counted; one call at a time probes."""
+        if self.setup_error is None and not self._until_built:
+            # `memory compact` raises it; in a session, this is the only word of it
+            self._warn(
+                "memory: summaries are paused: the compactor's model cannot be used "
+                f"({error}); they go on once it can"
+            )
+        self.setup_error = error
+        self.last_error = str(error)
+        self.failed_at[node] = self.clock()
+
+    def _fail(self, node: Node, reason: str) -> None:
         self.setup_error = None  # a call got through to the model: the setup works
-        reason = str(error) or type(error).__name__
-        self.last_error = f"{node_name(node)}: {reason}"
+        self._report(node, reason)
         self.chat.fail(node)
         if not self.chat.core.tree.is_built(node):  # the third failure built it cut
             self.failed_at[node] = self.clock()
+
+    def _report(self, node: Node, reason: str) -> None:
+        """The latest error for the status; a warning at the node's first failure only."""
+        reason = " ".join(reason.split()) or "unknown error"
+        self.last_error = f"{node_name(node)}: {reason}"
+        if node not in self._warned:
+            self._warned.add(node)
+            self._warn(
+                f"memory: {node_name(node)} could not be summarized ({reason}); "
+                "it will be tried again"
+            )
+
+    def _warn(self, line: str) -> None:
+        if self.on_warning is not None:
+            # a warning that cannot be shown must not change what happens to the node
+            with contextlib.suppress(Exception):
+                self.on_warning(line)
 
     async def _summarize(self, node: Node) -> str:
         core = self.chat.core
@@ -251,23 +346,47 @@ class Compactor:
 
     async def _call(self, node: Node, request: Request) -> Finished:
         started = time.monotonic()
-        with anyio.fail_after(self.settings.deadline):
-            finished = await collect(self.provider, request)
+        answered = False  # whether anything of the response came: it may be billed from then
+        try:
+            with anyio.fail_after(self.settings.deadline):
+                finished: Finished | None = None
+                async for event in self.provider.stream(request):
+                    answered = True
+                    if isinstance(event, Finished):
+                        finished = event
+                if finished is None:
+                    raise ProviderError("cut", "the reply stream ended before it was complete")
+        except ProviderError as error:
+            if refused_locally(error, answered):
+                raise RefusedLocally(error) from None
+            if answered:  # a cut stream, an error event: a call all the same (SPEC §1.8)
+                self._account(node, request, error.usage or Usage(), started, failed=True)
+            raise
+        except TimeoutError:  # the deadline: the request went out and the model worked on it
+            self._account(node, request, Usage(), started, failed=True)
+            raise
+        self._account(node, request, finished.usage, started)
+        return finished
+
+    def _account(
+        self, node: Node, request: Request, usage: Usage, started: float, *, failed: bool = False
+    ) -> None:
+        """One model call: counted, priced and written to the ledger."""
         self.calls += 1
         # the request's model, not the settings': they may change while the call runs
-        cost = price_of(self.provider.name, request.model, finished.usage)
+        cost = price_of(self.provider.name, request.model, usage)
         self.cost += cost or 0.0
         if self.ledger is not None:
             self.ledger.record(
                 role="compaction",
                 provider=self.provider.name,
                 model=request.model,
-                usage=finished.usage,
+                usage=usage,
                 cost=cost,
                 duration_ms=(time.monotonic() - started) * 1e3,
                 node=node_name(node),
+                failed=failed,
             )
-        return finished
 
     def _task(self, node: Node) -> str:
         level, index = node

@@ -1,7 +1,7 @@
 """`chat/compactor.json`: what the compactor of the process that owns the chat is doing.
 
-Written by the owner (atomically, at most about once a second) so that `evertalk memory
-status`, run from another terminal, can show it.
+Written by the owner (atomically, when it changes, at most once a second and at most a second
+late) so that `evertalk memory status`, run from another terminal, can show it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ STATUS_NAME = "compactor.json"
 class CompactorStatus:
     pid: int
     running: int  # calls in flight
-    queued: int  # nodes that could start now
+    queued: int  # nodes that need a model call, neither running nor failed (ready or not yet)
     failed: int  # nodes waiting to be retried
     last_error: str | None
     calls: int

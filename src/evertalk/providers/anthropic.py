@@ -65,7 +65,11 @@ CONNECT_TIMEOUT = 10.0
 """Seconds to wait for a connection; `timeout` bounds every other wait (the SDK's own default
 is 10 minutes, and it applies between two bytes of a stream, not to the whole call)."""
 
+MIN_THINKING_BUDGET = 1024
+"""The smallest `budget_tokens` the Messages API accepts."""
+
 THINKING_BUDGETS: dict[str, int] = {
+    "minimal": MIN_THINKING_BUDGET,
     "low": 2048,
     "medium": 8192,
     "high": 16384,
@@ -74,7 +78,19 @@ THINKING_BUDGETS: dict[str, int] = {
 }
 """Manual extended thinking (`budget_tokens`) per effort, for models before adaptive thinking."""
 
-ADAPTIVE_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
+ADAPTIVE_EFFORTS: dict[str, str] = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "max",
+}
+"""`output_config.effort` per effort, for adaptive models. The API has no level below `low`, so
+`minimal` asks for that."""
+
+NO_THINKING = "none"
+"""The effort that asks for no thinking (see `thinking_params`)."""
 
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -108,19 +124,38 @@ def thinking_params(
 ) -> dict[str, Any]:
     """`thinking` (and `output_config`, `max_tokens`) for an effort; empty when effort is None.
 
-    Adaptive models get the effort as is and summarized thoughts (some default to omitting them,
-    and thoughts are shown to the user). Older models get a manual budget; `max_tokens` grows by
-    the budget so that the reply keeps the room the caller asked for (it must exceed the budget).
+    Every effort of `config.EFFORTS` maps to a request the API accepts; an unknown one is a
+    bad_request error before any call. `none` sends no `thinking` field, so a model whose
+    thinking is off by default does not think. Several newer models think whatever the request
+    says (and answer 400 to `{"type": "disabled"}`), so on adaptive models `none` also asks for
+    the lowest effort.
     """
     if effort is None:
         return {}
     if adaptive if adaptive is not None else uses_adaptive_thinking(model):
-        if effort not in ADAPTIVE_EFFORTS:
-            raise ProviderError("bad_request", f"unknown reasoning effort {effort!r}")
-        return {
-            "thinking": {"type": "adaptive", "display": "summarized"},
-            "output_config": {"effort": effort},
-        }
+        return _adaptive_params(effort)
+    return _manual_params(effort, max_tokens)
+
+
+def _adaptive_params(effort: str) -> dict[str, Any]:
+    """Adaptive models get the effort as `output_config.effort` and summarized thoughts (some
+    default to omitting them, and thoughts are shown to the user)."""
+    if effort == NO_THINKING:
+        return {"output_config": {"effort": "low"}}
+    level = ADAPTIVE_EFFORTS.get(effort)
+    if level is None:
+        raise ProviderError("bad_request", f"unknown reasoning effort {effort!r}")
+    return {
+        "thinking": {"type": "adaptive", "display": "summarized"},
+        "output_config": {"effort": level},
+    }
+
+
+def _manual_params(effort: str, max_tokens: int) -> dict[str, Any]:
+    """Older models get a manual budget; `max_tokens` grows by it so that the reply keeps the
+    room the caller asked for (the API wants it above the budget)."""
+    if effort == NO_THINKING:
+        return {}
     budget = THINKING_BUDGETS.get(effort)
     if budget is None:
         raise ProviderError("bad_request", f"unknown reasoning effort {effort!r}")
@@ -337,8 +372,10 @@ class _Reply:
                 parts.append(Thinking("".join(block.text), block.signature))
             elif block.kind == "redacted":
                 parts.append(Thinking("", block.signature, redacted=True))
-        usage = Usage(self.input, self.output, self.cache_read, self.cache_write)
-        return Finished(parts, stop, usage, self.model, cut_tool)
+        return Finished(parts, stop, self.usage(), self.model, cut_tool)
+
+    def usage(self) -> Usage:
+        return Usage(self.input, self.output, self.cache_read, self.cache_write)
 
 
 def _tool_input(block: _Block, *, cut: bool) -> dict[str, Any] | None:
@@ -401,10 +438,15 @@ class AnthropicProvider:
         def done() -> bool:
             return reply.finished is not None
 
-        async for event in relay(open_stream, reply.feed, done, self._mapped):
-            yield event
-        if reply.finished is None:
-            raise ProviderError("cut", "the reply stream ended before message_stop")
+        try:
+            async for event in relay(open_stream, reply.feed, done, self._mapped):
+                yield event
+            if reply.finished is None:
+                raise ProviderError("cut", "the reply stream ended before message_stop")
+        except ProviderError as error:
+            # a response that began was billed: the ledger records what it used so far
+            error.usage = reply.usage() if reply.started else None
+            raise
 
     def _mapped(self, exc: Exception, started: bool) -> ProviderError:
         return self._error(exc, started=started)

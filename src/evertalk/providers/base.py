@@ -81,18 +81,22 @@ class Request:
     messages: list[Message]
     max_tokens: int
     tool_choice: Literal["auto", "none"] = "auto"
-    effort: str | None = None  # reasoning effort: "low" | "medium" | "high" | None (off)
+    effort: str | None = None  # one of config.EFFORTS ("none" … "max"); None: the model's own
     cache_key: str | None = None  # OpenAI prompt_cache_key: stable per chat and role
 
 
 @dataclass(frozen=True)
 class Usage:
-    """One normalised usage record; `input` counts uncached input tokens only."""
+    """One normalised usage record; `input` counts uncached input tokens only.
+
+    `reported` False: the server never said what the call used (many OpenAI-compatible local
+    servers send no usage), so the zeros are unknown, not free."""
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    reported: bool = True
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -100,6 +104,7 @@ class Usage:
             self.output + other.output,
             self.cache_read + other.cache_read,
             self.cache_write + other.cache_write,
+            self.reported and other.reported,
         )
 
     @property
@@ -191,12 +196,23 @@ ErrorKind = Literal[
 
 class ProviderError(Exception):
     """A model call that failed after the SDK's own retries. The message is one line and never
-    holds an API key."""
+    holds an API key.
 
-    def __init__(self, kind: ErrorKind, message: str, status: int | None = None) -> None:
+    `usage`: what the provider had reported when a response that had begun failed (Anthropic
+    reports the input and cache counts at the start; the output count so far is usually too
+    low); None when nothing was reported, or the response never began."""
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        status: int | None = None,
+        usage: Usage | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
+        self.usage = usage
 
 
 class Provider(Protocol):

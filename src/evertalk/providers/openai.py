@@ -90,6 +90,8 @@ def request_params(
         if request.tool_choice == "none":
             params["tool_choice"] = "none"
     if request.effort is not None:
+        # evertalk's effort names are the API's own (none, minimal, … xhigh, max), so they go
+        # as they are; which ones a model takes is the server's to say
         params["reasoning_effort"] = request.effort
     if request.cache_key and send_cache_key:
         params["prompt_cache_key"] = request.cache_key
@@ -183,7 +185,9 @@ class _Reply:
     thinking: list[str] = field(default_factory=list)
     calls: dict[int, _Call] = field(default_factory=dict)
     finish: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    # unknown until the usage chunk comes: some compatible servers never send it, although
+    # the request asks for it (`stream_options.include_usage`)
+    usage: Usage = field(default_factory=lambda: Usage(reported=False))
 
     def feed(self, chunk: ChatCompletionChunk) -> list[Event]:
         events: list[Event] = []
@@ -351,10 +355,15 @@ class OpenAIProvider:
         async def open_stream() -> Any:
             return await self._client.chat.completions.create(**params)
 
-        async for event in relay(open_stream, reply.feed, lambda: False, self._mapped):
-            yield event
-        if reply.finish is None:
-            raise ProviderError("cut", "the reply stream ended without a finish_reason")
+        try:
+            async for event in relay(open_stream, reply.feed, lambda: False, self._mapped):
+                yield event
+            if reply.finish is None:
+                raise ProviderError("cut", "the reply stream ended without a finish_reason")
+        except ProviderError as error:
+            # usage comes in the last chunk, so a broken stream has rarely reported any
+            error.usage = reply.usage if reply.usage.reported else None
+            raise
         for event in reply.end_text():  # text some server sent after its finish_reason
             yield event
         yield reply.finished()

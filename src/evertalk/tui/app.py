@@ -38,6 +38,7 @@ from evertalk.agent.events import (
     AgentEvent,
     CallUsage,
     Delivered,
+    MemoryWarning,
     ReplyLogged,
     Settling,
     TextDelta,
@@ -281,6 +282,8 @@ class ChatApp(App[int]):
             await self._turn_ended(event)
         elif isinstance(event, CallUsage):
             self.refresh_status()
+        elif isinstance(event, MemoryWarning):
+            await self._add(NoteRow(event.text, classes="memory"))
 
     async def _text(self, text: str) -> None:
         self._thought = None

@@ -41,21 +41,34 @@ def dollars(cost: float) -> str:
 
 
 def status_line(status: AgentStatus) -> str:
-    """`claude-sonnet-5-5 · mem 84K/128K · summarizing 3, queued 12 · $0.42 · working`."""
+    """`claude-sonnet-5-5 · mem 84K/128K · summarizing 3, queued 12, 1 failed · $0.42 · working`."""
     memory = f"mem {kilobytes(status.view_bytes)}/{kilobytes(status.view_ceiling)}"
     if status.merging:
         memory += ", merging"
-    parts = [status.model or "(no model)", memory]
-    if status.compactor_running or status.compactor_queued:
-        parts.append(f"summarizing {status.compactor_running}, queued {status.compactor_queued}")
-    else:
-        parts.append("memory idle")
+    parts = [status.model or "(no model)", memory, compactor_part(status)]
     parts.append(dollars(status.cost))
     if status.subagents:
         parts.append(f"{status.subagents} subagent{'s' if status.subagents != 1 else ''}")
     if status.busy:
         parts.append("working (Ctrl+C cancels)")
     return " · ".join(parts)
+
+
+def compactor_part(status: AgentStatus) -> str:
+    """`summarizing 3, queued 12`, `memory idle`, and the nodes waiting to be tried again after
+    a failure (the warning row said why): `summarizing 3, queued 12, 1 failed`, or
+    `1 summary failed` alone."""
+    running, queued, failed = (
+        status.compactor_running,
+        status.compactor_queued,
+        status.compactor_failed,
+    )
+    if running or queued:
+        text = f"summarizing {running}, queued {queued}"
+        return text + (f", {failed} failed" if failed else "")
+    if failed:
+        return f"{failed} {'summary' if failed == 1 else 'summaries'} failed"
+    return "memory idle"
 
 
 @dataclass
