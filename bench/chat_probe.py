@@ -18,6 +18,19 @@ from pathlib import Path
 from evertalk.chat import Chat
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory. Linux keeps `ru_maxrss` across exec, so a probe
+    started by a big parent (the core replay before it) would report the parent's peak; the
+    memory map's own high-water mark starts afresh at exec."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def probe_open(chat_dir: Path) -> dict[str, float]:
     started = time.perf_counter()
     chat = Chat.open(chat_dir)
@@ -41,7 +54,7 @@ def probe_open(chat_dir: Path) -> dict[str, float]:
         "view_bytes": len(view.encode()),
         "zoom_median_ms": statistics.median(zooms) * 1e3,
         "zoom_max_ms": max(zooms) * 1e3,
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_mb": peak_rss_mb(),
         "warnings": len(chat.warnings),
     }
 
