@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from test_turn_support import (
-    MODEL,
+    bare_loop,
     collect_turn,
     log_of,
     opened,
@@ -21,13 +21,9 @@ from test_turn_support import (
 )
 
 from evertalk.agent.events import AgentEvent, Delivered, TextDelta, ToolStarted, TurnEnded
-from evertalk.agent.images import ImageStore
-from evertalk.agent.policy import Policy
-from evertalk.agent.tools import Toolbox, ToolContext
-from evertalk.agent.turn import Limits, TurnLoop
+from evertalk.agent.tools import ToolContext
+from evertalk.agent.turn import Limits
 from evertalk.chat import Chat
-from evertalk.config import ToolPolicies
-from evertalk.prompts import TOOLS
 from evertalk.providers.anthropic import AnthropicProvider
 from fakes import AnthropicFake, OpenAIFake, ToolCall, reply, slow
 from fakes import chat as answer
@@ -126,20 +122,6 @@ async def test_whole_tool_calls_of_a_reply_at_the_output_limit_run(home: Path) -
     assert [kind for kind, _ in log_of(home)] == ["user", "ever", "tool", "echo", "ever"]
 
 
-def loop_for(provider: AnthropicProvider, chat: Chat, ctx: ToolContext, tmp: Path) -> TurnLoop:
-    return TurnLoop(
-        provider=provider,
-        model=MODEL,
-        effort=None,
-        system="You are Ever.",
-        tools=TOOLS,
-        toolbox=Toolbox(Policy(ToolPolicies()), None),
-        context=ctx,
-        log=chat,
-        images=ImageStore(tmp / "images"),
-    )
-
-
 def cut_in_a_tool_call() -> HttpScript:
     """A reply that stops at the output limit halfway through its second tool call's input."""
     blocks: list[dict[str, Any]] = [
@@ -165,7 +147,9 @@ async def test_a_tool_call_cut_off_by_the_output_limit_is_not_run_and_the_turn_s
         "sk-ant-test", "https://api.example.test", http_client=http.client()
     )
     try:
-        ending = await loop_for(provider, chat, ctx, tmp_path).run("<chat></chat>", "go", 3)
+        ending = await bare_loop(provider, chat, ctx, tmp_path / "images").run(
+            "<chat></chat>", "go", 3
+        )
     finally:
         await provider.aclose()
     why = (

@@ -8,17 +8,19 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
-from test_turn_support import MODEL, collect_turn, log_of, opened, provider_for, records_of, script
+from test_turn_support import (
+    bare_loop,
+    collect_turn,
+    log_of,
+    opened,
+    provider_for,
+    records_of,
+    script,
+)
 
 from evertalk.agent.events import CallUsage, ReplyLogged, ToolStarted, TurnEnded
-from evertalk.agent.images import ImageStore
-from evertalk.agent.policy import Policy
-from evertalk.agent.tools import Toolbox, ToolContext
-from evertalk.agent.turn import TurnLoop
+from evertalk.agent.tools import ToolContext
 from evertalk.chat import Chat
-from evertalk.config import ToolPolicies
-from evertalk.prompts import TOOLS
-from evertalk.providers.base import Provider
 from fakes import AnthropicFake, OpenAIFake, Script, ToolCall, calls_tool, reply
 from fakes import chat as answer
 
@@ -122,20 +124,6 @@ class Resending:
         return first
 
 
-def loop_for(provider: Provider, chat: Chat, ctx: ToolContext, tmp_path: Path) -> TurnLoop:
-    return TurnLoop(
-        provider=provider,
-        model=MODEL,
-        effort=None,
-        system="You are Ever.",
-        tools=TOOLS,
-        toolbox=Toolbox(Policy(ToolPolicies()), None),
-        context=ctx,
-        log=Resending(chat),
-        images=ImageStore(tmp_path / "images"),
-    )
-
-
 def messages_of(chat: Chat) -> list[tuple[str, str]]:
     return [(r.kind, r.text) for r in (chat.store.read_message(i) for i in range(chat.t))]
 
@@ -146,7 +134,7 @@ async def test_re_sent_appends_and_a_rerun_turn_log_nothing_twice(
     fake = AnthropicFake(Script(calls_tool("date", {"id": 0}, then="Done.")))
     provider = provider_for(fake)
     try:
-        loop = loop_for(provider, chat, ctx, tmp_path)
+        loop = bare_loop(provider, Resending(chat), ctx, tmp_path / "images")
         ending = await loop.run("<chat></chat>", "when?", 7)
         assert ending.event.reason == "done" and ending.final == "Done."
         once = messages_of(chat)
@@ -165,7 +153,9 @@ async def test_a_final_reply_of_several_blocks_is_the_whole_report(
     fake = AnthropicFake(Script().push(reply("One.", "Two.")))
     provider = provider_for(fake)
     try:
-        ending = await loop_for(provider, chat, ctx, tmp_path).run("<chat></chat>", "go", 1)
+        ending = await bare_loop(provider, Resending(chat), ctx, tmp_path / "images").run(
+            "<chat></chat>", "go", 1
+        )
     finally:
         await provider.aclose()
     assert ending.final == "One.\n\nTwo."

@@ -16,9 +16,14 @@ from typing import Any
 import anyio
 
 from evertalk.agent.events import AgentEvent, TurnEnded
+from evertalk.agent.images import ImageStore
+from evertalk.agent.policy import Policy
 from evertalk.agent.session import Agent
-from evertalk.agent.turn import Limits
+from evertalk.agent.tools import Toolbox, ToolContext
+from evertalk.agent.turn import Limits, MessageLog, TurnLoop
 from evertalk.chat import Chat
+from evertalk.config import ToolPolicies
+from evertalk.prompts import TOOLS
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import Provider
 from evertalk.providers.openai import OpenAIProvider
@@ -161,3 +166,18 @@ def texts(content: list[dict[str, Any]]) -> list[str]:
 def user_texts(body: dict[str, Any]) -> str:
     """All the text of the first user message (view blocks and tail), joined."""
     return "".join(texts(body["messages"][0]["content"]))
+
+
+def bare_loop(provider: Provider, log: MessageLog, ctx: ToolContext, images: Path) -> TurnLoop:
+    """A TurnLoop outside any session: default tool policies, no asker, no ledger."""
+    return TurnLoop(
+        provider=provider,
+        model=MODEL,
+        effort=None,
+        system="You are Ever.",
+        tools=TOOLS,
+        toolbox=Toolbox(Policy(ToolPolicies()), None),
+        context=ctx,
+        log=log,
+        images=ImageStore(images),
+    )

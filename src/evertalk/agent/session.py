@@ -14,7 +14,7 @@ together with any other held message (SPEC §6.4). A subagent's report is held t
 Nothing carries over from one turn to the next but the view.
 
 No known secret (the configured key, the credential variables' values) reaches the log: the
-Toolbox redacts every tool result, and every append of the session goes through `RedactingLog`.
+Toolbox redacts every tool result, and every append of the session goes through `GuardedLog`.
 """
 
 from __future__ import annotations
@@ -123,36 +123,16 @@ class AgentStatus:
 
 
 @dataclass(frozen=True)
-class CompactingLog:
-    """The main chat as a turn logs to it: each message also wakes the compactor, so that the
-    turn's own messages are summarized while it runs and the next turn finds its view settled
-    (and failed nodes get their retry at the next message, SPEC §4.5)."""
-
-    chat: Chat
-    compactor: Compactor
-
-    def append(
-        self,
-        kind: str,
-        text: str,
-        *,
-        key: str | None = None,
-        images: list[str] | None = None,
-        agent: str | None = None,
-    ) -> list[int]:
-        ids = self.chat.append(kind, text, key=key, images=images, agent=agent)
-        self.compactor.message_logged()
-        return ids
-
-
-@dataclass(frozen=True)
-class RedactingLog:
-    """A log that replaces the known secrets in every text before it is written: tool calls
-    (the model may repeat a key it was shown), results and replies alike (SPEC §1.7: the log
-    holds everything, forever)."""
+class GuardedLog:
+    """A log as the session's loops write to it. Every text has the known secrets replaced
+    first: tool calls (the model may repeat a key it was shown), results and replies alike (SPEC
+    §1.7: the log holds everything, forever). With a compactor (the main chat), each message
+    also wakes it, so that a turn's own messages are summarized while it runs and the next turn
+    finds its view settled (and failed nodes get their retry at the next message, SPEC §4.5)."""
 
     inner: MessageLog
     secrets: Sequence[str]
+    compactor: Compactor | None = None
 
     def append(
         self,
@@ -164,7 +144,10 @@ class RedactingLog:
         agent: str | None = None,
     ) -> list[int]:
         text = redact(text, self.secrets)
-        return self.inner.append(kind, text, key=key, images=images, agent=agent)
+        ids = self.inner.append(kind, text, key=key, images=images, agent=agent)
+        if self.compactor is not None:
+            self.compactor.message_logged()
+        return ids
 
 
 def _local_now() -> datetime:
@@ -547,7 +530,7 @@ class Agent:
         ids = self._log_held(held)
         self._emit(TurnStarted(ids))
         opening = turn_header(self.clock()) + "\n" + "\n\n".join(m.text for m in held)
-        log = RedactingLog(CompactingLog(self.chat, self.compactor), self.secrets)
+        log = GuardedLog(self.chat, self.secrets, self.compactor)
         images = [image for message in held for image in message.images]
         loop = self._loop(log, self._context(), master=True)
         ending = await loop.run(view, opening, ids[0], images)
@@ -556,7 +539,7 @@ class Agent:
     async def _run_subagent(self, name: str, task: str, agent_log: AgentLog) -> Ending:
         await self._settle(_discard)
         view = self.chat.render_view()
-        log = RedactingLog(agent_log, self.secrets)
+        log = GuardedLog(agent_log, self.secrets)
         log.append("user", task)
         context = self._context(agent=name)
         opening = turn_header(self.clock(), subagent_marker(name)) + "\n" + task
