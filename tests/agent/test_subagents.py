@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from test_turn_support import (
     DAY_ONE,
@@ -21,10 +22,23 @@ from test_turn_support import (
     turn_bodies,
 )
 
-from evertalk.agent.events import Delivered, ToolFinished, TurnStarted
+from evertalk.agent.events import (
+    AgentEvent,
+    Delivered,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnStarted,
+)
 from evertalk.agent.permissions import Decision
 from evertalk.agent.session import Agent
-from evertalk.agent.subagents import MAX_RUNNING, AgentLog, quit_report
+from evertalk.agent.subagents import (
+    MAX_RUNNING,
+    AgentLog,
+    SubagentError,
+    quit_report,
+    stop_report,
+)
 from fakes import AnthropicFake, Call, ToolCall, constant, reply, sequence, slow
 from fakes import chat as answer
 
@@ -190,3 +204,112 @@ async def test_a_subagents_question_names_it(home: Path) -> None:
         ("shell", "Runner")
     ]
     assert ("work", "[Runner] Ran it.") in log_of(home)
+
+
+# -- the user lists and stops them ------------------------------------------------------------
+
+
+def work_messages(home: Path) -> list[tuple[str, object]]:
+    return [(r["text"], r.get("agent")) for r in records_of(home) if r["kind"] == "work"]
+
+
+def master_calls(fake: AnthropicFake) -> int:
+    """How many calls the main turns made (the subagents' own left out)."""
+    return sum(
+        "you are the subagent" not in texts(body["messages"][0]["content"])[-1]
+        for body in turn_bodies(fake)
+    )
+
+
+async def until(check, timeout: float = 10) -> None:  # type: ignore[no-untyped-def]
+    with anyio.fail_after(timeout):
+        while not check():
+            await anyio.sleep(0.02)
+
+
+async def test_a_running_subagent_is_listed_then_stopped_by_name(home: Path) -> None:
+    task = "read every note\nand sum them up"
+    fake = AnthropicFake(
+        script()
+        .route(subagent("Slow"), slow(30, answer("too late")))
+        .push(reply(ToolCall("agent", {"name": "Slow", "task": task})), answer("Slow is on it."))
+    )
+    async with opened(home, fake) as agent:
+        agent.submit("have Slow read my notes")
+        await collect_turn(agent)
+        # its task is logged once the settle wait is over: then its call is under way
+        await until(lambda: [a.messages for a in agent.subagents.listing()] == [1])
+        (seen,) = agent.subagents.listing()
+        assert (seen.name, seen.task) == ("Slow", "read every note")
+        assert 0 <= seen.seconds < 30
+        assert agent.subagents.stop("Slow") == stop_report("Slow")
+        assert agent.subagents.listing() == [] and agent.status().subagents == 0
+        # said at once, in the main chat, and no turn of its own: the user ended the work
+        assert work_messages(home) == [(stop_report("Slow"), "Slow")]
+        assert not agent.busy
+        with pytest.raises(SubagentError, match=r"^Slow is not running: it has ended"):
+            agent.subagents.stop("Slow")
+        with pytest.raises(SubagentError, match=r"^no subagent named Nobody is running$"):
+            agent.subagents.stop("Nobody")
+        await anyio.sleep(0.2)  # a turn it wrongly started would be under way by now
+        assert master_calls(fake) == 2
+    # once, not again as a quit report at the close
+    assert work_messages(home) == [(stop_report("Slow"), "Slow")]
+    assert stop_report("Slow").startswith("[Slow] ") and 'zoom("Slow")' in stop_report("Slow")
+    first = agent_records(home, "Slow")[0]
+    assert (first["kind"], first["text"]) == ("user", task)
+
+
+async def test_a_subagent_stopped_mid_turn_reaches_the_turn(home: Path) -> None:
+    fake = AnthropicFake(
+        script()
+        .route(subagent("Digger"), slow(30, answer("too late")))
+        .push(
+            reply(ToolCall("agent", {"name": "Digger", "task": "dig"})),
+            reply(ToolCall("shell", {"command": "sleep 0.3"})),
+            answer("Digger was stopped."),
+        )
+    )
+
+    async with opened(home, fake, granted=["shell"]) as agent:
+
+        def stop_on_shell(event: AgentEvent) -> None:
+            if isinstance(event, ToolStarted) and event.name == "shell":
+                agent.subagents.stop("Digger")
+
+        agent.submit("dig, then wait")
+        seen = await collect_turn(agent, on=stop_on_shell)
+        assert not agent.busy
+    assert sum(isinstance(e, TurnStarted) for e in seen) == 1
+    assert [e for e in seen if isinstance(e, Delivered)] == [
+        Delivered("work", stop_report("Digger"))
+    ]
+    kinds = [kind for kind, _ in log_of(home)]
+    assert kinds == ["user", "tool", "echo", "tool", "echo", "work", "ever"]
+    assert work_messages(home) == [(stop_report("Digger"), "Digger")]
+
+
+async def test_a_stop_report_the_turn_missed_is_logged_without_a_turn(home: Path) -> None:
+    fake = AnthropicFake(
+        script()
+        .route(subagent("Late"), slow(30, answer("too late")))
+        .push(
+            reply(ToolCall("agent", {"name": "Late", "task": "wait"})),
+            slow(0.1, answer("Late is on it, and I am still talking."), chunk_delay=0.05),
+        )
+    )
+    async with opened(home, fake) as agent:
+        stopped: list[str] = []
+
+        def stop_in_last_reply(event: AgentEvent) -> None:
+            # the last call streams: no tool call follows it, so no delivery either
+            if isinstance(event, TextDelta) and not stopped:
+                stopped.append(agent.subagents.stop("Late"))
+
+        agent.submit("start Late")
+        seen = await collect_turn(agent, on=stop_in_last_reply)
+        await anyio.sleep(0.2)
+        assert not agent.busy and master_calls(fake) == 2
+    assert stopped == [stop_report("Late")] and not any(isinstance(e, Delivered) for e in seen)
+    assert [kind for kind, _ in log_of(home)] == ["user", "tool", "echo", "ever", "work"]
+    assert work_messages(home) == [(stop_report("Late"), "Late")]

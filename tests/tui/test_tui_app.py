@@ -25,6 +25,7 @@ from tui_support import (
 )
 
 from evertalk.agent.policy import DENIED
+from evertalk.agent.subagents import stop_report
 from evertalk.chat import Chat
 from evertalk.memory.text import LINE_LIMIT
 from evertalk.tui.app import ChatApp
@@ -345,6 +346,7 @@ async def test_other_commands(home: Path) -> None:
         assert edited == [home / "instructions.md"] and "next start" in said
         help_text = await command("/help")
         assert "/memory zoom ID N" in help_text and "/setup" in help_text
+        assert "/agents stop NAME" in help_text
         assert "unknown command /frobnicate" in await command("/frobnicate")
         await enter_line(pilot, "/quit")
         await wait_until(pilot, lambda: not app.is_running)
@@ -388,6 +390,40 @@ async def test_a_subagent_report_shows_when_it_starts_a_turn(home: Path) -> None
         assert works == ["[Scout] Found 42."]
         row = app.query_one(ToolRow)
         assert row.heading.startswith("✓ agent  Scout")
+
+
+async def test_agents_lists_the_running_subagents_and_stops_one(home: Path) -> None:
+    fake = AnthropicFake(
+        script()
+        .route(lambda call: "you are the subagent Slow" in call.last_user_text, slow(30, empty()))
+        .push(
+            reply(ToolCall("agent", {"name": "Slow", "task": "read every note"})),
+            answer("Slow is on it."),
+        )
+    )
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        agent = app._agent()
+
+        async def command(text: str) -> str:
+            count = len(outputs(app))
+            await enter_line(pilot, text)
+            await wait_until(pilot, lambda: len(outputs(app)) > count)
+            return outputs(app)[-1]
+
+        assert await command("/agents") == "no subagent is running"
+        await enter_line(pilot, "send Slow")
+        await wait_until(pilot, lambda: not agent.busy and replies(app)[-1:] == ["Slow is on it."])
+        listed = await command("/agents")
+        assert listed.startswith("1 subagent running:\n  Slow  ")
+        assert listed.splitlines()[1].endswith("  read every note")
+        said = await command("/agents stop Slow")
+        assert said == f"stopped Slow; Ever is told: {stop_report('Slow')}"
+        assert await command("/agents") == "no subagent is running"
+        assert "Slow is not running: it has ended" in await command("/agents stop Slow")
+        assert app.query(OutputRow).last().has_class("error")
+        assert not agent.busy
+    assert log_of(home)[-1] == ("work", stop_report("Slow"))
 
 
 async def test_quitting_during_a_turn_keeps_what_was_logged(home: Path) -> None:

@@ -8,6 +8,7 @@ import pytest
 from tui_support import MODEL
 
 from evertalk.agent.session import AgentStatus
+from evertalk.agent.subagents import RunningAgent, SubagentError
 from evertalk.config import ConfigError
 from evertalk.tui import commands
 from evertalk.tui.app import refused_key
@@ -20,6 +21,9 @@ def test_a_line_is_a_command_or_a_message() -> None:
     assert read_line("/memory") == Invocation(commands.MEMORY, "/memory", ())
     assert read_line("/memory zoom 0 8") == Invocation(commands.ZOOM, "/memory zoom", ("0", "8"))
     assert read_line("/model  claude-x ") == Invocation(commands.MODEL, "/model", ("claude-x",))
+    assert read_line("/agents") == Invocation(commands.AGENTS, "/agents", ())
+    stop = Invocation(commands.AGENTS_STOP, "/agents stop", ("Scout",))
+    assert read_line("/agents stop Scout") == stop
     assert read_line("/nope") == Invocation(None, "/nope", ())
     assert read_line("//memory is a word") == "/memory is a word"
     assert read_line("/etc/hosts is empty") == "/etc/hosts is empty"
@@ -41,6 +45,8 @@ def test_completion_follows_what_is_typed() -> None:
     assert [c.name for c in matching("/mem")] == ["/memory", "/memory zoom", "/memory-model"]
     assert [c.name for c in matching("/memory zoom 3")] == ["/memory zoom"]
     assert [c.name for c in matching("/model x")] == ["/model"]
+    assert suggester.suggest("/a") == "/agents" and suggester.suggest("/agents") == "/agents stop "
+    assert [c.name for c in matching("/agents stop Sc")] == ["/agents stop"]
     assert matching("hello") == [] and matching("//x") == []
 
 
@@ -50,6 +56,45 @@ def test_the_help_lists_every_command_and_key() -> None:
         assert command.usage in text
     for key in ("Enter", "Ctrl+J", "Ctrl+C", "Ctrl+D"):
         assert key in text
+
+
+def test_agents_lists_and_stops_subagents() -> None:
+    assert commands.agents_text([], ()) == "no subagent is running"
+    running = [
+        RunningAgent("Scout", "count the files", 4.2, 1),
+        RunningAgent("Digger-2", "find " + "where " * 30, 3725, 17),
+    ]
+    lines = commands.agents_text(running, ()).splitlines()
+    assert lines[0] == "2 subagents running:" and lines[-1] == "/agents stop NAME stops one"
+    assert lines[1] == "  Scout          4s     1 message  count the files"
+    assert lines[2].startswith("  Digger-2   1h 02m   17 messages  find where where")
+    assert lines[2].endswith("where …") and len(lines[2]) < 40 + commands.TASK_SHOWN
+    assert [commands.duration(s) for s in (0, 59.9, 60, 185, 7260)] == [
+        "0s",
+        "59s",
+        "1m 00s",
+        "3m 05s",
+        "2h 01m",
+    ]
+    with pytest.raises(CommandError, match="usage: /agents"):
+        commands.agents_text(running, ("list",))
+
+    stopped: list[str] = []
+
+    def stop(name: str) -> str:
+        if name != "Scout":
+            raise SubagentError(f"no subagent named {name} is running")
+        stopped.append(name)
+        return "[Scout] stopped by the user"
+
+    assert commands.stop_text(stop, ("Scout",)) == (
+        "stopped Scout; Ever is told: [Scout] stopped by the user"
+    )
+    assert stopped == ["Scout"]
+    with pytest.raises(CommandError, match=r"^no subagent named Nope is running; /agents lists"):
+        commands.stop_text(stop, ("Nope",))
+    with pytest.raises(CommandError, match="usage: /agents stop NAME"):
+        commands.stop_text(stop, ())
 
 
 def test_model_commands_change_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,10 @@ first in the compactor's queue, the turn waits at most `memory.settle_timeout` s
 line of the view to be built (`Settling`), renders the view, logs the message, and runs the call
 `[tools] [system] [view] [header + message]` and its tool loop. A message submitted during a turn
 is held and delivered between two tool calls, or, if the turn ends first, starts the next turn
-together with any other held message (SPEC §6.4). A subagent's report is held the same way.
-Nothing carries over from one turn to the next but the view.
+together with any other held message (SPEC §6.4). A subagent's report is held the same way,
+except the report of one the user stopped: it reaches a running turn like any report, but it
+never starts a turn of its own (see `_report_stopped`). Nothing carries over from one turn to
+the next but the view.
 
 No known secret (the configured key, the credential variables' values) reaches the log: the
 Toolbox redacts every tool result, and every append of the session goes through `GuardedLog`.
@@ -197,6 +199,7 @@ class Agent:
             self._hold,
             self._changed,
             record=self._record_now,
+            stopped=self._report_stopped,
         )
         self.turn_cost = 0.0
         self._held: list[Held] = []
@@ -424,6 +427,7 @@ class Agent:
                 await self._wake.wait()
                 continue
             await self._turn()
+            self._log_quiet_left()
             self._changed()
 
     def _unbuilt(self) -> list[Node]:
@@ -490,6 +494,30 @@ class Agent:
         when no turn will come to take it."""
         self._log_held([held])
 
+    def _report_stopped(self, held: Held) -> None:
+        """The report of a subagent the user stopped. A running turn takes it between two tool
+        calls like any report, as the model may be counting on that work; with no turn running
+        it is logged at once and starts none: the user chose to end the work, a turn would
+        only spend money on it, and the next turn reads it in the view all the same."""
+        if self._turning:
+            self._hold(_Quiet(held.kind, held.text, held.agent))
+        else:
+            self._log_quietly([held])
+
+    def _log_quiet_left(self) -> None:
+        """After a turn: stop reports it ended without taking are logged now rather than
+        starting a turn. Held messages of any other kind start the next turn, with them."""
+        if self._held and all(isinstance(message, _Quiet) for message in self._held):
+            self._log_quietly(self._take_held())
+
+    def _log_quietly(self, held: list[Held]) -> None:
+        try:
+            self._log_held(held)
+        except Exception:  # the log failed (a full disk): a turn tries again, and says why
+            self._held[:0] = held
+            self._wake.set()
+            self._changed()
+
     def _context(self, *, agent: str | None = None) -> ToolContext:
         return ToolContext(
             self.chat,
@@ -544,6 +572,11 @@ class Agent:
         context = self._context(agent=name)
         opening = turn_header(self.clock(), subagent_marker(name)) + "\n" + task
         return await self._loop(log, context, master=False).run(view, opening, name)
+
+
+@dataclass(frozen=True)
+class _Quiet(Held):
+    """A held stop report: it rides with a turn but must not start one (`_report_stopped`)."""
 
 
 def _discard(event: AgentEvent) -> None:

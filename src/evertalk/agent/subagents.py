@@ -7,13 +7,17 @@ Its final reply comes back to the main chat as one `work` message `[Name] reply`
 tool calls of a running turn, or as the start of a new turn. The master never waits for one;
 at most 8 run at once, and a subagent cannot start another (depth 1). One still working when
 evertalk quits is cancelled, and the main chat says so at once, so that later turns do not take
-it for running.
+it for running. The user can list the running ones and stop one by name (`listing`, `stop`): its
+report then says that the user stopped it, and goes through `stopped`, which the session makes
+reach a running turn without ever starting one of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -92,6 +96,37 @@ def quit_report(name: str) -> str:
     )
 
 
+def stop_report(name: str) -> str:
+    """The main chat's `work` message for a subagent the user stopped."""
+    return f'[{name}] stopped by the user before it finished. zoom("{name}") shows what it did.'
+
+
+@dataclass(frozen=True)
+class RunningAgent:
+    """A running subagent as the user sees it (`Subagents.listing`)."""
+
+    name: str
+    task: str  # its first line
+    seconds: float  # since it started
+    messages: int  # in its own log so far
+
+
+@dataclass
+class _Run:
+    """What is kept of a running subagent: its own cancel scope lets the user stop it alone."""
+
+    name: str
+    task: str
+    log: AgentLog
+    started: float = field(default_factory=time.monotonic)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    stopped: bool = False  # by the user: its report is said already
+
+    def seen(self, now: float) -> RunningAgent:
+        first = self.task.strip().splitlines()[0]
+        return RunningAgent(self.name, first, now - self.started, self.log.count)
+
+
 class Subagents:
     """The subagents of one session: started in the session's task group, cancelled with it."""
 
@@ -105,17 +140,20 @@ class Subagents:
         limit: int = MAX_RUNNING,
         *,
         record: Callable[[Held], None] | None = None,
+        stopped: Callable[[Held], None] | None = None,
     ) -> None:
         """`deliver` holds a report for a turn; `record` logs a message in the main chat at
-        once, synchronously (used at quit, when no turn will come; None: nothing is logged)."""
+        once, synchronously (used at quit, when no turn will come; None: nothing is logged);
+        `stopped` passes on the report of a subagent the user stopped (None: as `deliver`)."""
         self.agents_dir = agents_dir
         self.group = group
         self._run = run
         self._deliver = deliver
         self._record = record
+        self._stopped = stopped or deliver
         self._changed = changed
         self.limit = limit
-        self.running: set[str] = set()
+        self.running: dict[str, _Run] = {}
 
     async def start(self, name: str, task: str) -> str:
         """The `start_agent` given to the tools: start `name` on `task`, return at once."""
@@ -130,38 +168,58 @@ class Subagents:
             )
         if name in self.running:
             raise SubagentError(f"a subagent named {name} is running already")
-        log = AgentLog.create(self.agents_dir, name)
-        self.running.add(name)
+        run = _Run(name, task, AgentLog.create(self.agents_dir, name))
+        self.running[name] = run
         self._changed()
-        self.group.start_soon(self._work, name, task, log)
+        self.group.start_soon(self._work, run)
         return (
             f"Subagent {name} started in the background. Its report will come back as a "
             f"message starting with [{name}]."
         )
 
-    async def _work(self, name: str, task: str, log: AgentLog) -> None:
+    def listing(self) -> list[RunningAgent]:
+        """The running subagents, the oldest first."""
+        now = time.monotonic()
+        return [run.seen(now) for run in self.running.values()]
+
+    def stop(self, name: str) -> str:
+        """Stop the running subagent `name` at the user's word; returns its report. The report
+        goes out now, not when the task has unwound: from here on the subagent counts as gone,
+        and whatever it might still produce is dropped. An unknown or finished name is a
+        SubagentError (one line)."""
+        run = self.running.pop(name, None)
+        if run is None:
+            raise SubagentError(self._not_running(name))
+        run.stopped = True
+        run.scope.cancel()
+        report = stop_report(name)
+        self._stopped(Held("work", report, agent=name))
+        self._changed()
+        return report
+
+    def _not_running(self, name: str) -> str:
+        if valid_name(name) and (self.agents_dir / name).is_dir():
+            return f'{name} is not running: it has ended (zoom("{name}") shows what it did)'
+        return f"no subagent named {name} is running"
+
+    async def _work(self, run: _Run) -> None:
         report: str | None = None
         try:
-            ending = await self._run(name, task, log)
-            event = ending.event
-            if event.reason == "done":
-                report = ending.final or "(finished without a reply)"
-            else:
-                why = event.error or event.reason
-                report = f"stopped before finishing: {why}"
-                if ending.final:
-                    report += "\n\n" + ending.final
+            with run.scope:  # cancelled by `stop` alone; the scope ends the stopped one quietly
+                report = _report(await self._run(run.name, run.task, run.log))
         except anyio.get_cancelled_exc_class():
-            # only the session's closing cancels a subagent: no turn will take a held report
-            self._quit(name)
+            # the session's closing: no turn will take a held report (a stopped one has its own)
+            if not run.stopped:
+                self._quit(run.name)
             raise
         except Exception as error:  # a bug in one subagent must not end the session
             report = f"stopped before finishing: {type(error).__name__}: {error}"
         finally:
-            log.close()
-            self.running.discard(name)
-            if report is not None:
-                self._deliver(Held("work", f"[{name}] {report}", agent=name))
+            run.log.close()
+            if self.running.get(run.name) is run:
+                del self.running[run.name]
+            if report is not None and not run.stopped:
+                self._deliver(Held("work", f"[{run.name}] {report}", agent=run.name))
             self._changed()
 
     def _quit(self, name: str) -> None:
@@ -172,3 +230,14 @@ class Subagents:
             return
         with contextlib.suppress(Exception):
             self._record(Held("work", quit_report(name), agent=name))
+
+
+def _report(ending: Ending) -> str:
+    """A finished subagent's report: its final reply, or why it ended early."""
+    event = ending.event
+    if event.reason == "done":
+        return ending.final or "(finished without a reply)"
+    report = f"stopped before finishing: {event.error or event.reason}"
+    if ending.final:
+        report += "\n\n" + ending.final
+    return report

@@ -501,6 +501,10 @@ class ChatApp(App[int]):
                     settings.model, settings.effort, agent.use_memory_model, line.args
                 )
             )
+        elif command is commands.AGENTS:
+            await self._output(commands.agents_text(agent.subagents.listing(), line.args))
+        elif command is commands.AGENTS_STOP:
+            await self._output(commands.stop_text(agent.subagents.stop, line.args))
         elif command is commands.IMAGE:
             await self._output(self.attachments.command(line.args, agent.workdir))
         elif command is commands.SETUP:

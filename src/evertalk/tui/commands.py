@@ -6,13 +6,15 @@ first word with another `/` in it (`/etc/hosts is empty`) is a message too. `/mo
 `/memory-model` change the running agent's models (the next turn, the compactor's next call) and
 the agent saves them to `config.toml`; `/instructions` takes effect at the next start, as the
 system prompt stays the same for a whole session (SPEC §5). `/setup` is the app's: it reopens
-the agent on new settings.
+the agent on new settings. `/agents` lists the subagents at work, and `/agents stop NAME` ends
+one (Ever is told).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -20,6 +22,7 @@ from typing import Final
 from textual.suggester import Suggester
 
 from evertalk.agent.images import ImageError, read_image
+from evertalk.agent.subagents import RunningAgent, SubagentError
 from evertalk.chat import Chat, ToolInputError
 from evertalk.config import EFFORTS, ConfigError
 from evertalk.ledger import ledger_path, read_records, summarize
@@ -53,6 +56,10 @@ MEMORY_MODEL = Command(
     "/memory-model [NAME] [EFFORT]",
     "show or set the compaction model and effort (from its next call)",
 )
+AGENTS = Command("/agents", "/agents", "the subagents at work: task, time, messages logged")
+AGENTS_STOP = Command(
+    "/agents stop", "/agents stop NAME", "stop a subagent; Ever is told, zoom shows what it did"
+)
 IMAGE = Command(
     "/image", "/image [PATH|clear]", "attach an image to your next message, or show or drop them"
 )
@@ -69,6 +76,8 @@ COMMANDS: Final = (
     ZOOM,
     MODEL,
     MEMORY_MODEL,
+    AGENTS,
+    AGENTS_STOP,
     IMAGE,
     SETUP,
     USAGE,
@@ -76,6 +85,7 @@ COMMANDS: Final = (
     QUIT,
 )
 _BY_NAME: Final = {command.name: command for command in COMMANDS}
+_TWO_WORDS: Final = {tuple(c.name.split()): c for c in COMMANDS if " " in c.name}
 
 
 @dataclass(frozen=True)
@@ -97,8 +107,9 @@ def read_line(text: str) -> Invocation | str:
     if not words or "/" in words[0][1:]:
         return text  # a path, not a command
     word, args = words[0], tuple(words[1:])
-    if word == "/memory" and args and args[0] == "zoom":
-        return Invocation(ZOOM, "/memory zoom", args[1:])
+    two = _TWO_WORDS.get((word, args[0])) if args else None
+    if two is not None:  # `/memory zoom`, `/agents stop`
+        return Invocation(two, two.name, args[1:])
     return Invocation(_BY_NAME.get(word), word, args)
 
 
@@ -184,6 +195,48 @@ def zoom_text(chat: Chat, args: tuple[str, ...]) -> str:
         return chat.zoom(start, count)
     except (ToolInputError, StoreError) as error:
         raise CommandError(str(error)) from None
+
+
+TASK_SHOWN = 80  # characters of a task's first line in `/agents`
+
+
+def agents_text(running: Sequence[RunningAgent], args: tuple[str, ...]) -> str:
+    """`/agents`: the running subagents, one line each (name, time, messages, task)."""
+    if args:
+        raise CommandError(f"usage: {AGENTS.usage}, or {AGENTS_STOP.usage}")
+    if not running:
+        return "no subagent is running"
+    names = max(len(agent.name) for agent in running)
+    lines = [f"{len(running)} subagent{'s' if len(running) != 1 else ''} running:"]
+    for agent in running:
+        messages = f"{agent.messages} message{'s' if agent.messages != 1 else ''}"
+        lines.append(
+            f"  {agent.name.ljust(names)}  {duration(agent.seconds):>7}  {messages:>12}  "
+            + textwrap.shorten(agent.task, TASK_SHOWN, placeholder=" …")
+        )
+    lines.append(f"{AGENTS_STOP.usage} stops one")
+    return "\n".join(lines)
+
+
+def duration(seconds: float) -> str:
+    """`42s`, `3m 05s`, `2h 07m`: how long a subagent has run."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def stop_text(stop: Callable[[str], str], args: tuple[str, ...]) -> str:
+    """`/agents stop NAME` (`Subagents.stop`): the report Ever gets is shown to the user too."""
+    if len(args) != 1:
+        raise CommandError(f"usage: {AGENTS_STOP.usage}; /agents lists the running ones")
+    try:
+        report = stop(args[0])
+    except SubagentError as error:
+        raise CommandError(f"{error}; /agents lists the running ones") from None
+    return f"stopped {args[0]}; Ever is told: {report}"
 
 
 @dataclass
