@@ -13,7 +13,7 @@ import anyio
 
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
-from evertalk.config import ConfigError
+from evertalk.config import ConfigError, secret_values
 from evertalk.ledger import Ledger, ledger_path
 from evertalk.prompts import TOOLS
 from evertalk.providers.base import ProviderError
@@ -30,6 +30,8 @@ def run_compact(home: Path) -> int:
         chat = Chat.open(chat_dir)
     except (ConfigError, StoreError) as error:
         return _fail(str(error))
+    for warning in chat.warnings:  # what opening repaired or skipped (torn lines, a rebuild)
+        print(f"evertalk: warning: {warning}", file=sys.stderr)
     if not sum(row.count(0) for row in chat.core.tree.flags):
         chat.close()  # nothing to build: no need to load a model SDK
         print(_progress(0, 0, 0, 0.0, None), file=sys.stderr)
@@ -46,6 +48,7 @@ def run_compact(home: Path) -> int:
             tools=TOOLS,
             ledger=ledger,
             on_warning=_warn,
+            secrets=secret_values(runtime.config),
         )
         compactor.waiting = True  # nobody will send a message: retry failed nodes on a timer
         total = compactor.unbuilt()

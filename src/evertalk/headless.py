@@ -73,6 +73,8 @@ async def _run(
         return _fail("the message is empty")
     try:
         async with Agent.open(home, asker=None, granted=grants, workdir=workdir) as agent:
+            for warning in agent.chat.warnings:  # what opening repaired or skipped
+                print(f"evertalk: warning: {warning}", file=sys.stderr)
             agent.submit(message, images)
             printer: JsonPrinter | ReplyPrinter
             if as_json:

@@ -257,3 +257,16 @@ def test_a_failed_summary_is_an_event_in_json(home: Path, fake: AnthropicFake) -
     events = [json.loads(line) for line in result.stdout.splitlines()]
     assert {"type": "memory_warning", "text": warning} in events
     assert result.stderr == ""
+
+
+def test_what_opening_repaired_is_a_warning(home: Path, fake: AnthropicFake) -> None:
+    with Chat.open(home / "chat") as chat:
+        chat.append("user", "first")
+    day = next((home / "chat" / "main").glob("*.jsonl"))
+    with day.open("ab") as log:
+        log.write(b'{"i": 1, "kind": "us')  # a write cut by a crash
+    fake.behaviour.push(answer("Fine."))  # type: ignore[attr-defined]
+    result = run(home, "-p", "still there?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Fine.\n"
+    assert "evertalk: warning: " in result.stderr and day.name in result.stderr

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 from test_turn_support import API_KEY, collect_turn, log_of, opened, script, turn_bodies
 
+from evertalk.agent.events import ReplyLogged
 from evertalk.agent.tools.shell import shell_environment
 from evertalk.config import CREDENTIAL_VARIABLES, REDACTED, redact, secret_values
 from evertalk.providers.errors import clean
@@ -130,3 +132,22 @@ async def test_a_subagent_redacts_too(home: Path, credentials: None) -> None:
         await collect_turn(agent, turns=2)
     assert ("work", f"[Peek] The key is {REDACTED}.") in log_of(home)
     assert_clean(home, fake)
+
+
+async def test_a_model_that_repeats_a_key_has_it_redacted_everywhere(
+    home: Path, credentials: None
+) -> None:
+    """A proxy or a model that echoes the key: not in a summary line, not in the reply shown."""
+    leak = f"your key is {API_KEY} " + "and more words " * 60  # long: its leaf needs a call
+    fake = AnthropicFake(script(answer(f"summary naming {TOKEN}")).push(answer(leak)))
+    async with opened(home, fake) as agent:
+        agent.submit("what is my key?")
+        seen = await collect_turn(agent)
+        with anyio.fail_after(10):
+            while not all(agent.chat.core.tree.is_built((0, i)) for i in range(agent.chat.t)):
+                await anyio.sleep(0.01)
+    shown = [event.text for event in seen if isinstance(event, ReplyLogged)]
+    assert shown and all(API_KEY not in text and REDACTED in text for text in shown)
+    written = chat_bytes(home)  # the log and the tree's summary lines
+    assert API_KEY.encode() not in written and TOKEN.encode() not in written
+    assert b"summary naming " + REDACTED.encode() in written

@@ -32,7 +32,14 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from evertalk.agent.events import AgentEvent, MemoryWarning, Settling, TurnEnded, TurnStarted
+from evertalk.agent.events import (
+    AgentEvent,
+    MemoryWarning,
+    ReplyLogged,
+    Settling,
+    TurnEnded,
+    TurnStarted,
+)
 from evertalk.agent.images import ImageStore
 from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
@@ -45,6 +52,7 @@ from evertalk.agent.turn import (
     Limits,
     MessageLog,
     TurnLoop,
+    explain,
     one_line,
 )
 from evertalk.chat import Chat
@@ -60,6 +68,7 @@ from evertalk.config import (
 )
 from evertalk.ledger import Ledger, ledger_path
 from evertalk.memory import Node
+from evertalk.memory.text import valid_unicode
 from evertalk.prompts import TOOLS, turn_header
 from evertalk.providers.base import Image, Provider
 from evertalk.runtime import Runtime, cache_key
@@ -250,6 +259,7 @@ class Agent:
                     system=runtime.system,
                     tools=TOOLS,
                     ledger=ledger,
+                    secrets=secret_values(runtime.config),
                 )
                 policy = Policy(
                     runtime.config.tools, granted=granted, interactive=asker is not None
@@ -310,7 +320,9 @@ class Agent:
             raise RuntimeError("the agent is closed")
         if not text.strip():
             raise ValueError("an empty message cannot be sent")
-        self._hold(Held("user", text, images=tuple(images)))
+        # as it will be logged: a lone surrogate (from a broken terminal or pipe) cannot be
+        # encoded for the model either
+        self._hold(Held("user", valid_unicode(text), images=tuple(images)))
 
     async def events(self) -> AsyncIterator[AgentEvent]:
         """Every event, in order, for one consumer; ends when the agent closes."""
@@ -380,6 +392,8 @@ class Agent:
     # -- the inside -------------------------------------------------------------------------
 
     def _emit(self, event: AgentEvent) -> None:
+        if isinstance(event, ReplyLogged):  # shown (and printed by -p) as it was logged
+            event = ReplyLogged(redact(event.text, self.secrets))
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._sender.send_nowait(event)
 
@@ -543,7 +557,7 @@ class Agent:
                     self._log_held(self._take_held())
                 ended = TurnEnded("cancelled")
         except Exception as error:  # the log failed (a full disk): say so, keep the session
-            ended = TurnEnded("error", one_line(f"{type(error).__name__}: {error}"))
+            ended = TurnEnded("error", explain(error))
         finally:
             self._scope = None
             self._turning = False
@@ -587,7 +601,7 @@ def _describe(error: BaseException) -> str:
     """`Type: message`, of the one error inside a task group's group when there is one."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
-    return f"{type(error).__name__}: {error}"
+    return explain(error)
 
 
 def _nothing() -> list[Held]:

@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup
 
 from evertalk.agent.tools.agent import NAME_RULE, valid_name
 from evertalk.agent.tools.base import ToolError
-from evertalk.agent.turn import Ending, Held
+from evertalk.agent.turn import Ending, Held, explain
 from evertalk.memory.text import split_text, valid_unicode
 from evertalk.store.days import day_file_name, iso, local_now
 from evertalk.store.jsonl import Appender
@@ -213,7 +213,7 @@ class Subagents:
                 self._quit(run.name)
             raise
         except Exception as error:  # a bug in one subagent must not end the session
-            report = f"stopped before finishing: {type(error).__name__}: {error}"
+            report = f"stopped before finishing: {explain(error)}"
         finally:
             run.log.close()
             if self.running.get(run.name) is run:

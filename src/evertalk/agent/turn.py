@@ -62,6 +62,7 @@ from evertalk.providers.base import (
 )
 from evertalk.providers.layout import turn_request
 from evertalk.providers.prices import cost as price_of
+from evertalk.store.errors import StoreError, describe
 
 TURN_MAX_TOKENS = 16_000
 """Output cap of one call of a turn (a manual thinking budget is added on top by the adapter)."""
@@ -154,6 +155,18 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def explain(error: BaseException) -> str:
+    """One line for the user: a storage error's own words (they name the file and what to
+    do), the OS's reason for an OSError; `Type: message` for anything else, which is a bug."""
+    if isinstance(error, StoreError):
+        text = str(error)
+    elif isinstance(error, OSError):
+        text = describe(error)
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return one_line(text) or type(error).__name__
+
+
 @dataclass
 class TurnLoop:
     """Runs the calls and tools of one turn (or of one subagent)."""
@@ -194,7 +207,7 @@ class TurnLoop:
         except ProviderError as error:
             return self._end(turn_id, "error", f"the model call failed: {error}", kind=error.kind)
         except Exception as error:  # a bug or a full disk must not take the session down
-            why = one_line(f"{type(error).__name__}: {error}") or type(error).__name__
+            why = explain(error)
         return self._end(turn_id, "error", why)
 
     def _cancelled(self, turn_id: int | str) -> None:

@@ -17,7 +17,7 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -27,6 +27,7 @@ from evertalk.chat import Chat, broken_error
 from evertalk.compactor.line import Done, FollowUp, SizeLoop
 from evertalk.compactor.status import CompactorStatus, write_status
 from evertalk.compactor.tasks import leaf_task, merge_task
+from evertalk.config import redact
 from evertalk.ledger import Ledger
 from evertalk.memory import Node, node_name
 from evertalk.memory.tree import UNBUILT
@@ -99,8 +100,10 @@ class Compactor:
         ledger: Ledger | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_warning: Warn | None = None,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.chat = chat
+        self.secrets = secrets  # never in a line: a model (or a proxy) may repeat a key
         self.provider = provider
         self.settings = settings
         self.system = system
@@ -277,7 +280,7 @@ class Compactor:
             self._fail(node, f"{type(error).__name__}: {error}")
         else:
             self.setup_error = None
-            self.chat.build(node, line)
+            self.chat.build(node, redact(line, self.secrets))
             self.built += 1
 
     def _pause(self, node: Node, error: ProviderError) -> None:
