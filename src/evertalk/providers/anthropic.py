@@ -53,7 +53,7 @@ from .base import (
     ToolUseStarted,
     Usage,
 )
-from .errors import kind_for_status, kind_for_type, provider_error
+from .errors import at_address, kind_for_status, kind_for_type, provider_error
 from .relay import relay
 
 if TYPE_CHECKING:
@@ -421,6 +421,7 @@ class AnthropicProvider:
         )
         self._secrets = (api_key, self._client.api_key, self._client.auth_token)
         self._adaptive = adaptive_thinking
+        self._url = str(self._client.base_url)
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
@@ -458,8 +459,8 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.APIStatusError):
             kind = kind_for_type(exc.type) or kind_for_status(exc.status_code)
             status = exc.status_code if exc.status_code >= 400 else None
-            detail = exc.api_message or exc.message
-            return provider_error(kind, f"Anthropic: {detail}", status, secrets=secrets)
+            detail = at_address(kind, f"Anthropic: {exc.api_message or exc.message}", self._url)
+            return provider_error(kind, detail, status, secrets=secrets)
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
             return provider_error("timeout", "Anthropic: the request timed out", secrets=secrets)
         if started and isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
@@ -467,7 +468,8 @@ class AnthropicProvider:
                 "cut", f"Anthropic: the reply stream broke off ({type(exc).__name__})"
             )
         if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
-            return provider_error("connection", "Anthropic: could not connect", secrets=secrets)
+            message = at_address("connection", "Anthropic: could not connect", self._url)
+            return provider_error("connection", message, secrets=secrets)
         if isinstance(exc, anthropic.APIError):
             return provider_error("server", f"Anthropic: {exc.message}", secrets=secrets)
         if isinstance(exc, TypeError) and "authentication" in str(exc):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from evertalk.config import redact, secret_values
 
@@ -73,3 +74,20 @@ def provider_error(
     secrets: Iterable[str | None] = (),
 ) -> ProviderError:
     return ProviderError(kind, clean(message, secrets), status)
+
+
+def address(base_url: str) -> str:
+    """The server an error is about, for the user to check: scheme, host, port and path, never
+    a user name or password written into the URL, nor its query."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}".rstrip("/")
+
+
+def at_address(kind: ErrorKind, message: str, base_url: str) -> str:
+    """`message`, naming the server when the error may come from a wrong address."""
+    if kind in ("connection", "not_found"):
+        return f"{message} (at {address(base_url)})"
+    return message

@@ -40,7 +40,7 @@ from .base import (
     ToolUseStarted,
     Usage,
 )
-from .errors import kind_for_status, provider_error
+from .errors import at_address, kind_for_status, provider_error
 from .relay import relay
 
 MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
@@ -335,6 +335,7 @@ class OpenAIProvider:
             raise error
         self._secrets = (api_key, self._client.api_key)
         self._send_cache_key = send_cache_key
+        self._url = str(self._client.base_url)
         if max_tokens_field is None:
             official = is_openai_api(str(self._client.base_url))
             max_tokens_field = "max_completion_tokens" if official else "max_tokens"
@@ -378,7 +379,8 @@ class OpenAIProvider:
         if isinstance(exc, openai.APIStatusError):
             detail = _body_message(exc.body) or exc.message
             kind = kind_for_status(exc.status_code)
-            return provider_error(kind, f"OpenAI: {detail}", exc.status_code, secrets=secrets)
+            message = at_address(kind, f"OpenAI: {detail}", self._url)
+            return provider_error(kind, message, exc.status_code, secrets=secrets)
         if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
             return provider_error("timeout", "OpenAI: the request timed out", secrets=secrets)
         if started and isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
@@ -386,7 +388,8 @@ class OpenAIProvider:
                 "cut", f"OpenAI: the reply stream broke off ({type(exc).__name__})"
             )
         if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
-            return provider_error("connection", "OpenAI: could not connect", secrets=secrets)
+            message = at_address("connection", "OpenAI: could not connect", self._url)
+            return provider_error("connection", message, secrets=secrets)
         if isinstance(exc, openai.APIError):  # an error object inside the stream
             code = exc.body.get("code") if isinstance(exc.body, dict) else None
             status = code if isinstance(code, int) else None
