@@ -167,3 +167,14 @@ def test_workdir_flag_and_setting_must_name_a_folder(tmp_path: Path) -> None:
     configured_home(home, f'workdir = "{missing}"')
     for result in (run("-p", "hello", home=home), run_in_terminal(home=home)):
         assert_one_line_error(result, str(home / "config.toml"), f"{missing} does not exist")
+
+
+def test_a_message_the_shell_split_says_to_quote_it(tmp_path: Path) -> None:
+    for flag in ("-p", "--print"):
+        result = run(flag, "what", "is", "this", home=tmp_path)
+        assert result.returncode == 2 and result.stdout == ""
+        assert (
+            result.stderr
+            == f"evertalk: {flag} takes the message as one argument: put it in quotes\n"
+        )
+    assert "invalid choice: 'bogus'" in run("memory", "bogus", home=tmp_path).stderr

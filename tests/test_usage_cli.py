@@ -152,3 +152,20 @@ def test_usage_imports_no_model_sdk(tmp_path: Path) -> None:
         [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_calls_with_no_known_price_at_all(tmp_path: Path) -> None:
+    with Ledger(ledger_path(tmp_path)) as ledger:
+        ledger.record(
+            role="turn",
+            provider="openrouter",
+            model="some/model",
+            usage=Usage(100, 10),
+            cost=None,
+            duration_ms=10,
+        )
+    lines = run("usage", "--home", str(tmp_path)).stdout.splitlines()
+    total = next(line for line in lines if line.startswith("total")).split()
+    assert total[-1] == "?"
+    assert lines[-1] == "? no known price for these models: what they cost is not counted"
+    assert not any("*" in line for line in lines)

@@ -93,7 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        try:
+            args = build_parser().parse_args(words)
+        except UsageError as error:
+            raise _unquoted(words) or error from None
         return _dispatch(args)
     except UsageError as error:
         print(
@@ -107,6 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `evertalk memory view | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _unquoted(words: list[str]) -> UsageError | None:
+    """`evertalk -p what is this`: the shell split the message into words, and the words after
+    the first read as a command. Say so, rather than name a command nobody meant."""
+    for flag in ("-p", "--print"):
+        if flag in words[:-2] and not words[words.index(flag) + 2].startswith("-"):
+            return UsageError(f"{flag} takes the message as one argument: put it in quotes")
+    return None
 
 
 def _dispatch(args: argparse.Namespace) -> int:

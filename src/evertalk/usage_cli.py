@@ -95,8 +95,10 @@ def format_summary(summary: Summary) -> str:
             f"compaction calls per built node  {per_node:.2f} "
             f"({summary.compaction_calls:,} calls, {summary.built_nodes:,} nodes)"
         )
-    if summary.total.unpriced:
-        unpriced = summary.total.unpriced
+    unpriced = summary.total.unpriced
+    if unpriced and unpriced == summary.total.calls:
+        lines.append("? no known price for these models: what they cost is not counted")
+    elif unpriced:
         lines.append(
             f"* leaves out {unpriced:,} call{'s' if unpriced != 1 else ''} with no known price"
         )

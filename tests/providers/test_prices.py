@@ -35,7 +35,7 @@ def test_snapshot_names_and_unknown_models() -> None:
     assert rate("openai", "gpt-5-2025-08-07") == rate("openai", "gpt-5")
     assert cost("anthropic", "claude-unknown-9", Usage(input=10)) is None
     assert cost("openrouter", "anthropic/claude-haiku-4-5", Usage(input=10)) is None
-    assert cost("ollama", "qwen3", Usage(input=10)) is None
+    assert cost("ollama", "qwen3", Usage(input=10)) == 0.0  # a local server: free
 
 
 def test_openai_cost() -> None:

@@ -101,8 +101,14 @@ def rate(provider: str, model: str) -> Rate | None:
     return table.get(model) or table.get(_SNAPSHOT.sub("", model))
 
 
+LOCAL_SERVERS = frozenset({"ollama", "llamacpp", "vllm"})
+"""Providers that run on the user's own machine: their calls cost nothing we could know of."""
+
+
 def cost(provider: str, model: str, usage: Usage) -> float | None:
     """The price of one call in USD, or None when the model's price is unknown."""
+    if provider in LOCAL_SERVERS:
+        return 0.0
     found = rate(provider, model)
     if found is None:
         return None
