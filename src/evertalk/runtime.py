@@ -35,16 +35,19 @@ class Runtime:
         return cls(home, config, system_text(read_instructions(home)))
 
     def provider(self) -> Provider:
-        """The configured provider, its calls passing through one prefix gate (SPEC §4.6)."""
+        """The configured provider, its calls passing through one prefix gate (SPEC §4.6). Its
+        SDK is loaded at the first call, in a worker thread (`LazyProvider`)."""
         from evertalk.providers.factory import make_provider
         from evertalk.providers.gate import GatedProvider, PrefixGate
         from evertalk.providers.layout import prefix_keys
+        from evertalk.providers.lazy import LazyProvider
 
+        kind, base_url = self.config.provider, self.config.base_url
         key = self.config.api_key.reveal() if self.config.api_key else None
-        inner = make_provider(self.config.provider, key, self.config.base_url)
+        inner = LazyProvider(kind, lambda: make_provider(kind, key, base_url))
 
         def keys(request: Request) -> list[str]:
-            return [f"{inner.name}|{key}" for key in prefix_keys(request)]
+            return [f"{kind}|{prefix}" for prefix in prefix_keys(request)]
 
         return GatedProvider(inner, PrefixGate(), keys)
 
