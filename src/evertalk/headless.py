@@ -120,6 +120,8 @@ class ReplyPrinter:
         elif isinstance(event, TurnEnded):
             if self.replies:
                 print("\n\n".join(self.replies), file=self.out, flush=True)
+            elif event.reason == "done":  # nothing on stdout must not look like a lost reply
+                print("evertalk: the model gave an empty reply", file=self.err, flush=True)
             self.replies = []
             if event.reason == "cancelled":
                 self.status = EXIT_INTERRUPTED

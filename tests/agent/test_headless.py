@@ -270,3 +270,11 @@ def test_what_opening_repaired_is_a_warning(home: Path, fake: AnthropicFake) -> 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Fine.\n"
     assert "evertalk: warning: " in result.stderr and day.name in result.stderr
+
+
+def test_an_empty_reply_is_said_on_stderr(home: Path, fake: AnthropicFake) -> None:
+    fake.behaviour.push(answer(""))  # type: ignore[attr-defined]
+    result = run(home, "-p", "say nothing")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == "evertalk: the model gave an empty reply\n"
