@@ -4,12 +4,18 @@ permission dialog."""
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
+from textual.containers import Vertical
 from textual.pilot import Pilot
+from textual.widgets import Button, Label
 from tui_support import (
     MODEL,
     enter_line,
@@ -28,7 +34,8 @@ from evertalk.agent.policy import DENIED
 from evertalk.agent.subagents import stop_report
 from evertalk.chat import Chat
 from evertalk.memory.text import LINE_LIMIT
-from evertalk.tui.app import ChatApp
+from evertalk.store.records import MessageRecord
+from evertalk.tui.app import EMPTY_REPLY, ChatApp, earlier_records
 from evertalk.tui.widgets import (
     NoteRow,
     OutputRow,
@@ -561,11 +568,14 @@ async def test_an_image_attached_with_a_command_goes_with_the_next_message(
 
         assert "no image attached" in await command("/image")
         assert "not a PNG, JPEG, GIF or WebP image" in await command(f"/image {notes_file}")
-        assert "attached shot.png" in await command(f"/image {picture}")
+        assert app.prompt.border_title is None
+        assert "attached shot.png (38 B);" in await command(f"/image {picture}")
+        assert app.prompt.border_title == "1 image attached: shot.png"  # until it is sent
         assert "shot.png" in await command("/image")
         await enter_line(pilot, "what is this?")
         await wait_until(pilot, lambda: replies(app)[-1:] == ["A screenshot."])
         assert "with shot.png" in notes(app)
+        assert app.prompt.border_title is None
         assert "no image attached" in await command("/image")  # it went with the message
         await wait_until(pilot, lambda: not app._agent().busy)
         await enter_line(pilot, "and now?")
@@ -591,3 +601,179 @@ async def test_a_failed_summary_shows_a_memory_row_and_the_status_bar_counts_it(
         ]
         assert app.query(NoteRow).last().has_class("memory")
         await wait_until(pilot, lambda: "· 1 summary failed · " in bar.text)
+
+
+# -- what a user ran into -----------------------------------------------------------------------
+
+
+def command_rows(app: ChatApp) -> list[str]:
+    return [row.text for row in app.query(NoteRow) if row.has_class("command")]
+
+
+@pytest.mark.parametrize("editor", ["nonexistent-ed", '"unclosed'])
+async def test_an_editor_that_cannot_run_is_reported_and_the_app_goes_on(
+    home: Path, monkeypatch: pytest.MonkeyPatch, editor: str
+) -> None:
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", editor)
+    async with running(home, AnthropicFake(script())) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "/instructions")
+        await wait_until(pilot, lambda: outputs(app))
+        said = outputs(app)[-1]
+        assert said.startswith(f"cannot run the editor {editor!r}: ")
+        assert said.endswith("(set $VISUAL or $EDITOR)")
+        assert app.query(OutputRow).last().has_class("error")
+        await enter_line(pilot, "/help")  # it still answers
+        await wait_until(pilot, lambda: "/memory zoom ID N" in outputs(app)[-1])
+
+
+async def test_an_editor_that_fails_to_start_lets_the_app_resume(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pilot's driver cannot suspend: a stand-in records whether the block ended normally, the
+    # only way Textual's own `suspend` gives the terminal back to the app
+    seen: list[str] = []
+
+    @contextmanager
+    def suspend(self: ChatApp) -> Iterator[None]:
+        seen.append("suspended")
+        yield
+        seen.append("resumed")
+
+    editor = tmp_path / "editor"
+    editor.write_text("no interpreter line: exec fails\n")
+    editor.chmod(0o700)
+    monkeypatch.setattr(ChatApp, "suspend", suspend)
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", str(editor))
+    async with running(home, AnthropicFake(script())) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "/instructions")
+        await wait_until(pilot, lambda: outputs(app))
+        assert seen == ["suspended", "resumed"]
+        assert outputs(app)[-1].startswith(f"cannot run the editor {str(editor)!r}: ")
+
+
+async def test_an_empty_reply_says_so(home: Path) -> None:
+    fake = AnthropicFake(script().push(empty(), answer("Here.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "hello?")
+        await wait_until(pilot, lambda: EMPTY_REPLY in notes(app))
+        await wait_until(pilot, lambda: not app._agent().busy)
+        await enter_line(pilot, "hello again")
+        await wait_until(pilot, lambda: not app._agent().busy and replies(app) == ["Here."])
+        assert notes(app).count(EMPTY_REPLY) == 1  # a reply was shown the second time
+
+
+async def test_a_command_shows_the_line_that_ran_it(home: Path) -> None:
+    async with running(home, AnthropicFake(script())) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "/memory   zoom 3")
+        await wait_until(pilot, lambda: outputs(app))
+        assert command_rows(app) == ["/memory zoom 3"]
+        last = list(app.chat_log.children)[-2:]
+        assert isinstance(last[0], NoteRow) and last[0].has_class("command")
+        assert isinstance(last[1], OutputRow) and last[1].text.startswith("usage: /memory zoom")
+
+
+async def test_the_dialog_and_the_status_bar_fit_a_narrow_terminal(home: Path) -> None:
+    fake = AnthropicFake(
+        script().push(
+            reply(ToolCall("shell", {"command": "du -sh /var/log " + "--apparent-size " * 3})),
+            answer("Done."),
+        )
+    )
+    async with running(home, fake, size=(60, 24)) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "how big are the logs?")
+        dialog = await dialog_of(pilot)
+        await pilot.pause()
+        box = dialog.query_one(Vertical).content_region
+        for button in dialog.query(Button):
+            label = str(button.label)
+            assert button.region.right <= box.right, label  # the whole button is inside
+            assert button.content_region.width >= cell_len(label), label  # the label whole
+        assert {str(button.label) for button in dialog.query(Button)} == {
+            "Allow once",
+            "Always this command",
+            "Deny",
+        }
+        hint = dialog.query_one("#keys", Label)
+        assert hint.region.right <= box.right and hint.region.height >= 2  # wrapped, not cut
+        bar = app.query_one(StatusBar)
+        assert bar.text.endswith(" · working") and cell_len(bar.text) <= 58
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not app._agent().busy)
+
+
+def earlier_log(home: Path) -> None:
+    """A chat whose last 8 messages start inside a turn of tool calls (one long enough to be
+    logged in two pages), then a cancelled turn."""
+    long_write = {"path": "notes.txt", "content": "word " * 7_000}
+    with Chat.open(home / "chat") as chat:
+        chat.append("user", "an older question")
+        chat.append("ever", "An older answer.")
+        chat.append("user", "check the disk")
+        chat.append("ever", "Looking.", key="t1-0-m0")
+        chat.append("tool", 'shell {"command":"df -h"}', key="t1-0-m1")
+        chat.append("echo", "shell: /dev/sda1 40%\n[exit status 0]", key="t1-0-m2")
+        chat.append("tool", 'shell {"command":"rm -rf /tmp/x"}', key="t1-0-m3")
+        chat.append("echo", f"shell: {DENIED}", key="t1-0-m4")
+        chat.append("tool", "write " + json.dumps(long_write), key="t1-1-m0")
+        chat.append("echo", "write: wrote notes.txt", key="t1-1-m1")
+        chat.append("ever", "The disk is 40% full.", key="t1-2-m0")
+        chat.append("user", "and the other one?")
+        chat.append("echo", "turn stopped: cancelled by the user", key="turn-2-stop")
+
+
+async def test_earlier_tool_calls_show_as_tool_rows_from_the_start_of_their_turn(
+    home: Path,
+) -> None:
+    earlier_log(home)
+    assert log_of(home)[9][0] == "tool"  # the long call takes two messages
+    async with running(home, AnthropicFake(script())) as pilot:
+        app = app_of(pilot)
+        rows = list(app.chat_log.children)
+        assert isinstance(rows[0], NoteRow)
+        assert rows[0].text.startswith("14 messages in this chat; the last 12 follow.")
+        shown = [type(row).__name__ for row in rows[1:]]
+        assert shown == [
+            "UserRow",
+            "ReplyView",
+            "ToolRow",
+            "ToolRow",
+            "ToolRow",
+            "ReplyView",
+            "UserRow",
+            "NoteRow",
+        ]
+        assert isinstance(rows[1], UserRow) and rows[1].text == "check the disk"
+        tools = list(app.query(ToolRow))
+        assert [tool.heading for tool in tools[:2]] == [
+            "✓ shell  df -h",
+            f"✗ shell  rm -rf /tmp/x  — {DENIED}",
+        ]
+        assert "[exit status 0]" in tools[0].output_text
+        assert tools[2].heading == "✓ write  notes.txt" and not tools[2].is_error
+        assert tools[2].output_text == "wrote notes.txt"
+        assert notes(app)[-1] == "turn stopped: cancelled by the user"
+
+
+def test_the_history_shown_starts_where_its_turn_did() -> None:
+    def log(kinds: str) -> list[MessageRecord]:
+        names = {"u": "user", "e": "ever", "t": "tool", "o": "echo"}
+        return [MessageRecord(i, names[k], k, 1, "") for i, k in enumerate(kinds)]
+
+    def start(kinds: str) -> int:
+        records = log(kinds)
+        return len(records) - len(earlier_records(records.__getitem__, len(records)))
+
+    assert start("ue") == 0
+    assert start("u" + "e" * 7) == 0
+    assert start("ue" + "to" * 10) == 0  # the turn opened 22 messages back
+    assert start("ueu" + "to" * 10) == 2
+    assert start("ue" + "to" * 4 + "u" + "e" * 9) == 10  # 10 back: the last 8 are in its turn
+    assert start("u" + "to" * 25) == 51 - 8  # more than 40 back: the last 8 alone
+    assert start("e" * 20) == 12

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from tui_support import MODEL
 
 from evertalk.agent.session import AgentStatus
@@ -14,6 +15,7 @@ from evertalk.tui import commands
 from evertalk.tui.app import refused_key
 from evertalk.tui.commands import CommandError, Invocation, SlashSuggester, matching, read_line
 from evertalk.tui.status import MemoryWatch, dollars, kilobytes, status_line
+from evertalk.tui.widgets import describe_call
 
 
 def test_a_line_is_a_command_or_a_message() -> None:
@@ -202,6 +204,50 @@ def test_the_status_line_counts_failed_summaries() -> None:
     only = status_line(status(compactor_failed=2, compactor_error="12+1: Anthropic: Overloaded"))
     assert only == "claude-sonnet-5-5 · mem 84K/128K · 2 summaries failed · $0.42"
     assert " · 1 summary failed · " in status_line(status(compactor_failed=1))
+
+
+def test_the_status_line_fits_its_width_dropping_the_least_first() -> None:
+    busy = status(compactor_running=3, compactor_queued=12, busy=True, subagents=2)
+    assert status_line(busy, 200) == status_line(busy)
+    assert status_line(busy, 78) == (
+        "claude-sonnet-5-5 · mem 84K/128K · $0.42 · 2 subagents · working"
+    )  # the compactor's activity and the Ctrl+C reminder went, "working" stays whole
+    idle = status(busy=True)
+    assert status_line(idle, 58) == "claude-sonnet-5-5 · mem 84K/128K · $0.42 · working"
+    failing = status(compactor_running=3, compactor_failed=1, busy=True)
+    assert status_line(failing, 64) == (
+        "claude-sonnet-5-5 · mem 84K/128K · 1 failed · $0.42 · working"
+    )
+    assert status_line(failing, 58) == "claude-sonnet-5-5 · mem 84K/128K · 1 failed · working"
+    for width in range(1, 120):
+        line = status_line(busy, width)
+        assert cell_len(line) <= width, width
+        assert "(Ctrl+C" not in line or line.endswith("(Ctrl+C cancels)"), line
+    assert status_line(busy, 20) == "claude-sonnet-5-5…"  # cut only as a last resort
+
+
+def test_the_write_question_counts_lines_in_words() -> None:
+    assert describe_call("write", {"path": "out.txt", "content": "one\n"}).startswith(
+        "out.txt: 1 line\n"
+    )
+    assert describe_call("write", {"path": "out.txt", "content": "a\nb"}).startswith(
+        "out.txt: 2 lines\n"
+    )
+
+
+def test_file_sizes_read_as_people_say_them() -> None:
+    sizes = (0, 312, 999, 1_000, 4_123, 9_990, 86_000, 999_600, 2_400_000)
+    assert [commands.file_size(size) for size in sizes] == [
+        "0 B",
+        "312 B",
+        "999 B",
+        "1.0 KB",
+        "4.1 KB",
+        "10 KB",
+        "86 KB",
+        "1.0 MB",
+        "2.4 MB",
+    ]
 
 
 STARTED = "memory: the view passed 128 KB, merging it down to 64 KB as summaries come"

@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
+from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import Input, Select, Static
 from tui_support import (
@@ -254,3 +255,74 @@ async def test_an_agent_that_cannot_reopen_ends_the_app_with_why(tmp_path: Path)
     assert app.failure == (
         "cannot open the chat with the new settings: no provider is configured: the test says so"
     )
+
+
+class ChangeApp(App[bool]):
+    """The form as `/setup` shows it (filled in with the settings in use), alone."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__()
+        self.home = home
+
+    def on_mount(self) -> None:
+        form = SetupScreen(self.home, load_config(self.home), change=True)
+        self.push_screen(form, callback=self.exit)
+
+
+@pytest.mark.anyio
+async def test_another_provider_does_not_keep_the_old_ones_address(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    server = "http://127.0.0.1:9/v1"
+    (home / "config.toml").write_text(
+        f'provider = "ollama"\nmodel = "qwen3:8b"\nbase_url = "{server}"\n'
+    )
+    app = ChangeApp(home)
+    async with app.run_test(size=(100, 36)) as pilot:
+        await form_of(pilot)
+        form = app.screen
+        provider, url = form.query_one("#provider", Select), form.query_one("#url", Input)
+
+        async def choose(name: str) -> None:
+            provider.value = name
+            await pilot.pause()
+
+        assert url.value == server
+        await choose("anthropic")
+        assert url.value == "" and url.placeholder == "empty: the provider's own"
+        await choose("ollama")  # back: the address in use
+        assert url.value == server
+        await choose("openrouter")
+        assert url.value == "" and url.placeholder == "empty: https://openrouter.ai/api/v1"
+        url.focus()
+        await pilot.press(*"https://proxy.example/v1")
+        await choose("openai")  # typed in this form: it stays
+        assert url.value == "https://proxy.example/v1"
+        url.value = ""
+        await choose("anthropic")
+        form.query_one("#key", Input).focus()
+        await pilot.press(*KEY, "ctrl+s")
+        await pilot.pause()
+    assert app.return_value is True
+    config = load_config(home)
+    assert (config.provider, config.base_url) == ("anthropic", None)
+    assert "base_url" not in tomllib.loads((home / "config.toml").read_text())
+
+
+@pytest.mark.anyio
+async def test_the_forms_error_goes_once_an_answer_changes(tmp_path: Path) -> None:
+    app = SetupApp(tmp_path / "home")
+    async with app.run_test(size=(100, 36)) as pilot:
+        await form_of(pilot)
+        app.screen.query_one("#provider", Select).value = "ollama"
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        problem = app.screen.query_one("#problem", Static)
+        assert problem.has_class("shown")
+        assert "name the model your server runs" in str(problem.render())
+        app.screen.query_one("#model", Input).focus()
+        await pilot.press("q")
+        await pilot.pause()
+        assert not problem.has_class("shown")
+        await pilot.press("escape")

@@ -85,11 +85,15 @@ def fake_opener(
 
 @asynccontextmanager
 async def running(
-    home: Path, fake: AnthropicFake, *, editor: Callable[[Path], None] | None = None
+    home: Path,
+    fake: AnthropicFake,
+    *,
+    editor: Callable[[Path], None] | None = None,
+    size: tuple[int, int] = SIZE,
 ) -> AsyncIterator[Pilot[int]]:
     """The app on an open agent, driven by a Pilot; everything closed at the end."""
     app = ChatApp(home, editor=editor)
-    async with hosting(app, fake_opener(home, fake)), app.run_test(size=SIZE) as pilot:
+    async with hosting(app, fake_opener(home, fake)), app.run_test(size=size) as pilot:
         await pilot.pause()
         yield pilot
 

@@ -14,13 +14,16 @@ thoughts are dimmed. It is also the agent's `Asker`: a tool whose policy is `ask
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -49,10 +52,12 @@ from evertalk.agent.events import (
     TurnStarted,
 )
 from evertalk.agent.permissions import Decision
+from evertalk.agent.policy import DENIED
 from evertalk.agent.session import Agent, NotConfigured, configuration_problem
 from evertalk.config import KEY_VARIABLES, ConfigError, load_config
 from evertalk.providers.base import ProviderError
 from evertalk.store.errors import ChatLocked, StoreError
+from evertalk.store.records import MessageRecord
 from evertalk.tui import commands
 from evertalk.tui.commands import CommandError, Invocation, read_line
 from evertalk.tui.setup import SetupScreen
@@ -74,12 +79,15 @@ from evertalk.tui.widgets import (
     one_line,
 )
 
-EARLIER = 8  # messages of the log shown when the app opens
+EARLIER = 8  # messages of the log shown when the app opens, at least
+EARLIER_MOST = 40  # messages read back to start them at the user message that opened a turn
 HISTORY = 200  # messages the user sent before, for Up and Down
 HISTORY_SCAN = 2_000  # messages read back to find them
 STATUS_EVERY = 0.5  # seconds between two looks at the agent's status
 
 KEY_HINT = "check your key with /setup (it also changes the provider and the base URL)"
+
+EMPTY_REPLY = "(Ever gave an empty reply)"
 
 STOPPED = {
     "cancelled": "cancelled: what was logged stays logged",
@@ -105,11 +113,117 @@ def open_agent(app: ChatApp) -> AbstractAsyncContextManager[Agent]:
     return Agent.open(app.home, asker=app)
 
 
+def cannot_edit(editor: str, why: str) -> str:
+    return f"cannot run the editor {editor!r}: {why} (set $VISUAL or $EDITOR)"
+
+
+def editor_command(editor: str) -> list[str]:
+    """The words of $VISUAL or $EDITOR, checked before the app suspends: a CommandError when
+    they cannot be split or name no program on the PATH."""
+    try:
+        argv = shlex.split(editor)
+    except ValueError as error:
+        raise CommandError(cannot_edit(editor, str(error))) from None
+    if not argv:
+        raise CommandError(cannot_edit(editor, "it is empty"))
+    if shutil.which(argv[0]) is None:
+        raise CommandError(cannot_edit(editor, f"{argv[0]} is not found"))
+    return argv
+
+
 def refused_key(error: str | None, kind: str | None = None) -> bool:
     """Whether a turn's error reads as the provider refusing the key."""
     if kind == "auth":
         return True
     return bool(error and error.startswith(FAILED_CALL) and AUTH_WORDS.search(error))
+
+
+# --- the rows of the log shown when the app opens ---------------------------------------------
+
+
+def earlier_records(read: Callable[[int], MessageRecord], t: int) -> list[MessageRecord]:
+    """The last EARLIER messages of a log of `t`, and before them the rest of the turn they
+    start in: from the user message that opened it, unless that is more than EARLIER_MOST back
+    (then the last EARLIER alone)."""
+    low = max(0, t - EARLIER_MOST)
+    records = [read(i) for i in range(low, t)]
+    last = max(0, len(records) - EARLIER)
+    opened = [at for at, record in enumerate(records[: last + 1]) if record.kind == "user"]
+    start = opened[-1] if opened else last
+    return records[start:]
+
+
+def earlier_rows(records: list[MessageRecord]) -> list[Widget]:
+    """Rows as a live session shows them: a `tool` message and the `echo` after it make one
+    tool row; an echo of no call (`turn stopped: …`) is a note."""
+    rows: list[Widget] = []
+    call: ToolRow | None = None  # the last call, waiting for its echo
+    for record in join_pages(records):
+        if record.kind == "echo" and call is not None:
+            output = record.text.removeprefix(f"{call.tool}: ")
+            call.finish(output, output.startswith(REFUSED))
+            call = None
+            continue
+        if call is not None:  # the process ended before the call's result was logged
+            call.finish("no result was logged", True)
+            call = None
+        if record.kind == "tool":
+            call = ToolRow(*tool_call(record.text))
+            rows.append(call)
+        else:
+            rows.append(earlier_row(record))
+    if call is not None:
+        call.finish("no result was logged", True)
+    return rows
+
+
+# the starts of an echo that reads as a failed call (the log does not keep whether it failed)
+REFUSED = (DENIED, "cancelled by the user")
+
+
+def earlier_row(record: MessageRecord) -> Widget:
+    if record.kind == "user":
+        return UserRow(record.text, classes="earlier")
+    if record.kind == "ever":
+        return ReplyView(record.text, classes="earlier")
+    if record.kind == "work":
+        return WorkRow(record.text)
+    prefix = "" if record.kind == "echo" else f"{record.kind}: "
+    return NoteRow(prefix + clip(one_line(record.text), 160))
+
+
+def tool_call(text: str) -> tuple[str, dict[str, Any]]:
+    """A `tool` message's name and input (`shell {"command":"ls"}`)."""
+    name, _, raw = text.partition(" ")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    return name, value if isinstance(value, dict) else {"input": raw}
+
+
+def join_pages(records: list[MessageRecord]) -> list[MessageRecord]:
+    """The records with the pages of a long message (keys `K.0`, `K.1`, …) joined into one."""
+    joined: list[MessageRecord] = []
+    for record in records:
+        page, before = page_of(record.key), (joined[-1] if joined else None)
+        if (
+            page is not None
+            and before is not None
+            and before.kind == record.kind
+            and page_of(before.key) == (page[0], page[1] - 1)
+        ):
+            # the joined record keeps the later key, so that the next page finds it
+            joined[-1] = replace(before, text=before.text + record.text, key=record.key)
+            continue
+        joined.append(record)
+    return joined
+
+
+def page_of(key: str | None) -> tuple[str, int] | None:
+    """(K, n) for the key `K.n` of page n of a long message; None for a whole one."""
+    stem, dot, number = (key or "").rpartition(".")
+    return (stem, int(number)) if dot and number.isdigit() else None
 
 
 class ChatApp(App[int]):
@@ -120,6 +234,8 @@ class ChatApp(App[int]):
     CSS = """
     Screen { layout: vertical; }
     Footer { height: 1; }
+    NoteRow.command { margin-top: 1; }
+    OutputRow { margin: 0 0 1 0; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "cancel turn", priority=True),
@@ -140,6 +256,7 @@ class ChatApp(App[int]):
         self._held: list[UserRow] = []
         self.attachments = commands.Attachments()
         self._settling: NoteRow | None = None
+        self._said = True  # the running turn has shown a reply or a tool call
         self._wake: anyio.Event | None = None  # tells `keep_agent` to reopen or to close
         self._reopen = False
         self._released = False
@@ -194,25 +311,14 @@ class ChatApp(App[int]):
         t = chat.t
         if t == 0:
             return [NoteRow("A new chat. Say hello; /help lists the keys and the commands.")]
-        start = max(0, t - EARLIER)
-        rows: list[Widget] = [
-            NoteRow(
-                f"{t:,} messages in this chat"
-                + (f"; the last {t - start} follow" if start else "")
-                + ". /memory shows what Ever remembers, /help the keys and the commands."
-            )
-        ]
-        for i in range(start, t):
-            record = chat.store.read_message(i)
-            if record.kind == "user":
-                rows.append(UserRow(record.text, classes="earlier"))
-            elif record.kind == "ever":
-                rows.append(ReplyView(record.text, classes="earlier"))
-            elif record.kind == "work":
-                rows.append(WorkRow(record.text))
-            else:
-                rows.append(NoteRow(f"{record.kind}: {clip(one_line(record.text), 160)}"))
-        return rows
+        records = earlier_records(chat.store.read_message, t)
+        start = t - len(records)
+        intro = NoteRow(
+            f"{t:,} messages in this chat"
+            + (f"; the last {t - start} follow" if start else "")
+            + ". /memory shows what Ever remembers, /help the keys and the commands."
+        )
+        return [intro, *earlier_rows(records)]
 
     def _sent_before(self) -> list[str]:
         chat = self._agent().chat
@@ -238,7 +344,7 @@ class ChatApp(App[int]):
             bar, log = self.status_bar, self.chat_log
         except NoMatches:  # the app is closing
             return
-        bar.set_text(status_line(status))
+        bar.set_text(status_line(status, bar.content_size.width or None))
         row = self.memory_watch.sample(status)
         if row is not None:
             log.mount(NoteRow(row, classes="memory"))
@@ -262,6 +368,7 @@ class ChatApp(App[int]):
         elif isinstance(event, ReplyLogged):
             await self._reply_logged(event.text)
         elif isinstance(event, ToolStarted):
+            self._said = True
             await self._end_reply()
             row = ToolRow(event.name, event.input)
             self._tools[event.call_id] = row
@@ -303,6 +410,7 @@ class ChatApp(App[int]):
         self._thought.add(text)
 
     async def _reply_logged(self, text: str) -> None:
+        self._said = self._said or bool(text.strip())
         at = self._streamed.find(text)
         if at >= 0:
             self._streamed = self._streamed[at + len(text) :]
@@ -343,6 +451,7 @@ class ChatApp(App[int]):
     async def _turn_started(self, ids: list[int]) -> None:
         await self._unsettle()
         self._streamed = ""
+        self._said = False
         for row in self._held:
             row.delivered()
         self._held.clear()
@@ -372,6 +481,9 @@ class ChatApp(App[int]):
                 text = f"the turn stopped: {event.error}"
             classes = "error" if event.reason != "cancelled" else None
             await self._add(NoteRow(text, classes=classes))
+        elif not self._said:  # done, and nothing came: say so rather than show nothing
+            await self._add(NoteRow(EMPTY_REPLY))
+        self._said = True
         agent = self.agent
         if agent is None or not agent.busy:  # a cancel while settling logs what was held
             for row in self._held:
@@ -433,6 +545,8 @@ class ChatApp(App[int]):
         self.chat_log.anchor()
         line = read_line(message.text)
         if isinstance(line, Invocation):
+            # the command as typed, dim, so that its output reads as the answer to it
+            await self._add(NoteRow(clip(one_line(message.text), 200), classes="command"))
             await self.run_command(line)
         else:
             await self.send(line)
@@ -457,6 +571,7 @@ class ChatApp(App[int]):
             await self._add(NoteRow(f"not sent: {error}", classes="error"))
             return
         self.attachments.clear()
+        self._show_attachments()
         if held:
             self._held.append(row)
         await self._add(row)
@@ -506,7 +621,10 @@ class ChatApp(App[int]):
         elif command is commands.AGENTS_STOP:
             await self._output(commands.stop_text(agent.subagents.stop, line.args))
         elif command is commands.IMAGE:
-            await self._output(self.attachments.command(line.args, agent.workdir))
+            try:
+                await self._output(self.attachments.command(line.args, agent.workdir))
+            finally:
+                self._show_attachments()
         elif command is commands.SETUP:
             self.open_setup(agent)
         elif command is commands.USAGE:
@@ -516,6 +634,12 @@ class ChatApp(App[int]):
 
     async def _output(self, text: str) -> None:
         await self._add(OutputRow(text))
+
+    def _show_attachments(self) -> None:
+        """The input's title says which images wait for the next message, while any do."""
+        count = len(self.attachments.files)
+        waiting = f"{count} image{'s' if count != 1 else ''} attached: {self.attachments.names()}"
+        self.prompt.border_title = clip(waiting, 60) if count else None
 
     # -- /setup: new settings, a new agent ------------------------------------------------
 
@@ -601,13 +725,20 @@ class ChatApp(App[int]):
             self.editor(path)
             return after
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        argv = editor_command(editor)
+        failure: str | None = None
         try:
             with self.suspend():
-                subprocess.run([*shlex.split(editor), str(path)], check=False)
+                # nothing may raise in here: the app comes back only when the block ends
+                # normally (Textual resumes after the `yield`, not in a `finally`)
+                try:
+                    subprocess.run([*argv, str(path)], check=False)
+                except Exception as error:  # whatever it is, the app must come back first
+                    failure = str(error) or type(error).__name__
         except SuspendNotSupported:
             raise CommandError(f"cannot open an editor here: edit {path} yourself") from None
-        except (OSError, ValueError) as error:
-            raise CommandError(f"cannot run the editor {editor!r} (set $EDITOR): {error}") from None
+        if failure is not None:
+            raise CommandError(cannot_edit(editor, failure))
         return after
 
     # -- keys -----------------------------------------------------------------------------

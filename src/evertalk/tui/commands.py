@@ -262,8 +262,8 @@ class Attachments:
         except ImageError as error:
             raise CommandError(str(error)) from None
         self.files.append((path, image))
-        size = len(image.data) * 3 // 4
-        return f"attached {path.name} ({size / 1000:.0f} KB); it goes with your next message"
+        size = len(image.data) * 3 // 4 - image.data.count("=", -2)  # base64 decoded
+        return f"attached {path.name} ({file_size(size)}); it goes with your next message"
 
     def names(self) -> str:
         return ", ".join(path.name for path, _ in self.files)
@@ -274,6 +274,19 @@ class Attachments:
     def clear(self) -> None:
         """The message went: its images with it (kept if it could not be sent)."""
         self.files = []
+
+
+def file_size(size: int) -> str:
+    """`312 B`, `4.1 KB`, `86 KB`, `2.4 MB`."""
+    if size < 1000:
+        return f"{size} B"
+    for unit, scale in (("KB", 1e3), ("MB", 1e6)):
+        value = size / scale
+        if round(value, 1) < 10:  # rounded as shown: 9,990 bytes is `10 KB`, not `10.0 KB`
+            return f"{value:.1f} {unit}"
+        if round(value) < 1000:
+            return f"{value:.0f} {unit}"
+    return f"{size / 1e9:.1f} GB"
 
 
 def model_text(current: str, use_model: Callable[[str], None], args: tuple[str, ...]) -> str:

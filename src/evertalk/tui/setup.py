@@ -49,6 +49,9 @@ LABELS: Final[dict[str, str]] = {
 }
 
 
+USUAL_URLS: Final = frozenset(url for url in DEFAULT_BASE_URLS.values() if url)
+
+
 class SetupError(Exception):
     """An answer that cannot be used: one line for the form."""
 
@@ -153,6 +156,9 @@ class SetupScreen(ModalScreen[bool]):
         self.home = home
         self.current = current
         self.change = change  # over the chat: filled in with the settings in use
+        # the server address the form itself put in (not typed): it belongs to the provider
+        # chosen then, and goes when another one is chosen
+        self._filled_url = self._url_in_use() if change else ""
 
     def compose(self) -> ComposeResult:
         provider = self.current.provider
@@ -171,7 +177,7 @@ class SetupScreen(ModalScreen[bool]):
             yield Label("API key", id="key-label")
             yield Input(password=True, id="key")
             yield Label("Server address", id="url-label")
-            yield Input(self._url_in_use() if self.change else "", id="url")
+            yield Input(self._filled_url, id="url")
             yield Static("", id="problem", markup=False)
             with Horizontal(id="buttons"):
                 save = "Save and apply (Ctrl+S)" if self.change else "Save and start (Ctrl+S)"
@@ -202,10 +208,15 @@ class SetupScreen(ModalScreen[bool]):
         label = "Server address" if local else "Base URL (only for a proxy)"
         self.query_one("#url-label", Label).update(label)
         url.placeholder = f"empty: {usual}" if usual else "empty: the provider's own"
-        if local and not url.value:
-            url.value = usual or ""
-        elif not local and url.value in DEFAULT_BASE_URLS.values():
-            url.value = ""
+        if url.value == self._filled_url or url.value in USUAL_URLS:
+            url.value = self._filled_url = self._url_for(provider)
+
+    def _url_for(self, provider: str) -> str:
+        """The address the form suggests: the one in use for the provider in use, the usual
+        one of a local server, else none (the provider's own)."""
+        if self.change and provider == self.current.provider and self._url_in_use():
+            return self._url_in_use()
+        return (DEFAULT_BASE_URLS[provider] or "") if provider in LOCAL_PROVIDERS else ""
 
     def _fit_key(self, provider: str, local: bool) -> None:
         variable = KEY_VARIABLES.get(provider)
@@ -221,8 +232,15 @@ class SetupScreen(ModalScreen[bool]):
         return self.change and provider == self.current.provider and bool(self.current.api_key)
 
     def on_select_changed(self, event: Select.Changed) -> None:
+        self._clear_problem()
         if isinstance(event.value, str):
             self._fit(event.value)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._clear_problem()  # it was about the answers before this change
+
+    def _clear_problem(self) -> None:
+        self.query_one("#problem", Static).remove_class("shown")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

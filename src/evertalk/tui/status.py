@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
+
 from evertalk.agent.session import AgentStatus
 
 
@@ -40,18 +42,44 @@ def dollars(cost: float) -> str:
     return f"${cost:,.2f}"
 
 
-def status_line(status: AgentStatus) -> str:
-    """`claude-sonnet-5-5 · mem 84K/128K · summarizing 3, queued 12, 1 failed · $0.42 · working`."""
+def status_line(status: AgentStatus, width: int | None = None) -> str:
+    """`claude-sonnet-5-5 · mem 84K/128K · summarizing 3, queued 12, 1 failed · $0.42 · working
+    (Ctrl+C cancels)`; within `width` cells when given: the parts that matter least shorten or
+    go first (the Ctrl+C reminder, an idle or busy compactor, the cost, the merging mark), and
+    only then is the line cut, at its end."""
+    lines = [" · ".join(part for part in parts if part) for parts in status_versions(status)]
+    if width is None:
+        return lines[0]
+    for line in lines:
+        if cell_len(line) <= width:
+            return line
+    line = lines[-1]
+    while line and cell_len(line) > width - 1:
+        line = line[:-1]
+    return line.rstrip(" ·") + "…" if width > 0 else ""
+
+
+def status_versions(status: AgentStatus) -> list[list[str]]:
+    """The status bar's parts, longest first; an empty part is left out."""
+    model = status.model or "(no model)"
     memory = f"mem {kilobytes(status.view_bytes)}/{kilobytes(status.view_ceiling)}"
-    if status.merging:
-        memory += ", merging"
-    parts = [status.model or "(no model)", memory, compactor_part(status)]
-    parts.append(dollars(status.cost))
-    if status.subagents:
-        parts.append(f"{status.subagents} subagent{'s' if status.subagents != 1 else ''}")
-    if status.busy:
-        parts.append("working (Ctrl+C cancels)")
-    return " · ".join(parts)
+    merging = memory + (", merging" if status.merging else "")
+    cost = dollars(status.cost)
+    count = status.subagents
+    agents = f"{count} subagent{'s' if count != 1 else ''}" if count else ""
+    working = "working" if status.busy else ""
+    full = compactor_part(status)
+    failed = status.compactor_failed
+    brief = f"{failed} failed" if failed else ""  # a failure stays: a warning row told of it
+    return [
+        [model, merging, full, cost, agents, working and "working (Ctrl+C cancels)"],
+        [model, merging, full, cost, agents, working],
+        [model, merging, "" if full == "memory idle" else full, cost, agents, working],
+        [model, merging, brief, cost, agents, working],
+        [model, merging, brief, agents, working],
+        [model, memory, brief, agents, working],
+        [model, memory, working],
+    ]
 
 
 def compactor_part(status: AgentStatus) -> str:

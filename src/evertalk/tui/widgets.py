@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from textual import events
 from textual.actions import SkipAction
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
@@ -22,6 +23,7 @@ from textual.widgets import Button, Collapsible, Label, Markdown, Static, TextAr
 
 from evertalk.agent.permissions import Decision
 from evertalk.tui.commands import SlashSuggester, matching
+from evertalk.tui.reply_markdown import ReplyBody
 
 CLIP_TITLE = 90  # characters of a tool's input in its row's title
 CLIP_SHOWN = 20_000  # characters of a tool's input or output shown in its row
@@ -65,7 +67,12 @@ class UserRow(Static):
 
 
 class ReplyView(Markdown):
-    """One reply of Ever, streamed in as Markdown."""
+    """One reply of Ever, streamed in as Markdown.
+
+    A `Markdown` for the app (`source`, `update`, `append`, `Markdown.get_stream`), but drawn
+    by a single `ReplyBody` (Rich's Markdown, see `reply_markdown`): Textual's `Markdown` mounts
+    a widget per block, and a long reply took seconds to draw while the keys typed waited.
+    """
 
     DEFAULT_CSS = """
     ReplyView {
@@ -77,9 +84,38 @@ class ReplyView(Markdown):
     ReplyView.earlier { color: $text-muted; }
     """
 
+    def __init__(
+        self,
+        markdown: str | None = None,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(None, name=name, id=id, classes=classes)
+        self._markdown = markdown or ""
+        self.body = ReplyBody(self._markdown)
 
-class WorkRow(Markdown):
-    """A subagent's report (`[Name] …`)."""
+    def compose(self) -> ComposeResult:
+        yield self.body
+
+    def on_mount(self, event: events.Mount) -> None:
+        event.prevent_default()  # and so not Markdown's `_on_mount`: a widget per block
+
+    def update(self, markdown: str) -> AwaitComplete:
+        self._markdown = markdown
+        self.body.set_text(markdown)
+        return AwaitComplete()
+
+    def append(self, markdown: str) -> AwaitComplete:
+        """More of the reply: shown at once in `source`, drawn within `REDRAW_EVERY`."""
+        self._markdown += markdown
+        self.body.extend(markdown)
+        return AwaitComplete()
+
+
+class WorkRow(ReplyView):
+    """A subagent's report (`[Name] …`), drawn as fast as a reply."""
 
     DEFAULT_CSS = """
     WorkRow {
@@ -162,7 +198,9 @@ def describe_call(tool: str, tool_input: dict[str, Any]) -> str:
     path = tool_input.get("path")
     if tool == "write" and isinstance(path, str) and isinstance(tool_input.get("content"), str):
         content = tool_input["content"]
-        return f"{path}: {len(content.splitlines())} lines\n\n{clip(content, CLIP_SHOWN)}"
+        count = len(content.splitlines())
+        lines = f"{count} line{'s' if count != 1 else ''}"
+        return f"{path}: {lines}\n\n{clip(content, CLIP_SHOWN)}"
     if tool == "edit" and isinstance(path, str):
         old, new = str(tool_input.get("old", "")), str(tool_input.get("new", ""))
         return f"{path}\n\n- {clip(old, CLIP_SHOWN // 2)}\n\n+ {clip(new, CLIP_SHOWN // 2)}"
@@ -434,6 +472,7 @@ class ChatLog(VerticalScroll):
         height: 1fr;
         padding: 0 1;
         scrollbar-size-vertical: 1;
+        scrollbar-gutter: stable;  /* a long reply is not drawn twice when the bar appears */
     }
     """
 
@@ -469,7 +508,7 @@ class PermissionScreen(ModalScreen[Decision]):
         background: $surface;
         padding: 1 2;
     }
-    PermissionScreen #question { text-style: bold; margin-bottom: 1; }
+    PermissionScreen #question { text-style: bold; margin-bottom: 1; width: 100%; }
     PermissionScreen VerticalScroll {
         height: auto;
         max-height: 20;
@@ -478,8 +517,15 @@ class PermissionScreen(ModalScreen[Decision]):
     }
     PermissionScreen Horizontal { height: auto; margin-top: 1; }
     PermissionScreen Button { margin-right: 2; }
-    PermissionScreen #keys { color: $text-muted; margin-top: 1; }
+    PermissionScreen #keys { color: $text-muted; margin-top: 1; width: 100%; }
+    PermissionScreen.-narrow > Vertical { width: 100%; padding: 0 1; }
+    PermissionScreen.-narrow Button { min-width: 0; margin-right: 1; }
     """
+    # below 80 columns the dialog takes the whole width and its buttons only what their labels
+    # need, so that all three fit on one line down to about 50 columns. Textual sets these
+    # classes; its annotation of the name (`ClassVar[…] | None`) reads to mypy as an instance
+    # variable, so a ClassVar here would not type-check.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (80, "-wide")]  # noqa: RUF012
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left", "app.focus_previous", "previous", show=False),
