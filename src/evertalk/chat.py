@@ -241,23 +241,41 @@ def format_date(iso: str) -> str:
 
 
 def _resume(store: ChatStore, budget: Budget | None) -> tuple[MemoryCore, list[Built], str | None]:
-    tree = Tree.from_arrays(store.message_count, store.node_sizes(), store.node_flags())
-    nodes, leaves = tree.wanted()
-    texts = {}
-    for node in nodes:
-        stored = store.read_node(node[0], node[1])
-        if stored is not None:
-            texts[node] = stored.text
-    inputs = {}
-    for i in leaves:
-        message = store.read_message(i)
-        inputs[i] = leaf_input(message.kind, message.text)
-    tree.supply(texts, inputs)
+    try:
+        tree = _load_tree(store)
+    except StoreError:
+        if not store.stale:  # else it failed on what was read before the index was rebuilt
+            raise
+    if store.stale:  # a read found that the index did not match the log; it was rebuilt
+        store.resync()
+        tree = _load_tree(store)
     saved = store.load_views()
     if isinstance(saved, str):
         core, built, _ = MemoryCore.resume(tree, None, budget)
         return core, built, f"{saved}: folded the views again from message 0"
     return MemoryCore.resume(tree, saved, budget)
+
+
+def _load_tree(store: ChatStore) -> Tree:
+    """The tree's sizes and flags, and the texts the core needs (see Tree.wanted); cut short
+    when the store's index was rebuilt meanwhile (`store.stale`), to be loaded again."""
+    tree = Tree.from_arrays(store.message_count, store.node_sizes(), store.node_flags())
+    nodes, leaves = tree.wanted()
+    texts = {}
+    for node in nodes:
+        stored = store.read_node(node[0], node[1])
+        if store.stale:
+            return tree
+        if stored is not None:
+            texts[node] = stored.text
+    inputs = {}
+    for i in leaves:
+        message = store.read_message(i)
+        if store.stale:
+            return tree
+        inputs[i] = leaf_input(message.kind, message.text)
+    tree.supply(texts, inputs)
+    return tree
 
 
 @contextmanager

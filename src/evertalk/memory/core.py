@@ -149,9 +149,16 @@ class MemoryCore:
         return [] if up is None else self._arrive(up)
 
     def _complete_parent(self, node: Node) -> Node | None:
-        """The parent, if this build completed both its halves."""
+        """The parent, if this build completed both its halves and it is still to be built.
+
+        The parent may be built already: when a child's record was lost from the tree file but
+        the parent's survived, the child is built again and the parent stays as it is (SPEC §2.4).
+        """
         level, index = node
-        return (level + 1, index >> 1) if self.tree.built_at(level, index ^ 1) else None
+        tree = self.tree
+        if not tree.built_at(level, index ^ 1) or tree.built_at(level + 1, index >> 1):
+            return None
+        return (level + 1, index >> 1)
 
     def _resize_lines(self, node: Node) -> None:
         level, index = node

@@ -112,7 +112,8 @@ class Tree:
         level, index = node
         self.sizes[level][index] = utf8_len(text)
         self.flags[level][index] = flag
-        self.texts[node] = text
+        if not self.built_at(level + 1, index >> 1):  # else a lost child, built again: no use
+            self.texts[node] = text
         if level == 0:
             del self.inputs[index]
         else:

@@ -14,8 +14,9 @@ from typing import TypeVar
 from evertalk.memory.core import SavedViews
 from evertalk.store import views
 from evertalk.store.days import as_local, day_file_name, iso, local_now
-from evertalk.store.errors import StoreError, describe
+from evertalk.store.errors import IndexMismatch, StoreError, describe
 from evertalk.store.index import Index, Location
+from evertalk.store.index_files import StaleIndex
 from evertalk.store.jsonl import Appender, Reader, parse_object
 from evertalk.store.loader import INDEX_DIR, MAIN, TREE, open_index
 from evertalk.store.lock import ChatLock
@@ -44,8 +45,9 @@ class ChatStore:
     """The chat folder: log, tree, index and saved views, owned by this process unless read-only.
 
     A record counts only once its append has returned, fsynced (SPEC §1.3); every append also
-    updates the index, which is checkpointed every 1000 appends and on close. One thread at a
-    time: the store has no locks of its own.
+    updates the index, which is checkpointed every 1000 appends and on close. The index is
+    derived data: a read that finds it out of step with the log rebuilds it from the log, once,
+    and goes on (see `stale`). One thread at a time: the store has no locks of its own.
     """
 
     def __init__(
@@ -66,6 +68,9 @@ class ChatStore:
         self._reader = Reader()
         self._closed = False
         self._failed: str | None = None
+        self._rebuilt = False  # the index was rebuilt from the log after a mismatch
+        self.stale: str | None = None
+        """Why T, sizes and flags taken from the store before may be out of date (see resync)."""
 
     @classmethod
     def open(cls, chat_dir: Path, *, create: bool = True, readonly: bool = False) -> ChatStore:
@@ -123,6 +128,8 @@ class ChatStore:
             raise StoreError(f"the chat at {self.path} was opened read-only")
         if self._failed is not None:
             raise StoreError(f"the chat at {self.path} must be reopened: {self._failed}")
+        if self.stale is not None:
+            raise StoreError(f"the chat at {self.path} must be reopened: {self.stale}")
 
     def _indexed(self, update: Callable[[], _T]) -> _T:
         """Run an index update for a line already in the log.
@@ -195,38 +202,99 @@ class ChatStore:
 
     # Reads
 
-    def _read(self, location: Location) -> dict[str, object] | None:
-        raw = self._reader.read(self.path / location.file, location.offset, location.length)
-        parsed = parse_object(raw[:-1])
-        return parsed if isinstance(parsed, dict) else None
-
-    def _mismatch(self, what: str) -> StoreError:
-        if not self.readonly:
-            # The next open must not trust this index again.
-            (self.path / INDEX_DIR / META_NAME).unlink(missing_ok=True)
-        return StoreError(f"the index of {self.path} does not match the log at {what}; reopen")
-
     def read_message(self, i: int) -> MessageRecord:
         """Message i, with one read of its location and one of its line."""
-        location = self._index.message_location(i)
-        if location is None:
+        if not 0 <= i < self.message_count:
             raise IndexError(f"there is no message {i} (T = {self.message_count})")
-        obj = self._read(location)
-        record = decode_message(obj) if obj is not None else None
-        if record is None or record.i != i:
-            raise self._mismatch(f"message {i}")
-        return record
+        try:
+            return self._message(i)
+        except StaleIndex as error:
+            return self._read_again(error, "message {}", self._message, i)
 
     def read_node(self, l: int, i: int) -> NodeRecord | None:  # noqa: E741
         """Node (l, i), or None when it is not built."""
-        location = self._index.node_location(l, i)
-        if location is None:
-            return None
-        obj = self._read(location)
-        record = decode_node(obj) if obj is not None else None
-        if record is None or (record.l, record.i) != (l, i):
-            raise self._mismatch(f"node ({l}, {i})")
+        try:
+            return self._node(l, i)
+        except StaleIndex as error:
+            return self._read_again(error, "node ({}, {})", self._node, l, i)
+
+    def _message(self, i: int) -> MessageRecord:
+        if not 0 <= i < self.message_count:  # checked before: only a rebuild that found less
+            raise StoreError(f"message {i} is not in the log any more (T = {self.message_count})")
+        location = self._index.message_location(i)
+        record = decode_message(self._read(location)) if location is not None else None
+        if record is None or record.i != i:
+            raise StaleIndex("the line there is not that message")
         return record
+
+    def _node(self, l: int, i: int) -> NodeRecord | None:  # noqa: E741
+        found = self._index.node(l, i)
+        if found is None:
+            return None
+        location, flag, size = found
+        record = decode_node(self._read(location))
+        if record is None or (record.l, record.i, record.flag, record.size) != (l, i, flag, size):
+            raise StaleIndex("the line there is not that node, as the index has it")
+        return record
+
+    def _read(self, location: Location) -> dict[str, object]:
+        try:
+            raw = self._reader.read(self.path / location.file, location.offset, location.length)
+        except OSError as error:
+            raise StoreError(f"cannot read the log: {describe(error)}") from None
+        parsed = parse_object(raw[:-1]) if raw.endswith(b"\n") else None
+        return parsed if isinstance(parsed, dict) else {}
+
+    def _read_again(self, error: StaleIndex, label: str, read: Callable[..., _T], *args: int) -> _T:
+        """After `read(*args)` found that the index does not match the log: rebuild the index
+        from the log, as the next open would, and read once more. `label` names what is read,
+        formatted with `args` only now, since reads are hot."""
+        what = label.format(*args)
+        self._rebuild(f"{what}: {error}")
+        try:
+            return read(*args)
+        except StaleIndex as again:
+            raise self._mismatch(f"{what}: {again}") from None
+
+    def _rebuild(self, why: str) -> None:
+        if self._rebuilt or self._failed is not None or self._closed:
+            raise self._mismatch(why)
+        self._rebuilt = True
+        before = (self.message_count, self.node_sizes(), self.node_flags())
+        # The rebuild replaces keys.db and drops its journal: close the old connection first,
+        # so that it has no transaction left to roll back into the new file.
+        self._index.keys.close()
+        try:
+            index, terms = open_index(
+                self.path,
+                readonly=self.readonly,
+                warnings=self.warnings,
+                rebuild=f"it does not match the log at {why}",
+            )
+        except (StoreError, OSError, sqlite3.Error) as error:
+            self._invalidate(f"the index does not match the log at {why}")
+            raise StoreError(f"the index of {self.path} cannot be rebuilt: {error}") from None
+        old, self._index, self._terms = self._index, index, terms
+        old.close(checkpoint=False)
+        if (self.message_count, self.node_sizes(), self.node_flags()) != before:
+            self.stale = f"its index was rebuilt from the log ({why})"
+
+    def _invalidate(self, reason: str) -> None:
+        """Stop trusting the index: no more appends or checkpoints here, a rebuild at next open."""
+        self._failed = reason
+        if not self.readonly:
+            (self.path / INDEX_DIR / META_NAME).unlink(missing_ok=True)
+
+    def _mismatch(self, what: str) -> IndexMismatch:
+        self._invalidate(f"the index does not match the log at {what}")
+        return IndexMismatch(
+            f"the index of {self.path} does not match the log at {what}; "
+            "it is rebuilt from the log at the next start"
+        )
+
+    def resync(self) -> None:
+        """The caller took T, sizes and flags again after a rebuild: appends may go on."""
+        self.stale = None
 
     def node_flag(self, l: int, i: int) -> int:  # noqa: E741
         """0 unbuilt, 1 built by the model, 2 free, 3 cut."""
@@ -264,7 +332,8 @@ class ChatStore:
 
     def checkpoint(self) -> None:
         """Save the index's checkpoint now (it is also saved every 1000 appends and on close)."""
-        self._index.checkpoint()
+        if self._failed is None:  # else it would vouch for an index the log does not match
+            self._index.checkpoint()
 
     def close(self) -> None:
         """Checkpoint the index, close every file and release the lock (idempotent)."""

@@ -15,6 +15,11 @@ class ChatLocked(StoreError):
         self.pid = pid
 
 
+class IndexMismatch(StoreError):
+    """The derived index disagrees with the log and could not be rebuilt in this process; the
+    next open rebuilds it from the log."""
+
+
 class CorruptLog(StoreError):
     """The log breaks a rule that makes the chat unopenable: a gap or a duplicate id (SPEC §1.2)."""
 

@@ -11,7 +11,7 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
-from evertalk.store.index_files import SIZE_CODE, IndexFiles, LevelFiles
+from evertalk.store.index_files import SIZE_CODE, IndexFiles, LevelFiles, StaleIndex
 from evertalk.store.keys import KeyStore
 from evertalk.store.meta import Meta, write_meta
 from evertalk.store.tables import LOC_WIDTH, Loc, MemTable, Table, pack_loc
@@ -83,7 +83,8 @@ class Index:
         self.keys = keys
         self.files = files
         self.writable = files is not None and files.writable
-        self._names = meta.file_names()
+        # By number, each log file's name and state: where its indexed part ends
+        self._files = {state.no: (name, state) for name, state in meta.files.items()}
         self._since_checkpoint = 0
 
     @property
@@ -94,7 +95,7 @@ class Index:
 
     def file_no(self, name: str) -> int:
         state = self.meta.entry(name)
-        self._names.setdefault(state.no, name)
+        self._files.setdefault(state.no, (name, state))
         return state.no
 
     def _advance(self, name: str, end: int, lines: int) -> None:
@@ -145,7 +146,12 @@ class Index:
     def _location(self, loc: Loc | None) -> Location | None:
         if loc is None:
             return None
-        return Location(self._names[loc.file_no], loc.offset, loc.length)
+        file = self._files.get(loc.file_no)
+        # Every line holds at least `{}` and its newline, within what the index has seen of its
+        # file; anything else comes from damaged index files, not from the log.
+        if file is None or loc.length < 3 or loc.offset + loc.length > file[1].scanned:
+            raise StaleIndex("a location points outside the log")
+        return Location(file[0], loc.offset, loc.length)
 
     def message_location(self, i: int) -> Location | None:
         if not 0 <= i < self.meta.messages:
@@ -161,6 +167,19 @@ class Index:
         if not self.node_flag(level, i):
             return None
         return self._location(self.levels[level].location(i))
+
+    def node(self, level: int, i: int) -> tuple[Location, int, int] | None:
+        """A built node's location, flag and size; None when it is not built."""
+        if not 0 <= level < len(self.levels):
+            return None
+        row = self.levels[level]
+        flag = row.flags[i] if 0 <= i < len(row.flags) else 0
+        if not flag:
+            return None
+        location = self._location(row.location(i))
+        if location is None:
+            raise StaleIndex("the index has no location for a built node")
+        return location, flag, row.sizes[i]
 
     def key(self, key: str) -> int | None:
         return self.keys.get(key)

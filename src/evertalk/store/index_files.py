@@ -16,10 +16,13 @@ from __future__ import annotations
 import os
 import re
 import struct
+import sys
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
+from evertalk.memory.text import LINE_LIMIT
+from evertalk.memory.tree import CUT
 from evertalk.store import keys
 from evertalk.store.meta import META_NAME, Meta, write_meta
 from evertalk.store.secure import fsync_dir, open_file, write_all
@@ -31,6 +34,17 @@ SIZE_CODE = "I"
 assert array(SIZE_CODE).itemsize == SIZE.size, "array('I') must hold 32-bit sizes"
 
 _LEVEL_FILE = re.compile(r"tree-(\d+)\.(loc|size|flag)")
+
+# Where each byte of a native uint32 size sits, to check a whole level's sizes with C-speed bytes
+# operations rather than a Python loop over a million numbers at every open.
+_LITTLE = sys.byteorder == "little"
+_HIGH = (2, 3) if _LITTLE else (0, 1)  # bits 16-31
+_MID = 1 if _LITTLE else 2  # bits 8-15
+_LOW = 0 if _LITTLE else 3  # bits 0-7
+_LIMIT_MID, _LIMIT_LOW = divmod(LINE_LIMIT, 256)
+_MID_VALUES = bytes(range(_LIMIT_MID + 1))
+assert LINE_LIMIT < 1 << 16
+_FLAG_VALUES = bytes(range(CUT + 1))
 
 
 class StaleIndex(Exception):
@@ -47,6 +61,31 @@ def _level_files(index_dir: Path, level: int) -> list[tuple[Path, int]]:
     return [(index_dir / name, w) for name, w in zip(level_names(level), widths, strict=True)]
 
 
+def sizes_fit(raw: bytes) -> bool:
+    """Whether every native uint32 in `raw` is at most LINE_LIMIT, the most a node can hold."""
+    zeros = bytes(len(raw) // SIZE.size)
+    if raw[_HIGH[0] :: SIZE.size] != zeros or raw[_HIGH[1] :: SIZE.size] != zeros:
+        return False
+    mid = raw[_MID :: SIZE.size]
+    if mid.translate(None, _MID_VALUES):
+        return False
+    at = mid.find(_LIMIT_MID)
+    while at >= 0:  # sizes from LINE_LIMIT rounded down to 256 on: rare, so a loop is cheap
+        if raw[at * SIZE.size + _LOW] > _LIMIT_LOW:
+            return False
+        at = mid.find(_LIMIT_MID, at + 1)
+    return True
+
+
+def check_level(level: int, raw_sizes: bytes, flags: bytes | bytearray) -> None:
+    """StaleIndex when a level's files hold values no node can have (the files were damaged)."""
+    _, size_name, flag_name = level_names(level)
+    if flags.translate(None, _FLAG_VALUES):
+        raise StaleIndex(f"{flag_name} holds a flag no node can have")
+    if not sizes_fit(raw_sizes):
+        raise StaleIndex(f"{size_name} holds a size over {LINE_LIMIT} bytes")
+
+
 @dataclass(slots=True)
 class LevelFiles:
     loc: FileTable
@@ -56,11 +95,20 @@ class LevelFiles:
     def tables(self) -> tuple[FileTable, FileTable, FileTable]:
         return self.loc, self.size, self.flag
 
-    def load(self, count: int) -> tuple[array[int], bytearray]:
-        """The level's sizes and flags, one read each."""
+    def load(self, level: int, count: int, *, check: bool) -> tuple[array[int], bytearray]:
+        """The level's sizes and flags, one read each; with `check`, StaleIndex when a value
+        is impossible."""
+        raw = self.size.head(count)
+        flags = bytearray(self.flag.head(count))
+        if check:
+            check_level(level, raw, flags)
         sizes = array(SIZE_CODE)
-        sizes.frombytes(self.size.head(count))
-        return sizes, bytearray(self.flag.head(count))
+        sizes.frombytes(raw)
+        return sizes, flags
+
+    def written_ns(self) -> int:
+        """When the sizes or the flags were last written."""
+        return max(os.fstat(table.fd).st_mtime_ns for table in (self.size, self.flag))
 
     def write(self, i: int, loc: bytes, size: int, flag: int) -> None:
         # The location goes last: a crash in between leaves it absent, and a node whose location

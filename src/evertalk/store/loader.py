@@ -24,7 +24,7 @@ from evertalk.store.index_files import (
     write_rebuild,
 )
 from evertalk.store.jsonl import Line, Scan
-from evertalk.store.meta import Meta, new_build, read_build, read_meta
+from evertalk.store.meta import META_NAME, Meta, new_build, read_build, read_meta
 from evertalk.store.records import decode_message, decode_node
 from evertalk.store.secure import make_dir
 from evertalk.store.tables import (
@@ -79,6 +79,10 @@ class _Scanner:
             return
         self.changed = True
         path = self.chat_dir / name
+        if state.scanned and not _ends_line(path, state.scanned):
+            # Bytes were put in or taken out before the indexed end: every location after
+            # them is off, and the tail would be read from the middle of a line.
+            raise StaleIndex(f"{name} changed before the point it was indexed up to")
         scan = Scan(path, state.scanned, state.lines + 1, self.warnings)
         for line in scan:
             yield line, state.no, f"{path} line {line.lineno}"
@@ -88,8 +92,8 @@ class _Scanner:
 
     def _where(self, i: int) -> str:
         loc = Loc.unpack(self.msg.get(i))
-        names = self.meta.file_names()
-        return str(self.chat_dir / names[loc.file_no]) if loc is not None else "?"
+        name = self.meta.file_names().get(loc.file_no) if loc is not None else None
+        return str(self.chat_dir / name) if name is not None else "?"
 
     def _put(self, i: int, loc: bytes, key: str | None) -> None:
         self.msg.put(i, loc)
@@ -153,6 +157,13 @@ class _Scanner:
                 level.set(node.i, loc, node.size, node.flag)
 
 
+def _ends_line(path: Path, offset: int) -> bool:
+    """Whether the byte before `offset` in the file is a newline."""
+    with open(path, "rb", buffering=0) as file:
+        file.seek(offset - 1)
+        return file.read(1) == b"\n"
+
+
 def _new_mem_level() -> Level:
     return Level(MemTable(LOC_WIDTH), array(SIZE_CODE), bytearray())
 
@@ -169,8 +180,32 @@ class _Base:
     keys: keys.KeyStore
 
 
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _load_levels(files: IndexFiles, meta: Meta, checkpointed: int) -> list[Level]:
+    """Each level's sizes and flags, checked when their files were written since meta.json.
+
+    A checkpoint writes meta.json after the files, and a clean close checkpoints, so files
+    written later were either left by a crash or changed by something else; only those are
+    worth checking value by value, which costs milliseconds on a chat of a million messages.
+    (Written in the same tick of the file system's clock counts as later: checking more is safe.)
+    """
+    levels = []
+    for level, (level_files, count) in enumerate(zip(files.levels, meta.levels, strict=True)):
+        check = level_files.written_ns() >= checkpointed
+        sizes, flags = level_files.load(level, count, check=check)
+        levels.append(Level(OverlayTable(level_files.loc, count), sizes, flags))
+    return levels
+
+
 def _load_base(index_dir: Path, sizes: dict[str, int], readonly: bool) -> _Base | str:
     """The checkpointed index, or the reason it cannot be used."""
+    checkpointed = _mtime_ns(index_dir / META_NAME)  # before the read: a rewrite then checks more
     meta = read_meta(index_dir)
     if not isinstance(meta, Meta):
         return meta or "there is no index yet"
@@ -188,12 +223,12 @@ def _load_base(index_dir: Path, sizes: dict[str, int], readonly: bool) -> _Base 
     except OSError as error:
         return f"cannot open it ({error.strerror})"
     try:
-        levels = []
-        for level_files, count in zip(files.levels, meta.levels, strict=True):
-            sizes_, flags = level_files.load(count)
-            levels.append(Level(OverlayTable(level_files.loc, count), sizes_, flags))
+        levels = _load_levels(files, meta, checkpointed)
         conn = None if readonly else keys.connect(index_dir / keys.KEYS_NAME)
         key_store = keys.KeyStore(conn, meta.messages, track=not readonly)
+    except StaleIndex as error:
+        files.close()
+        return str(error)
     except (OSError, sqlite3.Error) as error:
         files.close()
         return f"cannot read it ({error})"
@@ -236,14 +271,32 @@ def _scanner(
 
 
 def open_index(
-    chat_dir: Path, *, readonly: bool, warnings: list[str]
+    chat_dir: Path, *, readonly: bool, warnings: list[str], rebuild: str | None = None
 ) -> tuple[Index, dict[str, bytes]]:
     """The chat's index, brought up to date with the log, and the torn-line terminators.
 
     A read-only open keeps what it scanned in memory; otherwise it is written, once checked.
+    `rebuild` gives a reason to build it from the whole log, whatever the checkpoint says.
     """
     sizes = log_sizes(chat_dir)
-    base = _load_base(chat_dir / INDEX_DIR, sizes, readonly)
+    base = rebuild or _load_base(chat_dir / INDEX_DIR, sizes, readonly)
+    if isinstance(base, _Base):
+        tail_warnings: list[str] = []
+        try:
+            opened = _open_index(chat_dir, base, sizes, readonly, tail_warnings)
+        except (StaleIndex, CorruptLog) as error:
+            # The log does not go on from where the checkpoint left it: scan all of it, which
+            # either rebuilds the index or finds the log itself at fault (the same error then).
+            base = f"the log does not fit it ({error})"
+        else:
+            warnings += tail_warnings
+            return opened
+    return _open_index(chat_dir, base, sizes, readonly, warnings)
+
+
+def _open_index(
+    chat_dir: Path, base: _Base | str, sizes: dict[str, int], readonly: bool, warnings: list[str]
+) -> tuple[Index, dict[str, bytes]]:
     try:
         scanner = _scanner(chat_dir, base, sizes, readonly, warnings)
         scanner.messages()

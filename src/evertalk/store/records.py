@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from evertalk.memory.text import KINDS
+from evertalk.memory.text import KINDS, LINE_LIMIT
 from evertalk.memory.tree import BUILT, CUT, FREE
 
 
@@ -70,7 +70,10 @@ def encode_node(l: int, i: int, text: str, flag: int) -> bytes:  # noqa: E741
     """One tree line, without its newline: `{l, i, text, size}` plus `free` or `cut`."""
     if flag not in (BUILT, FREE, CUT):
         raise ValueError(f"a node's flag is 1, 2 or 3, not {flag!r}")
-    obj: dict[str, Any] = {"l": l, "i": i, "text": text, "size": _utf8_size(text)}
+    size = _utf8_size(text)
+    if size > LINE_LIMIT:
+        raise ValueError(f"a node's text is at most {LINE_LIMIT} bytes, not {size}")
+    obj: dict[str, Any] = {"l": l, "i": i, "text": text, "size": size}
     if flag == FREE:
         obj["free"] = True
     elif flag == CUT:
@@ -131,7 +134,11 @@ def decode_message(obj: dict[str, Any]) -> MessageRecord | None:
 
 
 def decode_node(obj: dict[str, Any]) -> NodeRecord | None:
-    """The node in `obj`, or None when it is not a well-formed tree record."""
+    """The node in `obj`, or None when it is not a well-formed tree record.
+
+    A node's text is one line of at most LINE_LIMIT bytes (SPEC §4.4); a longer one was never
+    written by evertalk, and the index relies on the limit to tell damaged files.
+    """
     level, index = obj.get("l"), obj.get("i")
     text, free, cut = obj.get("text"), obj.get("free", False), obj.get("cut", False)
     if not _is_count(level) or not _is_count(index) or not isinstance(text, str):
@@ -139,7 +146,7 @@ def decode_node(obj: dict[str, Any]) -> NodeRecord | None:
     if not isinstance(free, bool) or not isinstance(cut, bool) or (free and cut):
         return None
     size = _true_size(obj, text)
-    if size is None:
+    if size is None or size > LINE_LIMIT:
         return None
     flag = FREE if free else CUT if cut else BUILT
     return NodeRecord(level, index, text, size, flag)

@@ -89,8 +89,11 @@ class FileTable:
         return read_all(self.fd, count * self.width, 0)
 
     def truncate(self, count: int) -> None:
-        os.ftruncate(self.fd, count * self.width)
-        self.dirty = True
+        # Only when it changes the file: every open cuts every file back to the checkpoint,
+        # and a needless cut would cost a fsync at close and make the file look written since.
+        if os.fstat(self.fd).st_size != count * self.width:
+            os.ftruncate(self.fd, count * self.width)
+            self.dirty = True
 
     def sync(self) -> None:
         if self.dirty:
