@@ -227,13 +227,14 @@ def test_images_attached_with_the_flag(home: Path, fake: AnthropicFake, tmp_path
 
 
 def failing_summaries(home: Path, fake: AnthropicFake) -> str:
-    """A long message logged before, whose every summary fails; a settle wait of a second. The
+    """A long message logged before, whose every summary fails; a settle wait of 4 seconds, long
+    enough for the SDK to load and the node's first tries to fail before the turn starts. The
     warning line the run is expected to give."""
     with Chat.open(home / "chat") as chat:
         chat.append("user", "the restore drill took forty minutes; " * 20)
     fake.behaviour.routes.insert(0, (is_compaction, empty()))  # type: ignore[attr-defined]
     config = home / "config.toml"
-    config.write_text(config.read_text().replace("settle_timeout = 20", "settle_timeout = 1"))
+    config.write_text(config.read_text().replace("settle_timeout = 20", "settle_timeout = 4"))
     return (
         "memory: 0+1 could not be summarized (the model gave no usable line); "
         "it will be tried again"
