@@ -9,6 +9,7 @@ import re
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,15 @@ def notes(app: ChatApp) -> list[str]:
 
 def outputs(app: ChatApp) -> list[str]:
     return [row.text for row in app.query(OutputRow)]
+
+
+async def run_command(pilot: Pilot[int], text: str) -> str:
+    """Type a command; the output row it adds."""
+    app = app_of(pilot)
+    count = len(outputs(app))
+    await enter_line(pilot, text)
+    await wait_until(pilot, lambda: len(outputs(app)) > count)
+    return outputs(app)[-1]
 
 
 async def dialog_of(pilot: Pilot[int]) -> PermissionScreen:
@@ -305,11 +315,7 @@ async def test_model_commands_apply_from_the_next_call(home: Path) -> None:
         app = app_of(pilot)
         agent = app._agent()
 
-        async def command(text: str) -> str:
-            count = len(outputs(app))
-            await enter_line(pilot, text)
-            await wait_until(pilot, lambda: len(outputs(app)) > count)
-            return outputs(app)[-1]
+        command = partial(run_command, pilot)
 
         assert (await command("/model")).startswith(f"turn model: {MODEL}")
         said = await command("/model claude-opus-5-5")
@@ -342,11 +348,7 @@ async def test_other_commands(home: Path) -> None:
     async with running(home, fake, editor=editor) as pilot:
         app = app_of(pilot)
 
-        async def command(text: str) -> str:
-            count = len(outputs(app))
-            await enter_line(pilot, text)
-            await wait_until(pilot, lambda: len(outputs(app)) > count)
-            return outputs(app)[-1]
+        command = partial(run_command, pilot)
 
         assert "No model calls yet" in await command("/usage")
         said = await command("/instructions")
@@ -412,11 +414,7 @@ async def test_agents_lists_the_running_subagents_and_stops_one(home: Path) -> N
         app = app_of(pilot)
         agent = app._agent()
 
-        async def command(text: str) -> str:
-            count = len(outputs(app))
-            await enter_line(pilot, text)
-            await wait_until(pilot, lambda: len(outputs(app)) > count)
-            return outputs(app)[-1]
+        command = partial(run_command, pilot)
 
         assert await command("/agents") == "no subagent is running"
         await enter_line(pilot, "send Slow")
@@ -560,11 +558,7 @@ async def test_an_image_attached_with_a_command_goes_with_the_next_message(
     async with running(home, fake) as pilot:
         app = app_of(pilot)
 
-        async def command(text: str) -> str:
-            count = len(outputs(app))
-            await enter_line(pilot, text)
-            await wait_until(pilot, lambda: len(outputs(app)) > count)
-            return outputs(app)[-1]
+        command = partial(run_command, pilot)
 
         assert "no image attached" in await command("/image")
         assert "not a PNG, JPEG, GIF or WebP image" in await command(f"/image {notes_file}")
