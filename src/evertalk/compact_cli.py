@@ -15,6 +15,7 @@ from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
 from evertalk.config import ConfigError, secret_values
 from evertalk.ledger import Ledger, ledger_path
+from evertalk.memory_cli import report_warnings
 from evertalk.prompts import TOOLS
 from evertalk.providers.base import ProviderError
 from evertalk.runtime import Runtime
@@ -30,9 +31,8 @@ def run_compact(home: Path) -> int:
         chat = Chat.open(chat_dir)
     except (ConfigError, StoreError) as error:
         return _fail(str(error))
-    for warning in chat.warnings:  # what opening repaired or skipped (torn lines, a rebuild)
-        print(f"evertalk: warning: {warning}", file=sys.stderr)
-    if not sum(row.count(0) for row in chat.core.tree.flags):
+    report_warnings(chat)
+    if not chat.core.tree.unbuilt_count():
         chat.close()  # nothing to build: no need to load a model SDK
         print(_progress(0, 0, 0, 0.0, None), file=sys.stderr)
         return 0

@@ -35,6 +35,7 @@ from evertalk.agent.events import (
 )
 from evertalk.agent.session import Agent, NotConfigured
 from evertalk.config import ConfigError
+from evertalk.memory_cli import report_warnings
 from evertalk.providers.base import Image, ProviderError
 from evertalk.store.errors import StoreError, describe
 
@@ -73,8 +74,7 @@ async def _run(
         return _fail("the message is empty")
     try:
         async with Agent.open(home, asker=None, granted=grants, workdir=workdir) as agent:
-            for warning in agent.chat.warnings:  # what opening repaired or skipped
-                print(f"evertalk: warning: {warning}", file=sys.stderr)
+            report_warnings(agent.chat)
             agent.submit(message, images)
             printer: JsonPrinter | ReplyPrinter
             if as_json:

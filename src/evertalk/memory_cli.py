@@ -28,13 +28,19 @@ def run_memory_command(args: argparse.Namespace, home: Path) -> int:
     except StoreError as error:
         return _fail(str(error))
     try:
-        for warning in chat.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
+        report_warnings(chat)
         return _run(chat, args)
     except (StoreError, ToolInputError) as error:
         return _fail(str(error))
     finally:
         chat.close()
+
+
+def report_warnings(chat: Chat) -> None:
+    """What opening the chat repaired or skipped (torn lines, an index rebuilt), on stderr:
+    the command's own output stays clean for programs."""
+    for warning in chat.warnings:
+        print(f"evertalk: warning: {warning}", file=sys.stderr)
 
 
 def _no_chat_yet(chat_dir: Path, *, as_json: bool) -> int:

@@ -30,7 +30,6 @@ from evertalk.compactor.tasks import leaf_task, merge_task
 from evertalk.config import redact
 from evertalk.ledger import Ledger
 from evertalk.memory import Node, node_name
-from evertalk.memory.tree import UNBUILT
 from evertalk.memory.view import render
 from evertalk.providers.base import (
     Finished,
@@ -144,14 +143,13 @@ class Compactor:
     # -- state ----------------------------------------------------------------------------
 
     def unbuilt(self) -> int:
-        return sum(row.count(0) for row in self.chat.core.tree.flags)
+        return self.chat.core.tree.unbuilt_count()
 
     def status(self) -> CompactorStatus:
         core = self.chat.core
         # every node that will need a model call: all unbuilt leaves (free ones are built at
         # their append), not just the 8 that may start, and the merges whose halves are built
-        flags = core.tree.flags
-        waiting = (flags[0].count(UNBUILT) if flags else 0) + core.queues.merge_count()
+        waiting = core.tree.unbuilt_count(0) + core.queues.merge_count()
         busy = len(self.in_flight | self.failed_at.keys())  # a paused node is briefly both
         return CompactorStatus(
             pid=os.getpid(),

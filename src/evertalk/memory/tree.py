@@ -58,6 +58,12 @@ class Tree:
     def is_built(self, node: Node) -> bool:
         return self.built_at(node[0], node[1])
 
+    def unbuilt_count(self, level: int | None = None) -> int:
+        """How many nodes (of one level, or of all) wait to be built: a C-speed count of the
+        flags, no walk over nodes."""
+        rows = self.flags if level is None else self.flags[level : level + 1]
+        return sum(row.count(UNBUILT) for row in rows)
+
     def built_at(self, level: int, index: int) -> bool:
         try:
             return self.flags[level][index] != UNBUILT and index >= 0
