@@ -38,19 +38,14 @@ def due_from_first(t: int, level: int, index: int) -> int:
 def _pairs(
     lines: dict[int, int], t: int, is_built: Callable[[int, int], bool], key: DueKey
 ) -> list[tuple[int, int, int]]:
-    """Heap entries (−due, start, level) of the view's sibling pairs whose parent is built.
-
-    The hot loop of a replay (every batch scans the whole view): the usual key is computed
-    inline rather than called."""
+    """Heap entries (−due, start, level) of the view's sibling pairs whose parent is built."""
     heap: list[tuple[int, int, int]] = []
     get = lines.get
-    exact, after = key is due_key, (t + 1) << SCALE
     for start, level in lines.items():
         index = start >> level
         if index & 1 or get(start + (1 << level)) != level or not is_built(level + 1, index >> 1):
             continue
-        due = (after >> level) - ((index + 2) << SCALE) if exact else key(t, level, index)
-        heap.append((-due, start, level))
+        heap.append((-key(t, level, index), start, level))
     return heap
 
 
