@@ -25,15 +25,24 @@ from evertalk.prompts import (
 # -- the system prompt --------------------------------------------------------------------------
 
 
+def _sections() -> list[str]:
+    """The prompt cut at its headings: the opening, then one text per heading, in order."""
+    parts: list[str] = []
+    rest = SYSTEM_PROMPT
+    for heading in SECTION_HEADINGS:
+        before, found, rest = rest.partition(f"\n\n{heading}\n\n")
+        assert found, heading
+        parts.append(before)
+    return [*parts, rest]
+
+
 def test_sections_in_spec_order() -> None:
-    assert SECTION_HEADINGS == ("## The view", "## Tools", "## Turns", "## Compactions")
-    assert SYSTEM_PROMPT.startswith("You are Ever,")  # the opening comes first, with no heading
-    lines = SYSTEM_PROMPT.split("\n")
-    positions = [lines.index(heading) for heading in SECTION_HEADINGS]
-    assert positions == sorted(positions)
-    assert all(lines[p - 1] == "" and lines[p + 1] == "" for p in positions)
-    headings = [line for line in lines if line.startswith("#")]
+    """An unheaded opening, then the view, the tools, turns and compactions (SPEC §5)."""
+    assert len(SECTION_HEADINGS) == 4
+    assert not SYSTEM_PROMPT.startswith("#")  # the opening comes first, with no heading
+    headings = [line for line in SYSTEM_PROMPT.split("\n") if line.startswith("#")]
     assert headings == list(SECTION_HEADINGS)
+    assert all(section.strip() for section in _sections())
 
 
 def test_holds_the_markers() -> None:
@@ -46,24 +55,53 @@ def test_holds_the_markers() -> None:
         assert f"\n- {kind}: " in SYSTEM_PROMPT
     for call in ("`zoom(id, n)`", "`zoom(id, 1)`", "`zoom(name)`", "`date(id)`"):
         assert call in SYSTEM_PROMPT
-    assert "<input>" in SYSTEM_PROMPT and "<chat>" in SYSTEM_PROMPT
+    assert "`<input>`" in SYSTEM_PROMPT and "`<chat>`" in SYSTEM_PROMPT
 
 
 def test_section_contents() -> None:
-    def section(heading: str) -> str:
-        start = SYSTEM_PROMPT.index(heading)
-        rest = SYSTEM_PROMPT[start + len(heading) :]
-        ends = [rest.index(h) for h in SECTION_HEADINGS if h in rest]
-        return rest[: min(ends)] if ends else rest
+    """Each point of SPEC §5 sits in its own section; the checks name identifiers and a few
+    key words, not whole sentences, so the wording may change."""
+    opening, view, tools, turns, compactions = _sections()
+    assert "Ever" in opening and "single user" in opening
+    assert "`<chat>`" in opening and "turn" in opening
+    assert "`Compaction:`" in opening and "compaction" in opening
 
-    opening = SYSTEM_PROMPT[: SYSTEM_PROMPT.index(SECTION_HEADINGS[0])]
-    assert "Ever" in opening and "`Compaction:`" in opening and "one user" in opening
-    assert "`id+n|text`" in section("## The view")
-    assert PLACEHOLDER in section("## The view")
-    assert "`zoom(id, n)`" in section("## Tools")
-    assert "newest mention" in section("## Turns")
-    assert "`id+n|` head" in section("## Compactions")
-    assert "512 bytes" in section("## Compactions")
+    assert "`id+n|text`" in view and "oldest first" in view and "spaces" in view
+    kinds = [line.split(":")[0][2:] for line in view.split("\n") if line.startswith("- ")]
+    assert kinds == ["user", "ever", "tool", "echo", "work", "note"]
+    assert "`[Name]`" in view.split("\n- work: ")[1].split("\n")[0]
+    assert "two at a time" in view  # lines are merged in pairs, over and over
+    assert f"`{PLACEHOLDER}`" in view and "zoom" in view.split(PLACEHOLDER)[1]
+    assert "pages" in view
+
+    assert "`zoom(id, n)`" in tools and "pair of lines" in tools
+    assert "`zoom(id, 1)`" in tools and "verbatim" in tools and "images" in tools
+    assert "power of two" in tools and "divisible by n" in tools and "coarser" in tools
+    assert "`zoom(name)`" in tools and "subagent" in tools
+    assert "`date(id)`" in tools
+
+    assert "instructions at the end" in turns and "subagent" in turns
+    assert "latest mention" in turns and "zooming" in turns and "in full" in turns
+    assert "other tools" in turns  # memory is searched by zooming only
+    assert "in your reply" in turns and "next turn" in turns
+    assert "between two of your tool calls" in turns
+    assert "`[Name]`" in turns and "poll" in turns
+
+    assert "`<input>`" in compactions and "`<chat>`" in compactions
+    assert "merge task" in compactions
+    assert "questions" in compactions and "commands" in compactions
+    assert "no tools" in compactions.lower() and "`id+n|` head" in compactions
+    assert "user's own words first" in compactions
+    assert "unchanged" in compactions and "overstate" in compactions
+    assert "too long" in compactions
+    assert "512 bytes" in compactions and "70" in compactions and "170" in compactions
+
+
+def test_is_tight() -> None:
+    """The prompt and the tools go with every call: they must not grow unnoticed."""
+    assert len(SYSTEM_PROMPT.encode()) <= 4_700
+    tools = json.dumps([[t.name, t.description, t.input_schema] for t in TOOLS])
+    assert len(tools) <= 3_300
 
 
 def test_holds_no_state() -> None:
@@ -149,6 +187,16 @@ def test_tool_schemas() -> None:
     assert props["zoom"] == ["id", "n", "name"]
     assert props["shell"] == ["command", "timeout"]
     assert props["read"] == ["path", "offset", "limit"]
+
+
+def test_tool_descriptions_name_their_forms() -> None:
+    by_name = {tool.name: tool for tool in TOOLS}
+    zoom = by_name["zoom"].description
+    assert "`id`" in zoom and "`n`" in zoom and "`name`" in zoom and "`id+n`" in zoom
+    assert "power of two" in zoom and "n = 1" in zoom
+    assert "`old`" in by_name["edit"].description and "`new`" in by_name["edit"].description
+    assert "`[name]`" in by_name["agent"].description
+    assert "UTC offset" in by_name["date"].description
 
 
 def test_tools_hold_no_state() -> None:

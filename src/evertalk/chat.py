@@ -97,25 +97,16 @@ class Chat:
         agent: str | None = None,
         date: datetime | None = None,
     ) -> list[int]:
-        """Log a message, split into pages when long (SPEC §1.6); returns the ids."""
+        """Log a message, split into pages when long (SPEC §1.6) and written in one go; returns
+        the ids."""
         self._writable()
-        pieces = split_text(valid_unicode(text))
-        ids = []
-        for number, piece in enumerate(pieces):
-            piece_key = key if key is None or len(pieces) == 1 else f"{key}.{number}"
-            before = self.store.message_count
-            i = self.store.append_message(
-                kind,
-                piece,
-                date=date,
-                key=piece_key,
-                images=images if number == 0 else None,
-                agent=agent,
-            )
-            ids.append(i)
-            if self.store.message_count > before:  # not a re-sent key
-                self._persist(self.core.append(kind, piece))
-                self.store.save_views(self.core.saved())
+        pages = split_text(valid_unicode(text))
+        before = self.store.message_count
+        ids = self.store.append_pages(kind, pages, date=date, key=key, images=images, agent=agent)
+        if self.store.message_count > before:  # not a re-sent key
+            for page in pages:
+                self._persist(self.core.append(kind, page))
+            self.store.save_views(self.core.saved())
         return ids
 
     def build(self, node: Node, text: str) -> None:

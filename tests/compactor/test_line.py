@@ -17,7 +17,7 @@ from evertalk.compactor.line import (
     cut_line,
     process,
 )
-from evertalk.compactor.tasks import too_long
+from evertalk.compactor.tasks import TOO_LONG, too_long
 from evertalk.memory.text import cut_utf8
 
 MULTIBYTE = ["é", "€", "😀", "字"]  # 2, 3, 4 and 3 bytes
@@ -295,7 +295,7 @@ def test_loop_properties(replies: list[str | None]) -> None:
         step = loop.take(item or "", thinking_only=item is None)
         assert loop.tries <= MAX_TRIES
         if isinstance(step, FollowUp):
-            assert step.text.startswith("Too long:")
+            assert step.text.startswith(TOO_LONG.split("{")[0])
             continue
         result = step
         break

@@ -26,11 +26,18 @@ def test_ruler() -> None:
 
 def test_templates_are_constants() -> None:
     for template in (LEAF_TASK, MERGE_TASK):
-        assert template.startswith("Compaction:")
-        assert f"\n{RULER}\n" in template
+        assert template.startswith("Compaction: ")
+        assert template.count(RULER) == 1
+        assert template.split("\n")[1] == RULER  # the ruler right after the first sentence
+        assert template.count("<input>") == template.count("</input>") == 1
         assert template.endswith("\n</input>")
         assert "512 bytes" in template and "70 words" in template
+    assert "{id}" in LEAF_TASK.split("\n")[0]
+    first = MERGE_TASK.split("\n")[0]
+    assert "{left}" in first and "{right}" in first and "adjacent" in first
+    assert "{first} to {last}" in MERGE_TASK.split("\n")[2]
     assert "512" in TOO_LONG and CUT_MARK in TOO_LONG
+    assert not TOO_LONG.startswith("Compaction:")
 
 
 # -- leaf ---------------------------------------------------------------------------------------
@@ -99,7 +106,9 @@ def test_too_long_states_size_and_shows_head() -> None:
     line = "x" * 600
     text = too_long(line)
     first, shown = text.split("\n")
-    assert "600 bytes" in first and "512" in first and CUT_MARK in first
+    assert "600 bytes" in first and "512 is the" in first and CUT_MARK in first
+    assert "complete line" in first and "same input" in first and "least important" in first
+    assert "cut" in first
     assert shown == "x" * 512 + CUT_MARK
 
 

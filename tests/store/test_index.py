@@ -153,8 +153,11 @@ _CRASHING_SCRIPT = textwrap.dedent(
     store = ChatStore.open(Path(sys.argv[1]))
     for k in range(1005):
         store.append_message("user", f"m{k}", key=f"k{k}")
+    store.checkpoint()  # the tree's new day file checkpoints too: make the last one before it
+    store.append_message("user", "m1005")
     store.append_node(0, 1003, "user: m1003", 2)
     store.append_node(3, 5, "eight", 1)
+    store.append_message("user", "m1006")
     os._exit(0)  # killed: no close, no checkpoint
     """
 )
@@ -163,15 +166,15 @@ _CRASHING_SCRIPT = textwrap.dedent(
 def test_a_killed_process_loses_nothing_it_returned(chat: Path) -> None:
     subprocess.run([sys.executable, "-c", _CRASHING_SCRIPT, str(chat)], check=True)
     meta = (chat / "index" / "meta.json").read_text()
-    assert '"messages":1000' in meta  # the last checkpoint
+    assert '"messages":1006' in meta  # the last checkpoint
     with ChatStore.open(chat) as store:
         assert store.warnings == []
-        assert store.message_count == 1005
-        assert store.read_message(1004).text == "m1004"
+        assert store.message_count == 1007
+        assert store.read_message(1006).text == "m1006"
         assert store.read_node(0, 1003).text == "user: m1003"  # type: ignore[union-attr]
         assert store.read_node(3, 5).text == "eight"  # type: ignore[union-attr]
         assert store.append_message("user", "again", key="k1002") == 1002
-        assert [len(f) for f in store.node_flags()][:4] == [1005, 502, 251, 125]
+        assert [len(f) for f in store.node_flags()][:4] == [1007, 503, 251, 125]
         assert sum(map(sum, store.node_flags())) == 3
 
 
@@ -204,25 +207,39 @@ def test_a_second_record_for_a_node_is_ignored_with_a_warning(chat: Path) -> Non
     for _ in range(2):
         shutil.rmtree(chat / "index", ignore_errors=True)
         with ChatStore.open(chat) as store:
-            assert f"{path} line 1: node (1, 0) was already built; ignored" in store.warnings
+            assert f"{path} line 1: a second record of a node already built; skipped" in (
+                store.warnings
+            )
             assert store.read_node(1, 0).text == "first"  # type: ignore[union-attr]
             assert store.node_flags()[1][0] == 1 and store.node_sizes()[1][0] == 5
 
 
-def test_a_record_for_a_node_that_does_not_exist_is_ignored(chat: Path) -> None:
+def test_a_record_for_a_node_that_does_not_exist_is_set_aside(chat: Path) -> None:
     with ChatStore.open(chat) as store:
         for k in range(3):
             store.append_message("user", f"m{k}", date=DAYS[0])
+        store.append_node(0, 0, "user: m0", 2, date=DAYS[0])
     path = chat / "tree" / "2026-03-01.jsonl"
-    path.write_bytes(
-        encode_node(1, 1, "needs message 3", 1) + b"\n" + encode_node(70, 0, "huge", 1) + b"\n"
-    )
+    kept = path.read_bytes()
+    beyond = encode_node(1, 1, "needs message 3", 1) + b"\n" + encode_node(70, 0, "huge", 1) + b"\n"
+    path.write_bytes(kept + beyond)
+    with ChatStore.open(chat, readonly=True) as store:  # a reader moves nothing
+        assert len(store.warnings) == 1 and "2 tree records" in store.warnings[0]
+        assert path.read_bytes() == kept + beyond
     with ChatStore.open(chat) as store:
-        assert f"{path} line 1: node (1, 1) does not exist yet; skipped" in store.warnings
-        assert f"{path} line 2: node (70, 0) does not exist yet; skipped" in store.warnings
-        assert store.node_flags() == [bytearray(3), bytearray(1)]
+        [warning] = store.warnings
+        [moved] = (chat / "quarantine").iterdir()
+        assert warning.startswith("2 tree records") and str(moved) in warning
+        assert moved.read_bytes() == beyond and path.read_bytes() == kept
+        assert moved.stat().st_mode & 0o777 == 0o600
+        assert store.node_flags() == [bytearray([2, 0, 0]), bytearray(1)]
         store.append_message("user", "m3", date=DAYS[0])
+        assert store.node_flag(1, 1) == 0  # not the record written for another message 3
         store.append_node(1, 1, "now it exists", 1, date=DAYS[0])
+        assert store.read_node(1, 1).text == "now it exists"  # type: ignore[union-attr]
+    shutil.rmtree(chat / "index")
+    with ChatStore.open(chat) as store:
+        assert store.warnings == [f"rebuilding the index of {chat}: there is no index yet"]
         assert store.read_node(1, 1).text == "now it exists"  # type: ignore[union-attr]
 
 
@@ -269,3 +286,23 @@ def test_readers_alongside_the_owner_see_consistent_snapshots(
         assert reader.read_message(count - 1).text == f"m{count - 1}"
         assert reader.read_node(0, 1).text == "user: m1"  # type: ignore[union-attr]
         reader.close()
+
+
+def test_new_day_files_after_a_checkpoint_keep_their_numbers_across_a_crash(
+    chat: Path, crash: Crash
+) -> None:
+    """Two tree files begun after the last checkpoint, the later day first (a clock that went
+    back): the tail scan after a crash must read their records as the run that wrote them did,
+    not take one for a second record of a node already built."""
+    with ChatStore.open(chat) as store:
+        for k in range(4):
+            store.append_message("user", f"m{k}", date=DAYS[0])
+        store.append_node(0, 3, "user: m3", 2, date=DAYS[0])
+        store.checkpoint()
+        store.append_node(0, 1, "user: m1", 2, date=DAYS[2])  # a new file, later day
+        store.append_node(0, 0, "user: m0", 2, date=DAYS[1])  # a new file, earlier day
+        before = state(store)
+        crash(store)
+    with ChatStore.open(chat) as store:
+        assert store.warnings == []
+        assert state(store) == before

@@ -201,8 +201,10 @@ def test_a_log_that_lost_a_message_stops_at_the_rebuild_with_one_line(chat: Path
     path.write_bytes(b"".join(lines))
     with ChatStore.open(chat) as store, pytest.raises(StoreError) as caught:
         store.read_message(1)
-    assert "message 1 is missing" in str(caught.value) and "\n" not in str(caught.value)
-    with pytest.raises(CorruptLog, match="message 1 is missing"):  # SPEC §1.2: a gap
+    why = f"{path} line 2: not valid JSON, so message 1 cannot be read"
+    assert why in str(caught.value) and "\n" not in str(caught.value)
+    assert "evertalk memory repair" in str(caught.value)
+    with pytest.raises(CorruptLog, match="message 1 cannot be read"):  # SPEC §1.2: a gap
         ChatStore.open(chat)
 
 

@@ -15,17 +15,17 @@ RULER = "-" * LINE_LIMIT
 """One line of exactly 512 `-`: models cannot count bytes, so the task shows the length."""
 
 LEAF_TASK = (
-    "Compaction: compress message {id} into a single line of at most 512 bytes (about 70 "
-    "words), no longer than the ruler below.\n" + RULER + "\n<input>\n{input}\n</input>"
+    "Compaction: squeeze message {id} into one line that fits within the ruler below, which is "
+    "512 bytes long (about 70 words).\n" + RULER + "\n<input>\n{input}\n</input>"
 )
 """Fields: `id`, the message's id; `input`, the message as `kind: text`, whole."""
 
 MERGE_TASK = (
-    "Compaction: merge the adjacent lines {left} and {right} into a single line no longer than "
-    "the ruler below: at most 512 bytes (about 70 words).\n"
+    "Compaction: {left} and {right} are adjacent lines; fuse them into one line that fits "
+    "within the ruler below, 512 bytes at most (about 70 words).\n"
     + RULER
-    + "\nThe <chat> above may show messages {first} to {last} in more detail, and you may take "
-    "details of those messages from there as well.\n"
+    + "\nMessages {first} to {last} may also show up at a finer grain in <chat> above, and "
+    "details of them may be drawn from there too.\n"
     "<input>\n{left}|{left_text}\n{right}|{right_text}\n</input>"
 )
 """Fields: `left` and `right`, the lines' `id+n` names; `left_text` and `right_text`, their texts
@@ -35,9 +35,9 @@ CUT_MARK = "[CUT]"
 """Where the limit falls, in the follow-up's copy of an over-long line."""
 
 TOO_LONG = (
-    "Too long: that line is {size} bytes and the limit is 512. Write the whole line again, for "
-    "the same input, leaving out just enough of the least valuable items that it ends before "
-    "the cut. Here are its first 512 bytes, with " + CUT_MARK + " where the limit falls:\n"
+    "Over the limit: your line has {size} bytes; 512 is the maximum. Write the complete line "
+    "again for the same input, sacrificing its least important items, only enough of them to "
+    "stop short of the cut. Its first 512 bytes, then " + CUT_MARK + " at the limit:\n"
     "{head}" + CUT_MARK
 )
 """Fields: `size`, the line's UTF-8 byte count; `head`, its first 512 bytes, whole characters."""

@@ -24,6 +24,7 @@ from evertalk.store.meta import META_NAME
 from evertalk.store.records import (
     MessageRecord,
     NodeRecord,
+    Page,
     decode_message,
     decode_node,
     encode_message,
@@ -150,7 +151,7 @@ class ChatStore:
                 self.warnings.append(f"the index of {self.path} was not checkpointed: {error}")
         return result
 
-    def _append(self, name: str, data: bytes) -> tuple[str, int, int, int]:
+    def _append_node(self, name: str, data: bytes) -> tuple[str, int, int, int]:
         """Append a line to log file `name`: (name, offset, length, lines written)."""
         prefix = self._terms.get(name, b"")
         offset, length = self._appender.append(self.path / name, data, prefix)
@@ -168,16 +169,53 @@ class ChatStore:
         agent: str | None = None,
     ) -> int:
         """Log a message and return its id; with a `key` already logged, return that id."""
+        return self.append_pages(kind, [text], date=date, key=key, images=images, agent=agent)[0]
+
+    def append_pages(
+        self,
+        kind: str,
+        pages: Sequence[str],
+        *,
+        date: datetime | None = None,
+        key: str | None = None,
+        images: Sequence[str] | None = None,
+        agent: str | None = None,
+    ) -> list[int]:
+        """Log one message as consecutive pages, all in one write and one fsync, so that a crash
+        keeps all of them or none (SPEC §1.6); returns their ids. A key becomes one per page
+        (`key.0`, `key.1`, …); when the first is already logged, the ids logged then return."""
         self._writable()
-        if key is not None:
-            known = self._index.key(key)
+        count = len(pages)
+        if count == 0:
+            raise ValueError("a message has at least one page")
+        keys: list[str | None] = [key] * count
+        if key is not None and count > 1:
+            keys = [f"{key}.{n}" for n in range(count)]
+        if keys[0] is not None:
+            known = self._index.key(keys[0])
             if known is not None:
-                return known
+                return list(range(known, known + count))
         when = as_local(date) if date is not None else local_now()
-        i = self._index.message_count
-        data = encode_message(i, kind, text, iso(when), key, images, agent)
-        name, offset, length, lines = self._append(f"{MAIN}/{day_file_name(when)}", data)
-        return self._indexed(lambda: self._index.add_message(name, offset, length, lines, key))
+        first = self._index.message_count
+        lines = [
+            encode_message(
+                first + n,
+                kind,
+                page,
+                iso(when),
+                keys[n],
+                images if n == 0 else None,
+                agent,
+                Page(n, count) if count > 1 else None,
+            )
+            for n, page in enumerate(pages)
+        ]
+        name = f"{MAIN}/{day_file_name(when)}"
+        prefix = self._terms.get(name, b"")
+        spans = self._appender.append_lines(self.path / name, lines, prefix)
+        self._terms.pop(name, None)
+        extra = 1 if prefix else 0
+        return self._indexed(lambda: self._index.add_messages(name, spans, extra, keys))
 
     def append_node(
         self,
@@ -196,7 +234,7 @@ class ChatStore:
             raise ValueError(f"node ({l}, {i}) is already built")
         data = encode_node(l, i, text, flag)
         when = as_local(date) if date is not None else local_now()
-        where = self._append(f"{TREE}/{day_file_name(when)}", data)
+        where = self._append_node(f"{TREE}/{day_file_name(when)}", data)
         size = len(text.encode("utf-8"))
         self._indexed(lambda: self._index.add_node((l, i), size, flag, where))
 

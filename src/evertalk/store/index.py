@@ -86,6 +86,7 @@ class Index:
         # By number, each log file's name and state: where its indexed part ends
         self._files = {state.no: (name, state) for name, state in meta.files.items()}
         self._since_checkpoint = 0
+        self._new_file = False
 
     @property
     def message_count(self) -> int:
@@ -94,6 +95,12 @@ class Index:
     # Files
 
     def file_no(self, name: str) -> int:
+        if name not in self.meta.files:
+            # A checkpoint right after: files new since the last one get their numbers again
+            # in name order when a crash makes the next open scan them, and two of them begun
+            # in another order (a clock that stepped back) would swap numbers under locations
+            # already written to the index files.
+            self._new_file = True
         state = self.meta.entry(name)
         self._files.setdefault(state.no, (name, state))
         return state.no
@@ -114,6 +121,16 @@ class Index:
         self._advance(name, offset + length, lines)
         self._appended()
         return i
+
+    def add_messages(
+        self, name: str, spans: list[tuple[int, int]], extra: int, keys: list[str | None]
+    ) -> list[int]:
+        """Record the pages of one write: (offset, length) each; `extra` lines came before them
+        (a torn line's terminator)."""
+        ids = []
+        for number, ((offset, length), key) in enumerate(zip(spans, keys, strict=True)):
+            ids.append(self.add_message(name, offset, length, 1 + extra * (number == 0), key))
+        return ids
 
     def add_node(
         self, node: tuple[int, int], size: int, flag: int, where: tuple[str, int, int, int]
@@ -139,7 +156,7 @@ class Index:
 
     @property
     def checkpoint_due(self) -> bool:
-        return self.writable and self._since_checkpoint >= CHECKPOINT_EVERY
+        return self.writable and (self._since_checkpoint >= CHECKPOINT_EVERY or self._new_file)
 
     # Lookups
 
@@ -207,6 +224,7 @@ class Index:
     def checkpoint(self) -> None:
         """Make the index files durable, then say so in meta.json (in that order)."""
         self._since_checkpoint = 0
+        self._new_file = False
         if not self.writable:
             return
         assert self.files is not None

@@ -21,6 +21,8 @@ TERM_NONE = b""
 TERM_NEWLINE = b"\n"
 TERM_HASH = b"#\n"
 
+TORN = "the last line is torn (no newline at its end)"
+
 
 @dataclass(frozen=True, slots=True)
 class Line:
@@ -30,7 +32,9 @@ class Line:
     """Bytes of the line, its newline included."""
     lineno: int
     record: dict[str, Any] | None
-    """The JSON object on the line; None when the line is not one (a warning was given)."""
+    """The JSON object on the line; None when the line is not one (see `reason`)."""
+    reason: str | None = None
+    """Why `record` is None: `not valid JSON`, `not a JSON object`."""
 
 
 def parse_object(raw: bytes) -> dict[str, Any] | str | None:
@@ -56,7 +60,8 @@ class Scan:
 
     After iteration, `end` is the offset just after the last complete line, `lines` the number of
     the last complete line, and `term` what the next append must write first (TERM_NONE when the
-    file ends with a newline).
+    file ends with a newline). Lines that are not JSON objects are yielded with a `reason`, and
+    warned about only when `warnings` is given; so is a torn last line.
     """
 
     def __init__(
@@ -69,20 +74,24 @@ class Scan:
         self.path = path
         self.start = start
         self.first_lineno = first_lineno
-        self.warnings = warnings if warnings is not None else []
+        self.warnings = warnings
         self.end = start
         self.lines = first_lineno - 1
         self.term = TERM_NONE
+        self.torn_lineno: int | None = None
+        """The number of a torn last line, if the file ends in one."""
 
     def _warn(self, lineno: int, what: str) -> None:
-        self.warnings.append(f"{self.path} line {lineno}: {what}; skipped")
+        if self.warnings is not None:
+            self.warnings.append(f"{self.path} line {lineno}: {what}; skipped")
 
-    def _record(self, raw: bytes, lineno: int) -> dict[str, Any] | None:
+    def _line(self, offset: int, raw: bytes, lineno: int) -> Line:
         parsed = parse_object(raw)
         if type(parsed) is dict:
-            return parsed
-        self._warn(lineno, parsed if isinstance(parsed, str) else "not a JSON object")
-        return None
+            return Line(offset, len(raw) + 1, lineno, parsed)
+        reason = parsed if isinstance(parsed, str) else "not a JSON object"
+        self._warn(lineno, reason)
+        return Line(offset, len(raw) + 1, lineno, None, reason)
 
     def __iter__(self) -> Iterator[Line]:
         offset, lineno = self.start, self.first_lineno
@@ -99,16 +108,16 @@ class Scan:
                 parts = chunk.split(b"\n")
                 rest = parts.pop()
                 for raw in parts:
-                    length = len(raw) + 1
-                    yield Line(offset, length, lineno, self._record(raw, lineno))
-                    offset += length
+                    yield self._line(offset, raw, lineno)
+                    offset += len(raw) + 1
                     lineno += 1
                 self.end, self.lines = offset, lineno - 1
                 if rest:
                     partial.append(rest)
         torn = b"".join(partial)
         if torn:
-            self._warn(lineno, "the last line is torn (no newline at its end)")
+            self.torn_lineno = lineno
+            self._warn(lineno, TORN)
             self.term = torn_terminator(torn)
 
 
@@ -121,30 +130,42 @@ class Appender:
         self._failed: str | None = None
 
     def append(self, path: Path, data: bytes, prefix: bytes = b"") -> tuple[int, int]:
-        """Write `prefix + data + \\n` and make it durable; returns (offset of data, its length).
+        """Write `prefix + data + \n` and make it durable; returns (offset of data, its length)."""
+        return self.append_lines(path, [data], prefix)[0]
 
-        The single write keeps a crash from interleaving half a record with the next one; the
-        fsync makes the record count only once it is on disk (SPEC §1.3).
+    def append_lines(
+        self, path: Path, lines: list[bytes], prefix: bytes = b""
+    ) -> list[tuple[int, int]]:
+        """Write `prefix` and each line with its `\n`, in one write and one fsync; returns each
+        line's (offset, length with its newline).
+
+        The single write keeps a crash from interleaving half a record with the next one, and
+        makes the pages of a long message land together or be torn together; the fsync makes
+        the records count only once they are on disk (SPEC §1.3).
         """
         if self._failed is not None:
             # After a failed append the file may or may not hold the line; only a reopen, which
             # scans the file, can tell which id comes next.
             raise StoreError(f"the log cannot take more appends until reopened: {self._failed}")
-        line = b"".join((prefix, data, b"\n"))
+        data = b"".join([prefix, *(line + b"\n" for line in lines)])
         try:
             fd, created = self._fd(path)
-            done = os.write(fd, line)
-            if done != len(line):
-                self._failed = f"{path}: short write ({done} of {len(line)} bytes); disk full?"
+            done = os.write(fd, data)
+            if done != len(data):
+                self._failed = f"{path}: short write ({done} of {len(data)} bytes); disk full?"
                 raise StoreError(self._failed)
-            end = os.lseek(fd, 0, os.SEEK_CUR)
+            offset = os.lseek(fd, 0, os.SEEK_CUR) - len(data) + len(prefix)
             os.fsync(fd)
             if created:
                 fsync_dir(path.parent)
         except OSError as error:
             self._failed = f"cannot append to the log: {describe(error)}"
             raise StoreError(self._failed) from None
-        return end - len(data) - 1, len(data) + 1
+        spans = []
+        for line in lines:
+            spans.append((offset, len(line) + 1))
+            offset += len(line) + 1
+        return spans
 
     def _fd(self, path: Path) -> tuple[int, bool]:
         fd = self._fds.get(path)

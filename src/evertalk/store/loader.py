@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evertalk.store import keys
+from evertalk.store import keys, quarantine
 from evertalk.store.days import list_day_files
 from evertalk.store.errors import CorruptLog
 from evertalk.store.index import Index, Level
@@ -23,10 +23,11 @@ from evertalk.store.index_files import (
     StaleIndex,
     write_rebuild,
 )
-from evertalk.store.jsonl import Line, Scan
+from evertalk.store.jsonl import TORN, Line, Scan
 from evertalk.store.meta import META_NAME, Meta, new_build, read_build, read_meta
-from evertalk.store.records import decode_message, decode_node
+from evertalk.store.records import Page, claimed_id, decode_message, decode_node
 from evertalk.store.secure import make_dir
+from evertalk.store.skipped import Skipped
 from evertalk.store.tables import (
     ABSENT,
     LOC_WIDTH,
@@ -51,10 +52,38 @@ def log_sizes(chat_dir: Path) -> dict[str, int]:
 
 
 @dataclass(slots=True)
-class _Pending:
+class _Entry:
+    """A message record as read, with where it lies."""
+
+    i: int
     loc: bytes
     key: str | None
     where: str
+    page: Page | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line of the log that is not a message record."""
+
+    name: str
+    """The file, relative to the chat folder."""
+    lineno: int
+    offset: int
+    length: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Beyond:
+    """A tree record for a node past the log's end: written for messages since lost."""
+
+    name: str
+    offset: int
+    length: int
+
+
+_LOST_PAGE = "a page of a long message whose write never finished (the others are missing); skipped"
 
 
 @dataclass(slots=True)
@@ -67,8 +96,10 @@ class _Scanner:
     levels: list[Level]
     keys: keys.KeyStore
     new_level: Callable[[], Level]
-    warnings: list[str]
     sizes: dict[str, int]
+    skipped: Skipped = field(default_factory=Skipped)
+    bad: list[BadLine] = field(default_factory=list)
+    beyond: list[Beyond] = field(default_factory=list)
     terms: dict[str, bytes] = field(default_factory=dict)
     changed: bool = False
 
@@ -83,68 +114,71 @@ class _Scanner:
             # Bytes were put in or taken out before the indexed end: every location after
             # them is off, and the tail would be read from the middle of a line.
             raise StaleIndex(f"{name} changed before the point it was indexed up to")
-        scan = Scan(path, state.scanned, state.lines + 1, self.warnings)
+        scan = Scan(path, state.scanned, state.lines + 1)
         for line in scan:
             yield line, state.no, f"{path} line {line.lineno}"
         state.scanned, state.lines = scan.end, scan.lines
         if scan.term:
             self.terms[name] = scan.term
+        if scan.torn_lineno is not None:
+            self.skipped.add(str(path), scan.torn_lineno, f"{TORN}; skipped")
+
+    def _skip(self, name: str, line: Line, reason: str) -> None:
+        self.skipped.add(str(self.chat_dir / name), line.lineno, f"{reason}; skipped")
 
     def _where(self, i: int) -> str:
         loc = Loc.unpack(self.msg.get(i))
         name = self.meta.file_names().get(loc.file_no) if loc is not None else None
         return str(self.chat_dir / name) if name is not None else "?"
 
-    def _put(self, i: int, loc: bytes, key: str | None) -> None:
-        self.msg.put(i, loc)
-        if key is not None:
-            self.keys.stage(key, i)
-
     def messages(self) -> None:
-        expected = self.meta.messages
-        pending: dict[int, _Pending] = {}  # ids read before an earlier id: a clock stepped back
+        ids = _Ids(self, self.meta.messages)
         for name in sorted(n for n in self.sizes if n.startswith(MAIN + "/")):
+            group: list[_Entry] = []  # the pages of a long message read so far
             for line, no, where in self._lines(name):
-                if line.record is None:
-                    continue
-                record = decode_message(line.record)
+                record = decode_message(line.record) if line.record is not None else None
                 if record is None:
-                    self.warnings.append(f"{where}: not a valid message record; skipped")
+                    reason = line.reason or "not a valid message record"
+                    self._skip(name, line, reason)
+                    self.bad.append(BadLine(name, line.lineno, line.offset, line.length, reason))
+                    group = self._lost(group, name)
                     continue
-                i, loc = record.i, pack_loc(no, line.offset, line.length)
-                if i < expected or i in pending:
-                    first = pending[i].where if i in pending else self._where(i)
-                    raise CorruptLog(f"{where}: message id {i} is a duplicate (first: {first})")
-                if i > expected:
-                    pending[i] = _Pending(loc, record.key, where)
+                entry = _Entry(record.i, pack_loc(no, line.offset, line.length), record.key, where)
+                entry.page = record.page
+                if entry.page is None:
+                    group = self._lost(group, name)
+                    ids.take(entry)
                     continue
-                self._put(i, loc, record.key)
-                expected += 1
-                while expected in pending:
-                    found = pending.pop(expected)
-                    self._put(expected, found.loc, found.key)
-                    expected += 1
-        if pending:
-            after = pending[min(pending)]
-            raise CorruptLog(
-                f"{after.where}: message id {min(pending)} follows a gap: "
-                f"message {expected} is missing"
-            )
-        self.meta.messages = expected
+                if entry.page.part == 0 or not _continues(group, entry):
+                    group = self._lost(group, name)
+                group.append(entry)
+                if group[0].page is not None and len(group) == group[0].page.parts:
+                    for page in group:
+                        ids.take(page)
+                    group = []
+            self._lost(group, name)
+        ids.check_complete()
+        self.meta.messages = ids.expected
+
+    def _lost(self, group: list[_Entry], name: str) -> list[_Entry]:
+        """Skip the pages of an incomplete group: their append never returned (SPEC §1.6)."""
+        for entry in group:
+            self.skipped.add(entry.where.rsplit(" line ", 1)[0], _lineno(entry.where), _LOST_PAGE)
+        return []
 
     def nodes(self) -> None:
         total = self.meta.messages
         for name in sorted(n for n in self.sizes if n.startswith(TREE + "/")):
-            for line, no, where in self._lines(name):
+            for line, no, _ in self._lines(name):
                 if line.record is None:
+                    self._skip(name, line, line.reason or "not a valid tree record")
                     continue
                 node = decode_node(line.record)
                 if node is None:
-                    self.warnings.append(f"{where}: not a valid tree record; skipped")
+                    self._skip(name, line, "not a valid tree record")
                     continue
-                label = f"node ({node.l}, {node.i})"
                 if node.l > 62 or (node.i + 1) << node.l > total:
-                    self.warnings.append(f"{where}: {label} does not exist yet; skipped")
+                    self.beyond.append(Beyond(name, line.offset, line.length))
                     continue
                 while len(self.levels) <= node.l:
                     self.levels.append(self.new_level())
@@ -152,9 +186,89 @@ class _Scanner:
                 held = level.loc.get(node.i)
                 # The same location is the same record, indexed after the checkpoint.
                 if held != ABSENT and held != loc:
-                    self.warnings.append(f"{where}: {label} was already built; ignored")
+                    self._skip(name, line, "a second record of a node already built")
                     continue
                 level.set(node.i, loc, node.size, node.flag)
+
+
+def _lineno(where: str) -> int:
+    return int(where.rsplit(" line ", 1)[1])
+
+
+def _continues(group: list[_Entry], entry: _Entry) -> bool:
+    """Whether `entry` is the next page of `group`."""
+    if not group:
+        return False
+    last, first = group[-1], group[0]
+    assert last.page is not None and first.page is not None and entry.page is not None
+    return (
+        entry.i == last.i + 1
+        and entry.page.part == last.page.part + 1
+        and entry.page.parts == first.page.parts
+    )
+
+
+@dataclass(slots=True)
+class _Ids:
+    """Checks that message ids run from 0 with no gap and none twice, in whatever order the
+    files hold them (a clock that stepped back puts later ids in earlier-named files)."""
+
+    scanner: _Scanner
+    expected: int
+    pending: dict[int, _Entry] = field(default_factory=dict)
+
+    def take(self, entry: _Entry) -> None:
+        i, pending = entry.i, self.pending
+        if i < self.expected or i in pending:
+            first = pending[i].where if i in pending else self.scanner._where(i)
+            raise CorruptLog(f"{entry.where}: message id {i} is a duplicate (first: {first})")
+        if i > self.expected:
+            pending[i] = entry
+            return
+        self._put(entry)
+        while self.expected in pending:
+            self._put(pending.pop(self.expected))
+
+    def _put(self, entry: _Entry) -> None:
+        self.scanner.msg.put(entry.i, entry.loc)
+        if entry.key is not None:
+            self.scanner.keys.stage(entry.key, entry.i)
+        self.expected += 1
+
+    def check_complete(self) -> None:
+        if self.pending:
+            after = self.pending[min(self.pending)]
+            raise CorruptLog(gap_error(self.scanner, self.expected, after))
+
+
+def gap_error(scanner: _Scanner, missing: int, after: _Entry) -> str:
+    """Why message `missing` is not there, naming the line at fault when one can be found."""
+    fix = "`evertalk memory repair` puts a note in place of each message it cannot read"
+    bad = _culprit(scanner, missing)
+    if bad is not None:
+        return (
+            f"{scanner.chat_dir / bad.name} line {bad.lineno}: {bad.reason}, so message "
+            f"{missing} cannot be read and the chat cannot open; {fix}"
+        )
+    return (
+        f"message {missing} is missing from the log ({after.where} holds message {after.i}; "
+        f"was a day file deleted or cut short?), so the chat cannot open; {fix}"
+    )
+
+
+def _culprit(scanner: _Scanner, missing: int) -> BadLine | None:
+    """The damaged line that most likely held message `missing`: one whose bytes still begin
+    with that id, else the first damaged line found."""
+    for bad in scanner.bad:
+        if claimed_id(_raw(scanner.chat_dir / bad.name, bad.offset, bad.length)) == missing:
+            return bad
+    return scanner.bad[0] if scanner.bad else None
+
+
+def _raw(path: Path, offset: int, length: int) -> bytes:
+    with open(path, "rb", buffering=0) as file:
+        file.seek(offset)
+        return file.read(length)
 
 
 def _ends_line(path: Path, offset: int) -> bool:
@@ -240,24 +354,13 @@ def _load_base(index_dir: Path, sizes: dict[str, int], readonly: bool) -> _Base 
     return _Base(meta, files, levels, key_store)
 
 
-def _scanner(
-    chat_dir: Path, base: _Base | str, sizes: dict[str, int], readonly: bool, warnings: list[str]
-) -> _Scanner:
+def _scanner(chat_dir: Path, base: _Base | str, sizes: dict[str, int], readonly: bool) -> _Scanner:
     """A scanner of what the checkpoint lacks, or of everything when there is no checkpoint."""
     if isinstance(base, _Base):
         msg = OverlayTable(base.files.msg_table(), base.meta.messages)
         return _Scanner(
-            chat_dir,
-            base.meta.copy(),
-            msg,
-            base.levels,
-            base.keys,
-            _new_overlay_level,
-            warnings,
-            sizes,
+            chat_dir, base.meta.copy(), msg, base.levels, base.keys, _new_overlay_level, sizes
         )
-    if sizes:
-        warnings.append(f"rebuilding the index of {chat_dir}: {base}")
     return _Scanner(
         chat_dir,
         Meta(new_build()),
@@ -265,7 +368,6 @@ def _scanner(
         [],
         keys.KeyStore(None, 0, track=not readonly),
         _new_mem_level,
-        warnings,
         sizes,
     )
 
@@ -291,17 +393,32 @@ def open_index(
         else:
             warnings += tail_warnings
             return opened
+    if sizes and not base.startswith(_QUIET):
+        warnings.append(f"rebuilding the index of {chat_dir}: {base}")
     return _open_index(chat_dir, base, sizes, readonly, warnings)
+
+
+_QUIET = "records were set aside"  # a rebuild that the set-aside warning already explains
 
 
 def _open_index(
     chat_dir: Path, base: _Base | str, sizes: dict[str, int], readonly: bool, warnings: list[str]
 ) -> tuple[Index, dict[str, bytes]]:
     try:
-        scanner = _scanner(chat_dir, base, sizes, readonly, warnings)
+        scanner = _scanner(chat_dir, base, sizes, readonly)
         scanner.messages()
         scanner.nodes()
-        if readonly:
+        warnings += scanner.skipped.warnings()
+        if scanner.beyond and not readonly:
+            warnings.append(_set_aside(chat_dir, scanner))
+        elif scanner.beyond:
+            warnings.append(
+                f"{len(scanner.beyond)} tree records of {chat_dir} name messages past the end "
+                "of the log; skipped (the next open by evertalk sets them aside)"
+            )
+        if scanner.beyond and not readonly:
+            index = None
+        elif readonly:
             files = base.files if isinstance(base, _Base) else None
             index = Index(chat_dir, scanner.meta, scanner.msg, scanner.levels, scanner.keys, files)
         elif isinstance(base, _Base):
@@ -315,7 +432,24 @@ def _open_index(
             base.keys.close()
             base.files.close()
         raise
+    if index is None:  # the tree files changed: index them anew
+        if isinstance(base, _Base):
+            base.keys.close()
+            base.files.close()
+        return open_index(chat_dir, readonly=False, warnings=warnings, rebuild=_QUIET)
     return index, scanner.terms
+
+
+def _set_aside(chat_dir: Path, scanner: _Scanner) -> str:
+    """Move tree records past the log's end out of the tree, so that no later message is taken
+    for the one they summarized; the warning that says where they went."""
+    moved = quarantine.set_aside(
+        chat_dir, [(chat_dir / r.name, r.offset, r.length) for r in scanner.beyond]
+    )
+    return (
+        f"{len(scanner.beyond)} tree records summarized messages past the end of the log "
+        f"(which has {scanner.meta.messages}: its end was lost); moved to {moved}"
+    )
 
 
 def _commit_tail(chat_dir: Path, checkpoint: Meta, scanner: _Scanner, files: IndexFiles) -> Index:

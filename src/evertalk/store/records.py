@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, Literal, TypeGuard
 
 from evertalk.memory.text import KINDS, LINE_LIMIT
 from evertalk.memory.tree import BUILT, CUT, FREE
@@ -21,6 +22,19 @@ class MessageRecord:
     key: str | None = None
     images: tuple[str, ...] | None = None
     agent: str | None = None
+    page: Page | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Where a page of a long message stands in its group (SPEC §1.6): page `part` of `parts`.
+
+    A group is written in one append, so a reader that finds it incomplete knows that append
+    never returned, and skips the pages it has, as it would a torn line.
+    """
+
+    part: int
+    parts: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +65,7 @@ def encode_message(
     key: str | None = None,
     images: Sequence[str] | None = None,
     agent: str | None = None,
+    page: Page | None = None,
 ) -> bytes:
     """One message line, without its newline; the keys in the order SPEC §1.2 gives."""
     if kind not in KINDS:
@@ -63,6 +78,8 @@ def encode_message(
         obj["images"] = list(images)
     if agent is not None:
         obj["agent"] = agent
+    if page is not None:
+        obj["part"], obj["parts"] = page.part, page.parts
     return _dumps(obj)
 
 
@@ -84,6 +101,17 @@ def encode_node(l: int, i: int, text: str, flag: int) -> bytes:  # noqa: E741
 def _is_count(value: object) -> TypeGuard[int]:
     """A non-negative int; JSON's true and false are not counts (`type`, not isinstance)."""
     return type(value) is int and value >= 0
+
+
+def _page(obj: dict[str, Any]) -> Page | Literal[False] | None:
+    """The record's page; None for a whole message; False when the keys are malformed (a page
+    that cannot be placed in its group cannot be trusted to be whole)."""
+    part, parts = obj.get("part"), obj.get("parts")
+    if part is None and parts is None:
+        return None
+    if _is_count(part) and _is_count(parts) and part < parts and parts >= 2:
+        return Page(part, parts)
+    return False
 
 
 def _optional_str(value: object) -> str | None:
@@ -119,7 +147,8 @@ def decode_message(obj: dict[str, Any]) -> MessageRecord | None:
     if not isinstance(text, str) or not isinstance(date, str):
         return None
     size = _true_size(obj, text)
-    if size is None:
+    page = _page(obj)
+    if size is None or page is False:
         return None
     return MessageRecord(
         i,
@@ -130,6 +159,7 @@ def decode_message(obj: dict[str, Any]) -> MessageRecord | None:
         key=_optional_str(obj.get("key")),
         images=_images(obj.get("images")),
         agent=_optional_str(obj.get("agent")),
+        page=page,
     )
 
 
@@ -150,3 +180,12 @@ def decode_node(obj: dict[str, Any]) -> NodeRecord | None:
         return None
     flag = FREE if free else CUT if cut else BUILT
     return NodeRecord(level, index, text, size, flag)
+
+
+_CLAIMED_ID = re.compile(rb'\{\s*"i"\s*:\s*(\d{1,18})\s*,')
+
+
+def claimed_id(raw: bytes) -> int | None:
+    """The id a damaged message line still shows at its start (`{"i": 41, …`), if any."""
+    found = _CLAIMED_ID.match(raw)
+    return int(found.group(1)) if found else None
