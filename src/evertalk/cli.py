@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     date.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     compact = actions.add_parser("compact", help="build every summary that needs a model call")
     compact.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    repair = actions.add_parser(
+        "repair", help="put a note in place of each message the log cannot read (copies first)"
+    )
+    repair.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     replay = actions.add_parser("replay", help="the conformance replay (SPEC Appendix A)")
     for flag, value in (
         ("--ceiling", 128_000),
@@ -148,9 +152,15 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UsageError("--workdir goes with the terminal app or with -p MESSAGE")
         args.action = "status"  # not a terminal (a pipe, `make run` in CI): the memory's status
     elif args.action is None:
-        raise UsageError("memory: say what to do: status, view, zoom, date, compact or replay")
+        raise UsageError(
+            "memory: say what to do: status, view, zoom, date, compact, repair or replay"
+        )
     if args.action == "replay":
         return _replay(args)
+    if args.action == "repair":
+        from evertalk.repair_cli import run_repair
+
+        return run_repair(args.home or default_home())
     if args.action == "compact":
         from evertalk.compact_cli import run_compact
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,36 @@ def test_random_bytes_in_the_index_do_not_reach_the_views(tmp_path: Path) -> Non
             assert [chat.date(i) for i in range(5)] and chat.zoom(2, 1).startswith("2+1|user")
             assert state(chat) == before
     assert (chat_dir / "view.json").read_bytes() == saved
+
+
+def test_summaries_of_a_lost_log_end_are_set_aside_not_given_to_new_messages(
+    tmp_path: Path,
+) -> None:
+    """The newest day file deleted: the tree's records for its 200 messages must not become the
+    nodes of the next 200 messages; they go to chat/quarantine/, with one warning."""
+    from datetime import datetime, timedelta, timezone
+
+    days = [datetime(2026, 6, d, 9, 0, tzinfo=timezone(timedelta(hours=1))) for d in (1, 2)]
+    chat_dir = tmp_path / "chat"
+    with Chat.open(chat_dir) as chat:
+        for k in range(300):
+            chat.append("user", f"message {k}: {LONG}", date=days[k // 100 and 1])
+            chat.build((0, k), f"summary of old message {k}")
+    (chat_dir / "main" / "2026-06-02.jsonl").unlink()
+    with Chat.open(chat_dir) as chat:
+        assert chat.t == 100
+        moved = [w for w in chat.warnings if "tree records" in w]
+        assert len(chat.warnings) <= 3 and len(moved) == 1
+        assert int(moved[0].split()[0]) > 200  # the leaves, and the free parents above them
+        for k in range(100, 110):
+            chat.append("user", f"new message {k}: {LONG}")
+        assert all(chat.text_of((0, k)) is None for k in range(100, 110))
+        assert chat.zoom(100, 1) == f"100+1|user: new message 100: {LONG}"
+        assert chat.text_of((0, 99)) == "summary of old message 99"
+    [quarantined] = (chat_dir / "quarantine").iterdir()
+    assert "summary of old message 100" in quarantined.read_text()
+    with Chat.open(chat_dir) as chat:
+        assert chat.warnings == []
+    shutil.rmtree(chat_dir / "index")  # a rebuild reads every tree record again
+    with Chat.open(chat_dir) as chat:
+        assert chat.text_of((0, 100)) is None

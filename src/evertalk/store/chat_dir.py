@@ -183,7 +183,7 @@ class ChatStore:
     ) -> list[int]:
         """Log one message as consecutive pages, all in one write and one fsync, so that a crash
         keeps all of them or none (SPEC §1.6); returns their ids. A key becomes one per page
-        (`key.0`, `key.1`, …); when the first is already logged, the ids logged then return."""
+        (`key.0`, `key.1`, …); when the key is already logged, the ids logged then return."""
         self._writable()
         count = len(pages)
         if count == 0:
@@ -191,10 +191,9 @@ class ChatStore:
         keys: list[str | None] = [key] * count
         if key is not None and count > 1:
             keys = [f"{key}.{n}" for n in range(count)]
-        if keys[0] is not None:
-            known = self._index.key(keys[0])
-            if known is not None:
-                return list(range(known, known + count))
+        logged = self._logged(key) if key is not None else None
+        if logged is not None:
+            return logged
         when = as_local(date) if date is not None else local_now()
         first = self._index.message_count
         lines = [
@@ -216,6 +215,16 @@ class ChatStore:
         self._terms.pop(name, None)
         extra = 1 if prefix else 0
         return self._indexed(lambda: self._index.add_messages(name, spans, extra, keys))
+
+    def _logged(self, key: str) -> list[int] | None:
+        """The ids of the message logged with `key`, whether it took one page or several (a
+        re-sent message may split otherwise, say after a change of text)."""
+        for candidate in (key, f"{key}.0"):
+            i = self._index.key(candidate)
+            if i is not None:
+                page = self.read_message(i).page
+                return list(range(i, i + (page.parts if page is not None else 1)))
+        return None
 
     def append_node(
         self,

@@ -25,7 +25,8 @@ from evertalk.store.index_files import (
 )
 from evertalk.store.jsonl import TORN, Line, Scan
 from evertalk.store.meta import META_NAME, Meta, new_build, read_build, read_meta
-from evertalk.store.records import Page, claimed_id, decode_message, decode_node
+from evertalk.store.pages import verdicts
+from evertalk.store.records import claimed_id, decode_node
 from evertalk.store.secure import make_dir
 from evertalk.store.skipped import Skipped
 from evertalk.store.tables import (
@@ -59,7 +60,6 @@ class _Entry:
     loc: bytes
     key: str | None
     where: str
-    page: Page | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +83,6 @@ class Beyond:
     length: int
 
 
-_LOST_PAGE = "a page of a long message whose write never finished (the others are missing); skipped"
-
-
 @dataclass(slots=True)
 class _Scanner:
     """Reads what the index lacks into `msg`, `levels` and `keys`, and checks the ids."""
@@ -103,8 +100,8 @@ class _Scanner:
     terms: dict[str, bytes] = field(default_factory=dict)
     changed: bool = False
 
-    def _lines(self, name: str) -> Iterator[tuple[Line, int, str]]:
-        """The new complete lines of `name`, with its number and a `file line N` label."""
+    def _lines(self, name: str) -> Iterator[Line]:
+        """The new complete lines of `name`."""
         state = self.meta.entry(name)
         if self.sizes[name] == state.scanned:
             return
@@ -115,8 +112,7 @@ class _Scanner:
             # them is off, and the tail would be read from the middle of a line.
             raise StaleIndex(f"{name} changed before the point it was indexed up to")
         scan = Scan(path, state.scanned, state.lines + 1)
-        for line in scan:
-            yield line, state.no, f"{path} line {line.lineno}"
+        yield from scan
         state.scanned, state.lines = scan.end, scan.lines
         if scan.term:
             self.terms[name] = scan.term
@@ -134,42 +130,24 @@ class _Scanner:
     def messages(self) -> None:
         ids = _Ids(self, self.meta.messages)
         for name in sorted(n for n in self.sizes if n.startswith(MAIN + "/")):
-            group: list[_Entry] = []  # the pages of a long message read so far
-            for line, no, where in self._lines(name):
-                record = decode_message(line.record) if line.record is not None else None
-                if record is None:
-                    reason = line.reason or "not a valid message record"
-                    self._skip(name, line, reason)
-                    self.bad.append(BadLine(name, line.lineno, line.offset, line.length, reason))
-                    group = self._lost(group, name)
+            no, path = self.meta.entry(name).no, self.chat_dir / name
+            for line, record, skip in verdicts(self._lines(name)):
+                if skip is not None:
+                    self._skip(name, line, skip)
+                    if record is None:
+                        self.bad.append(BadLine(name, line.lineno, line.offset, line.length, skip))
                     continue
-                entry = _Entry(record.i, pack_loc(no, line.offset, line.length), record.key, where)
-                entry.page = record.page
-                if entry.page is None:
-                    group = self._lost(group, name)
-                    ids.take(entry)
-                    continue
-                if entry.page.part == 0 or not _continues(group, entry):
-                    group = self._lost(group, name)
-                group.append(entry)
-                if group[0].page is not None and len(group) == group[0].page.parts:
-                    for page in group:
-                        ids.take(page)
-                    group = []
-            self._lost(group, name)
+                assert record is not None
+                loc = pack_loc(no, line.offset, line.length)
+                ids.take(_Entry(record.i, loc, record.key, f"{path} line {line.lineno}"))
         ids.check_complete()
         self.meta.messages = ids.expected
-
-    def _lost(self, group: list[_Entry], name: str) -> list[_Entry]:
-        """Skip the pages of an incomplete group: their append never returned (SPEC §1.6)."""
-        for entry in group:
-            self.skipped.add(entry.where.rsplit(" line ", 1)[0], _lineno(entry.where), _LOST_PAGE)
-        return []
 
     def nodes(self) -> None:
         total = self.meta.messages
         for name in sorted(n for n in self.sizes if n.startswith(TREE + "/")):
-            for line, no, _ in self._lines(name):
+            no = self.meta.entry(name).no
+            for line in self._lines(name):
                 if line.record is None:
                     self._skip(name, line, line.reason or "not a valid tree record")
                     continue
@@ -189,23 +167,6 @@ class _Scanner:
                     self._skip(name, line, "a second record of a node already built")
                     continue
                 level.set(node.i, loc, node.size, node.flag)
-
-
-def _lineno(where: str) -> int:
-    return int(where.rsplit(" line ", 1)[1])
-
-
-def _continues(group: list[_Entry], entry: _Entry) -> bool:
-    """Whether `entry` is the next page of `group`."""
-    if not group:
-        return False
-    last, first = group[-1], group[0]
-    assert last.page is not None and first.page is not None and entry.page is not None
-    return (
-        entry.i == last.i + 1
-        and entry.page.part == last.page.part + 1
-        and entry.page.parts == first.page.parts
-    )
 
 
 @dataclass(slots=True)

@@ -1,0 +1,70 @@
+"""`evertalk memory repair`: put a note in place of each message the log cannot read, then open
+the chat to show that it works again."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from evertalk.store.repair import Fixed, Report, repair
+
+
+def run_repair(home: Path) -> int:
+    from evertalk.chat import Chat
+    from evertalk.store.errors import StoreError
+
+    chat_dir = home / "chat"
+    if not (chat_dir / "main").is_dir():
+        print(f"evertalk: no chat in {chat_dir} (set --home or EVERTALK_HOME)", file=sys.stderr)
+        return 1
+    try:
+        report = repair(chat_dir)
+        for line in describe(report):
+            print(line)
+        with Chat.open(chat_dir) as chat:
+            for warning in chat.warnings:
+                print(f"evertalk: warning: {warning}", file=sys.stderr)
+            print(f"The chat opens: {chat.t:,} messages.")
+    except (StoreError, OSError) as error:
+        print(f"evertalk: memory repair: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def describe(report: Report) -> list[str]:
+    """What the repair did, a line per kind of fix and stretch of ids."""
+    if not report.fixed:
+        return ["Nothing to repair: every message of the log can be read."]
+    lines = [_line(group) for group in _stretches(report.fixed)]
+    lines.append(f"The files as they were before the repair are in {report.copies}.")
+    return lines
+
+
+_HOW = {
+    "kept": "kept as a message of its own (a page of a long message whose other pages are lost)",
+    "damaged": "damaged: a note now says so",
+    "lost": "lost (no file holds it any more): a note now says so",
+}
+
+
+def _line(group: list[Fixed]) -> str:
+    first, last = group[0], group[-1]
+    ids = f"message {first.i}" if first is last else f"messages {first.i}–{last.i}"
+    return f"{ids}: {_HOW[first.how]} (in {first.where})"
+
+
+def _stretches(fixed: list[Fixed]) -> list[list[Fixed]]:
+    """Consecutive ids fixed the same way in the same file, together."""
+    groups: list[list[Fixed]] = []
+    for item in fixed:
+        last = groups[-1][-1] if groups else None
+        same = last is not None and (last.how, last.where, last.i + 1) == (
+            item.how,
+            item.where,
+            item.i,
+        )
+        if same and item.how == "lost":
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups
