@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
-import shutil
 import time
 from pathlib import Path
 
