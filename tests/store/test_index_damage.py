@@ -116,23 +116,40 @@ def test_a_real_duplicate_id_still_stops_the_open(chat: Path) -> None:
 # -- a read that finds the index wrong -------------------------------------------------------
 
 
-def four_free_leaves(chat: Path) -> Path:
-    """Four messages and their leaves, one tree line each, all of the same length."""
+def four_free_leaves(chat: Path, more: int = 0) -> Path:
+    """Four messages and their leaves, one tree line each, all of the same length; `more`
+    messages and leaves after them put those lines far from the files' ends."""
     with ChatStore.open(chat) as store:
-        for k in range(4):
+        for k in range(4 + more):
             store.append_message("user", f"m{k}", date=DAYS[0])
         for k in range(4):
             store.append_node(0, k, f"user: m{k}", 2, date=DAYS[0])
+        for k in range(4, 4 + more):
+            store.append_node(0, k, f"user: m{k} " + "p" * 200, 2, date=DAYS[0])
     return first_file(chat, "tree")
+
+
+def test_lines_swapped_near_a_files_end_are_noticed_at_open(chat: Path) -> None:
+    path = four_free_leaves(chat)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[0], lines[1] = lines[1], lines[0]  # same size: only the bytes tell
+    path.write_bytes(b"".join(lines))
+    with ChatStore.open(chat) as store:
+        [warning] = store.warnings
+        assert "tree/2026-03-01.jsonl changed before the point it was indexed" in warning
+        assert store.read_node(0, 0).text == "user: m0"  # type: ignore[union-attr]
+    with ChatStore.open(chat) as store:
+        assert store.warnings == []
 
 
 @pytest.mark.parametrize("readonly", [True, False])
 def test_a_read_that_finds_the_index_wrong_rebuilds_it_and_goes_on(
     chat: Path, readonly: bool
 ) -> None:
-    path = four_free_leaves(chat)
+    path = four_free_leaves(chat, more=40)
     lines = path.read_bytes().splitlines(keepends=True)
-    lines[0], lines[1] = lines[1], lines[0]  # same size: nothing for the open to see
+    # same size, and more than the open's check of each file's last bytes away from the end
+    lines[0], lines[1] = lines[1], lines[0]
     path.write_bytes(b"".join(lines))
     with ChatStore.open(chat, readonly=readonly) as store:
         assert store.warnings == []
@@ -141,7 +158,7 @@ def test_a_read_that_finds_the_index_wrong_rebuilds_it_and_goes_on(
         assert any("does not match the log at node (0, 0)" in w for w in store.warnings)
         assert store.stale is None  # same nodes, same sizes: nothing a caller holds changed
         if not readonly:
-            assert store.append_message("user", "m4", date=DAYS[0]) == 4
+            assert store.append_message("user", "m44", date=DAYS[0]) == 44
     for _ in range(2):  # a reader cannot save the rebuilt index: the owner does, once
         with ChatStore.open(chat) as store:
             assert store.read_node(0, 0).text == "user: m0"  # type: ignore[union-attr]
@@ -150,14 +167,14 @@ def test_a_read_that_finds_the_index_wrong_rebuilds_it_and_goes_on(
 
 
 def test_a_rebuild_that_loses_a_node_makes_the_store_stale_until_resynced(chat: Path) -> None:
-    path = four_free_leaves(chat)
+    path = four_free_leaves(chat, more=40)
     lines = path.read_bytes().splitlines(keepends=True)
     lines[1] = b"x" * (len(lines[1]) - 1) + b"\n"  # node (0, 1) is gone; the size is the same
     path.write_bytes(b"".join(lines))
     with ChatStore.open(chat) as store:
         assert store.read_node(0, 1) is None  # read again from the rebuilt index
         assert store.stale is not None and "rebuilt from the log" in store.stale
-        assert store.node_flags()[0] == bytearray([2, 0, 2, 2])
+        assert store.node_flags()[0] == bytearray([2, 0, 2, 2] + [2] * 40)
         with pytest.raises(StoreError, match="must be reopened: its index was rebuilt"):
             store.append_message("user", "m4", date=DAYS[0])
         store.resync()  # the caller took sizes and flags again
@@ -167,7 +184,7 @@ def test_a_rebuild_that_loses_a_node_makes_the_store_stale_until_resynced(chat: 
 
 
 def test_a_mismatch_after_the_rebuild_is_an_error_and_the_next_open_rebuilds(chat: Path) -> None:
-    path = four_free_leaves(chat)
+    path = four_free_leaves(chat, more=40)
     lines = path.read_bytes().splitlines(keepends=True)
     lines[0], lines[1] = lines[1], lines[0]
     path.write_bytes(b"".join(lines))
@@ -199,13 +216,26 @@ def test_a_log_that_lost_a_message_stops_at_the_rebuild_with_one_line(chat: Path
     lines = path.read_bytes().splitlines(keepends=True)
     lines[1] = b"x" * (len(lines[1]) - 1) + b"\n"
     path.write_bytes(b"".join(lines))
-    with ChatStore.open(chat) as store, pytest.raises(StoreError) as caught:
-        store.read_message(1)
+    with pytest.raises(CorruptLog) as caught:  # SPEC §1.2: a gap; the open sees the change
+        ChatStore.open(chat)
     why = f"{path} line 2: not valid JSON, so message 1 cannot be read"
     assert why in str(caught.value) and "\n" not in str(caught.value)
     assert "evertalk memory repair" in str(caught.value)
-    with pytest.raises(CorruptLog, match="message 1 cannot be read"):  # SPEC §1.2: a gap
-        ChatStore.open(chat)
+
+
+def test_a_message_garbled_far_from_a_files_end_fails_at_its_read_with_one_line(
+    chat: Path,
+) -> None:
+    with ChatStore.open(chat) as store:
+        for k in range(40):
+            store.append_message("user", f"m{k} " + "p" * 200, date=DAYS[0])
+    path = first_file(chat, "main")
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = b"x" * (len(lines[1]) - 1) + b"\n"
+    path.write_bytes(b"".join(lines))
+    with ChatStore.open(chat) as store, pytest.raises(StoreError) as caught:
+        store.read_message(1)
+    assert "message 1 cannot be read" in str(caught.value) and "\n" not in str(caught.value)
 
 
 # -- index files overwritten -----------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from evertalk.store.index_files import SIZE_CODE, IndexFiles, LevelFiles, StaleIndex
 from evertalk.store.keys import KeyStore
-from evertalk.store.meta import Meta, write_meta
+from evertalk.store.meta import Meta, seal, write_meta
 from evertalk.store.tables import LOC_WIDTH, Loc, MemTable, Table, pack_loc
 
 CHECKPOINT_EVERY = 1000
@@ -231,6 +231,7 @@ class Index:
         self.files.sync()
         self.keys.commit()
         self.meta.levels = [len(level.flags) for level in self.levels]
+        seal(self.meta, self.chat_dir)
         write_meta(self.files.dir, self.meta)
 
     def close(self, *, checkpoint: bool = True) -> None:

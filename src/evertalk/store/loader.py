@@ -24,7 +24,15 @@ from evertalk.store.index_files import (
     write_rebuild,
 )
 from evertalk.store.jsonl import TORN, Line, Scan
-from evertalk.store.meta import META_NAME, Meta, new_build, read_build, read_meta
+from evertalk.store.meta import (
+    META_NAME,
+    Meta,
+    new_build,
+    read_build,
+    read_meta,
+    seal,
+    tails_changed,
+)
 from evertalk.store.pages import verdicts
 from evertalk.store.records import claimed_id, decode_node
 from evertalk.store.secure import make_dir
@@ -289,6 +297,9 @@ def _load_base(index_dir: Path, sizes: dict[str, int], readonly: bool) -> _Base 
             return f"{name} is missing or shorter than when it was indexed"
     if any(count > meta.messages >> level for level, count in enumerate(meta.levels)):
         return "meta.json counts nodes that cannot exist"
+    changed = tails_changed(meta, index_dir.parent)
+    if changed is not None:
+        return f"{changed} changed before the point it was indexed up to"
     if not readonly and not (index_dir / keys.KEYS_NAME).is_file():
         return "keys.db is missing"
     try:
@@ -441,6 +452,7 @@ def _commit_rebuild(chat_dir: Path, scanner: _Scanner) -> Index:
         assert isinstance(level.loc, MemTable)
         data.append(LevelData(level.loc.data, level.sizes, level.flags))
     assert isinstance(scanner.msg, MemTable)
+    seal(meta, chat_dir)
     write_rebuild(index_dir, meta, scanner.msg.data, data, scanner.keys.staged)
     files = IndexFiles.open(index_dir, meta, writable=True)
     for level, level_files in zip(scanner.levels, files.levels, strict=True):

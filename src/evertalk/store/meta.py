@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -23,6 +24,10 @@ class FileState:
     """Offset just after the last complete line the index reflects."""
     lines: int
     """Complete lines up to `scanned`, so that warnings name the right line numbers."""
+    tail: str = ""
+    """A hash of the bytes just before `scanned` (see `tail_hash`); empty when not taken."""
+    tail_at: int = 0
+    """The `scanned` that `tail` was taken at."""
 
 
 @dataclass(slots=True)
@@ -36,7 +41,7 @@ class Meta:
 
     def to_json(self) -> bytes:
         files = {
-            name: {"no": s.no, "scanned": s.scanned, "lines": s.lines}
+            name: {"no": s.no, "scanned": s.scanned, "lines": s.lines, "tail": s.tail}
             for name, s in self.files.items()
         }
         obj = {
@@ -61,8 +66,42 @@ class Meta:
         return {state.no: name for name, state in self.files.items()}
 
     def copy(self) -> Meta:
-        files = {name: FileState(s.no, s.scanned, s.lines) for name, s in self.files.items()}
+        files = {
+            name: FileState(s.no, s.scanned, s.lines, s.tail, s.tail_at)
+            for name, s in self.files.items()
+        }
         return Meta(self.build, files, self.messages, list(self.levels))
+
+
+TAIL = 4096  # bytes hashed at the end of each file's indexed part
+
+
+def tail_hash(path: Path, end: int) -> str:
+    """A hash of the up to TAIL bytes of `path` before offset `end`.
+
+    Checked at every open: a line garbled in a file's last few kilobytes since the checkpoint
+    is noticed then, rather than at the next read of that line (or never).
+    """
+    start = max(0, end - TAIL)
+    with open(path, "rb", buffering=0) as file:
+        file.seek(start)
+        data = file.read(end - start)
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def seal(meta: Meta, chat_dir: Path) -> None:
+    """Take the tail hash of every file whose indexed part grew since its last one."""
+    for name, state in meta.files.items():
+        if state.scanned and (not state.tail or state.tail_at != state.scanned):
+            state.tail, state.tail_at = tail_hash(chat_dir / name, state.scanned), state.scanned
+
+
+def tails_changed(meta: Meta, chat_dir: Path) -> str | None:
+    """The first file whose indexed end no longer hashes as it did, or None."""
+    for name, state in meta.files.items():
+        if state.tail and state.scanned and tail_hash(chat_dir / name, state.scanned) != state.tail:
+            return name
+    return None
 
 
 def new_build() -> str:
@@ -78,7 +117,10 @@ def _count(value: object) -> int:
 def _file_state(value: object) -> FileState:
     if not isinstance(value, dict):
         raise ValueError("a file entry is not an object")
-    return FileState(_count(value["no"]), _count(value["scanned"]), _count(value["lines"]))
+    scanned, tail = _count(value["scanned"]), value.get("tail", "")
+    if not isinstance(tail, str):
+        raise ValueError("a file's tail hash is not a string")
+    return FileState(_count(value["no"]), scanned, _count(value["lines"]), tail, scanned)
 
 
 def _parse(obj: Any) -> Meta:
