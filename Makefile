@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest explore bench clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest || test $$? -eq 5  # 5: no tests collected yet
 
 test: lint typecheck pytest
+
+# The property tests with fresh random examples, twenty times as many (not part of `make test`,
+# which runs them derandomized so that it never fails by chance).
+explore: $(STAMP)
+	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -m hypothesis -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

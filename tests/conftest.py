@@ -1,8 +1,18 @@
-"""Fixtures shared by every test folder."""
+"""Fixtures and settings shared by every test folder."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# `make test` (and CI) run the property tests derandomized, on a fixed budget, with no example
+# database: the same examples on every machine, so a run never fails by chance. `make explore`
+# (HYPOTHESIS_PROFILE=explore) draws fresh examples, many more of them, to find new failures.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
+settings.register_profile("explore", deadline=None, print_blob=True, max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture

@@ -5,11 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from evertalk.agent.tools.output import ClipBuffer, clip_shape
 from evertalk.memory.text import MESSAGE_LIMIT, clip_note, clip_output
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.text(alphabet="ab\n\u00e9\U0001f600", max_size=2_000),
     st.integers(60, 400),

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from evertalk.chat import Chat, ToolInputError
 from evertalk.memory import Budget, MemoryCore
 from evertalk.memory.text import MESSAGE_LIMIT, PLACEHOLDER
@@ -35,7 +36,7 @@ def _same(chat: Chat, core: MemoryCore) -> None:
     assert chat.core.ready() == core.ready()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=60))
 def test_chat_matches_the_pure_core_and_restarts_identically(ops: list[tuple[int, ...]]) -> None:
     folder = Path(tempfile.mkdtemp())

@@ -31,6 +31,7 @@ from memory_reference import (
     tiles,
 )
 
+from budget import examples
 from evertalk.memory import Budget, MemoryCore
 from evertalk.memory.core import CoreError, SavedViews
 from evertalk.memory.tree import UNBUILT, Built, Tree
@@ -386,7 +387,7 @@ class ZeroFloorLaws(CoreLaws):
 
 
 _SETTINGS = settings(
-    max_examples=120,
+    max_examples=examples(120),
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -398,9 +399,9 @@ TestTinyLaws.settings = _SETTINGS
 TestCloseLaws = CloseLaws.TestCase
 TestCloseLaws.settings = _SETTINGS
 TestWideCviewLaws = WideCviewLaws.TestCase
-TestWideCviewLaws.settings = settings(_SETTINGS, max_examples=60)
+TestWideCviewLaws.settings = settings(_SETTINGS, max_examples=examples(60))
 TestZeroFloorLaws = ZeroFloorLaws.TestCase
-TestZeroFloorLaws.settings = settings(_SETTINGS, max_examples=60)
+TestZeroFloorLaws.settings = settings(_SETTINGS, max_examples=examples(60))
 
 
 # -- scripted cases ---------------------------------------------------------------------------

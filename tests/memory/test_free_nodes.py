@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from evertalk.memory import Budget, MemoryCore
 from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT
 
@@ -147,7 +148,7 @@ def test_model_leaf_is_built_not_free_even_if_short() -> None:
     assert flag(core, (0, 0)) == BUILT
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(
         st.one_of(

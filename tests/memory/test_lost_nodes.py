@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_core_laws import KINDS, line_texts, message_texts
 
+from budget import examples
 from evertalk.memory import Budget, MemoryCore
 from evertalk.memory.core import SavedViews
 from evertalk.memory.nodes import Node, exists
@@ -82,7 +83,7 @@ def finish(history: History) -> None:
     raise AssertionError("the ready work never ran out")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.data())
 def test_lost_records_are_built_again_and_built_parents_stay(data: st.DataObject) -> None:
     history = History()

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from memory_reference import due, due_first, merge_at, most_due, sibling_pairs
 from memory_reference import tiles as ref_tiles
 
+from budget import examples
 from evertalk.memory.order import due_from_first, due_key, merge_down
 from evertalk.memory.view import View
 
@@ -195,7 +196,7 @@ def views_and_built(draw: st.DrawFn) -> tuple[list[Node], int, set[Node], int]:
     return lines, t, built, keep
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(views_and_built(), st.booleans())
 def test_merge_down_is_the_greedy_rule(case: tuple[list[Node], int, set[Node], int], wrong: bool):  # type: ignore[no-untyped-def]
     lines, t, built, keep = case

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from evertalk.memory.text import (
     PLACEHOLDER,
     clip_output,
@@ -173,7 +174,7 @@ def test_clip_lengths(length: int) -> None:
     check_clip(text)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.text(alphabet=st.sampled_from(["a", "b", " ", "\n", "é", "😀"]), min_size=1, max_size=50),
     st.integers(LIMIT - 5, 3 * LIMIT),
@@ -263,7 +264,7 @@ def long_texts(draw: st.DrawFn) -> str:
     return "".join(unit * count for unit, count in runs)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(long_texts())
 def test_split_hypothesis(text: str) -> None:
     check_split(text)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from evertalk.store import jsonl
 from evertalk.store.jsonl import TERM_HASH, TERM_NEWLINE, TERM_NONE, Appender, Reader, Scan
 
@@ -88,7 +89,7 @@ line_texts = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(texts=line_texts, torn=st.text(max_size=20), chunk=st.integers(1, 64))
 def test_scan_agrees_with_splitting_the_whole_file(texts: list[str], torn: str, chunk: int) -> None:
     """Whatever the chunk size, a scan sees exactly the lines a whole-file split sees."""

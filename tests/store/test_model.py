@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from store_helpers import crash as _crash
 
+from budget import examples
 from evertalk.store import ChatStore, index
 from evertalk.store.records import KINDS
 
@@ -132,5 +133,7 @@ class StoreModel(RuleBasedStateMachine):
                     assert (flag, sizes[level][i]) == (want, len(text.encode()))
 
 
-StoreModel.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+StoreModel.TestCase.settings = settings(
+    max_examples=examples(60), stateful_step_count=40, deadline=None
+)
 TestStoreModel = StoreModel.TestCase
