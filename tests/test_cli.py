@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from evertalk.chat import Chat
+from evertalk.cli import main
 
 
 def run(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -100,10 +103,12 @@ def test_status_does_not_import_model_sdks(tmp_path: Path) -> None:
 
 
 def configured_home(home: Path, *lines: str) -> Path:
-    """A home whose config has a key (never used: these runs stop before any model call)."""
+    """A home whose config has a key (never used: these runs stop before any model call),
+    private as evertalk writes it (one that others may read is tightened, with a warning)."""
     home.mkdir(parents=True, exist_ok=True)
     text = 'provider = "anthropic"\napi_key = "sk-ant-test-0123456789"\n' + "\n".join(lines)
     (home / "config.toml").write_text(text + "\n")
+    (home / "config.toml").chmod(0o600)
     return home
 
 
@@ -178,3 +183,45 @@ def test_a_message_the_shell_split_says_to_quote_it(tmp_path: Path) -> None:
             == f"evertalk: {flag} takes the message as one argument: put it in quotes\n"
         )
     assert "invalid choice: 'bogus'" in run("memory", "bogus", home=tmp_path).stderr
+
+
+# A message (or a summary of it) that would clear the screen, retitle the window and ask the
+# terminal to answer (C1 CSI, `\x9b6n`) if it reached a terminal raw.
+HOSTILE = "clear\x1b[2J\x1b]0;pwned\x07 and \x9b6n"
+RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def hostile_chat(home: Path) -> int:
+    """A chat whose second message holds HOSTILE (short: its line in the view is the message
+    itself); that message's id."""
+    with Chat.open(home / "chat") as chat:
+        chat.append("user", "run the script")
+        (i,) = chat.append("echo", HOSTILE)
+    return i
+
+
+def test_view_and_zoom_show_control_characters_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    i = hostile_chat(tmp_path)
+    shown = "clear\\x1b[2J\\x1b]0;pwned\\x07 and \\x9b6n"
+    for args in (("memory", "view"), ("memory", "zoom", str(i), "1")):
+        assert main(["--home", str(tmp_path), *args]) == 0
+        out, err = capsys.readouterr()
+        assert not RAW_CONTROLS.search(out + err), (args, out)
+        assert shown in out, (args, out)
+    with Chat.open(tmp_path / "chat", readonly=True) as chat:  # the log keeps it as written
+        assert chat.store.read_message(i).text == HOSTILE
+
+
+def test_an_open_config_is_made_private_even_when_a_setting_is_wrong(tmp_path: Path) -> None:
+    home = configured_home(tmp_path / "home", f'workdir = "{tmp_path / "missing"}"')
+    config = home / "config.toml"
+    for start in (partial(run, "-p", "hello"), run_in_terminal):
+        config.chmod(0o644)
+        result = start(home=home)
+        assert result.returncode == 1
+        warning, error = result.stderr.splitlines()
+        assert warning.startswith(f"evertalk: warning: {config} holds api_key"), warning
+        assert error.startswith("evertalk: ") and "does not exist" in error
+        assert config.stat().st_mode & 0o777 == 0o600

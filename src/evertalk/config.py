@@ -34,13 +34,19 @@ import hmac
 import math
 import os
 import re
+import stat
+import sys
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, cast, get_args
 
+from evertalk.redaction import REDACTED as REDACTED
+from evertalk.redaction import SECRET_MIN_LENGTH
+from evertalk.redaction import redact as redact
 from evertalk.store.secure import make_dir, write_atomic
+from evertalk.terminal_text import escape_controls
 
 ProviderName = Literal["anthropic", "openai", "openrouter", "ollama", "llamacpp", "vllm"]
 Policy = Literal["allow", "ask", "deny"]
@@ -85,9 +91,6 @@ AUTH_TOKEN_VARIABLE: Final = "ANTHROPIC_AUTH_TOKEN"
 CREDENTIAL_VARIABLES: Final[tuple[str, ...]] = (*KEY_VARIABLES.values(), AUTH_TOKEN_VARIABLE)
 """Every variable that may hold a credential: hidden from the shell tool's commands, and their
 values redacted from tool results, the log and error texts."""
-SECRET_MIN_LENGTH: Final = 8
-"""Shorter values are not redacted: they would blank out ordinary words, and are no real key."""
-REDACTED: Final = "[redacted]"
 MAX_CONCURRENCY: Final = 8
 """The most compaction calls in flight at once (SPEC §4.1)."""
 MIN_CONTEXT_WINDOW: Final = 8_000
@@ -150,14 +153,23 @@ class TurnConfig:
     context_window: int | None = None
 
 
+SandboxMode = Literal["auto", "require", "off"]
+NetworkRule = Literal["allow", "deny"]
+
+
 @dataclass(frozen=True)
 class ToolPolicies:
-    """`[tools]`: may the model run a tool: `allow`, `ask` the user, or `deny` (SPEC §6.6)."""
+    """`[tools]`: may the model run a tool: `allow`, `ask` the user, or `deny` (SPEC §6.6);
+    and the shell's sandbox (`agent/tools/sandbox.py`): used where it can start (`auto`),
+    always (`require`: no command runs without it) or never (`off`), and with the network
+    allowed or denied."""
 
     shell: Policy = "ask"
     read: Policy = "allow"
     write: Policy = "ask"
     edit: Policy = "ask"
+    shell_sandbox: SandboxMode = "auto"
+    shell_network: NetworkRule = "allow"
 
 
 Value: TypeAlias = str | int | float | bool | Secret | None
@@ -229,16 +241,30 @@ KEYS: Final = (
     "tools.read",
     "tools.write",
     "tools.edit",
+    "tools.shell_sandbox",
+    "tools.shell_network",
 )
 TABLES: Final = ("memory", "turn", "tools")
 # The settings that belong to one provider: not carried over when the environment switches.
 PROVIDER_KEYS: Final = ("model", "memory.model", "base_url", "api_key")
 
 
-def load_config(home: Path, env: Mapping[str, str] = os.environ) -> Config:
-    """The settings in effect for `home`: the file (if any), the environment, the defaults."""
+Warn: TypeAlias = Callable[[str], None]
+"""Where `load_config` says what it corrected: one line, never a value of `api_key`."""
+
+
+def warn_on_stderr(message: str) -> None:
+    """How a command line is told: `evertalk: warning: …` on standard error."""
+    print(f"evertalk: warning: {escape_controls(message)}", file=sys.stderr)
+
+
+def load_config(
+    home: Path, env: Mapping[str, str] = os.environ, *, warn: Warn = warn_on_stderr
+) -> Config:
+    """The settings in effect for `home`: the file (if any), the environment, the defaults.
+    A file holding `api_key` that other users may read is made private first (`warn` is told)."""
     path = config_path(home)
-    file = _read_file(path)
+    file = _read_file(path, warn)
     values: dict[str, Value] = dict(file)
 
     env_provider = _env(env, "EVERTALK_PROVIDER")
@@ -299,18 +325,16 @@ def _env(env: Mapping[str, str], name: str) -> str | None:
     return value if value else None
 
 
-def _read_file(path: Path) -> dict[str, Value]:
+def _read_file(path: Path, warn: Warn) -> dict[str, Value]:
     """The file's settings by dotted key, each checked; {} when there is no file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data, problem = _read_private(path, warn)
     except FileNotFoundError:
         return {}
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
-    data, problem = _parse_toml(text)
-    del text  # the raw text may hold the key: keep it out of the frames of later errors
     if data is None:
         raise ConfigError(f"{path}: not valid TOML: {problem}")
     key = data.get("api_key")
@@ -328,6 +352,39 @@ def _read_file(path: Path) -> dict[str, Value]:
         else:
             flat[_known(path, name)] = _check(_known(path, name), value, path)
     return flat
+
+
+def _read_private(path: Path, warn: Warn) -> tuple[dict[str, object] | None, str]:
+    """The file parsed (as `_parse_toml`); if it holds `api_key`, made private while it is open
+    (its mode is read from, and set on, the file that was read, even through a symlink)."""
+    with path.open("rb") as file:
+        text = file.read().decode("utf-8")
+        parsed = _parse_toml(text)
+        del text  # the raw text may hold the key: keep it out of the frames of later errors
+        if parsed[0] is not None and "api_key" in parsed[0]:
+            _make_private(file.fileno(), path, warn)
+    return parsed
+
+
+OTHERS: Final = 0o077
+"""The bits of a mode that let the group and other users read, write or run a file."""
+
+
+def _make_private(fd: int, path: Path, warn: Warn) -> None:
+    """As ssh does with a private key: a file holding a key is for its owner alone. Others must
+    not read it, nor write it (they could send the key to a `base_url` of theirs): their bits
+    are dropped, and the user is told once (the next load finds nothing to do)."""
+    mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    if not mode & OTHERS:
+        return
+    private = mode & ~OTHERS
+    try:
+        os.fchmod(fd, private)
+    except OSError as error:  # another user's file: say so at each start, until it is fixed
+        why = error.strerror or str(error)
+        warn(f"{path} holds api_key and other users may read it (mode {mode:04o}): {why}")
+        return
+    warn(f"{path} holds api_key and was open to other users (mode {mode:04o}): now {private:04o}")
 
 
 def _parse_toml(text: str) -> tuple[dict[str, object] | None, str]:
@@ -369,6 +426,10 @@ def _check(key: str, value: object, where: Path | str) -> Value:
     if key == "provider":
         if value not in PROVIDERS:
             raise fail("one of " + ", ".join(PROVIDERS))
+        return value
+    if key in _TOOL_SETTINGS:
+        if value not in _TOOL_SETTINGS[key]:
+            raise fail("one of " + ", ".join(_TOOL_SETTINGS[key]))
         return value
     if key.startswith("tools."):
         if value not in POLICIES:
@@ -427,7 +488,9 @@ def _build(values: Mapping[str, Value]) -> Config:
         deadline=cast(float, get("memory.deadline", 600)),
     )
     tools = ToolPolicies(
-        **{name: cast(Policy, get(f"tools.{name}", default)) for name, default in _POLICY_DEFAULTS}
+        **{name: cast(Policy, get(f"tools.{name}", default)) for name, default in _POLICY_DEFAULTS},
+        shell_sandbox=cast(SandboxMode, get("tools.shell_sandbox", "auto")),
+        shell_network=cast(NetworkRule, get("tools.shell_network", "allow")),
     )
     return Config(
         provider=cast(ProviderName, values["provider"]),
@@ -445,6 +508,10 @@ def _build(values: Mapping[str, Value]) -> Config:
 
 
 _POLICY_DEFAULTS: Final = (("shell", "ask"), ("read", "allow"), ("write", "ask"), ("edit", "ask"))
+_TOOL_SETTINGS: Final[Mapping[str, tuple[str, ...]]] = {
+    "tools.shell_sandbox": get_args(SandboxMode),
+    "tools.shell_network": get_args(NetworkRule),
+}
 
 
 def _flatten(config: Config) -> dict[str, Value]:
@@ -466,6 +533,8 @@ def _flatten(config: Config) -> dict[str, Value]:
         "tools.read": tools.read,
         "tools.write": tools.write,
         "tools.edit": tools.edit,
+        "tools.shell_sandbox": tools.shell_sandbox,
+        "tools.shell_network": tools.shell_network,
     }
 
 
@@ -480,14 +549,6 @@ def secret_values(config: Config | None = None, env: Mapping[str, str] = os.envi
     if config is not None and config.api_key is not None:
         values.add(config.api_key.reveal())
     return sorted((v for v in values if len(v) >= SECRET_MIN_LENGTH), key=len, reverse=True)
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """`text` with each of `secrets` replaced by `[redacted]`."""
-    for secret in secrets:
-        if secret and secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 # --- writing -------------------------------------------------------------------------------

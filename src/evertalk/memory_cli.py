@@ -1,4 +1,9 @@
-"""`evertalk memory status | view | zoom | date`: read-only looks at any chat directory."""
+"""`evertalk memory status | view | zoom | date`: read-only looks at any chat directory.
+
+What they print goes through `escape_controls`, whether or not it goes to a terminal: a message
+holding an escape sequence shows it as `\\x1b[…` rather than clearing the screen, and a program
+reading the output gets the same text a person sees (the log keeps the message as it was).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,12 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TextIO
 
 from evertalk.chat import Chat, Status, ToolInputError
 from evertalk.compactor.status import CompactorStatus, read_status
 from evertalk.store.errors import StoreError
+from evertalk.terminal_text import escape_controls
 
 
 class CommandError(Exception):
@@ -40,14 +47,14 @@ def report_warnings(chat: Chat) -> None:
     """What opening the chat repaired or skipped (torn lines, an index rebuilt), on stderr:
     the command's own output stays clean for programs."""
     for warning in chat.warnings:
-        print(f"evertalk: warning: {warning}", file=sys.stderr)
+        _say(f"evertalk: warning: {warning}", sys.stderr)
 
 
 def _no_chat_yet(chat_dir: Path, *, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"path": str(chat_dir), "exists": False, "messages": 0}))
     else:
-        print(f"No chat yet in {chat_dir}: it starts with your first message.")
+        _say(f"No chat yet in {chat_dir}: it starts with your first message.")
     return 0
 
 
@@ -60,15 +67,21 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
             compactor = asdict(live) if live else None
             print(json.dumps({**asdict(status), "path": str(status.path), "compactor": compactor}))
         else:
-            print(format_status(status))
-            print(format_compactor(live))
+            _say(format_status(status))
+            _say(format_compactor(live))
     elif action == "view":
-        print(chat.render_view())
+        _say(chat.render_view())
     elif action == "zoom":
-        print(chat.zoom(args.id, args.n))
+        _say(chat.zoom(args.id, args.n))
     elif action == "date":
-        print(chat.date(args.id))
+        _say(chat.date(args.id))
     return 0
+
+
+def _say(text: str, stream: TextIO | None = None) -> None:
+    """Print `text` with its control characters shown, not obeyed by the terminal. JSON needs
+    none of this: `json.dumps` writes them as `\\u001b`."""
+    print(escape_controls(text), file=stream or sys.stdout)
 
 
 def format_status(status: Status) -> str:
@@ -102,5 +115,5 @@ def format_compactor(live: CompactorStatus | None) -> str:
 
 
 def _fail(message: str) -> int:
-    print(f"evertalk: {message}", file=sys.stderr)
+    _say(f"evertalk: {message}", sys.stderr)
     return 1

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import anyio
 import pytest
-from test_turn_support import API_KEY, collect_turn, log_of, opened, script, turn_bodies
+from test_turn_support import (
+    API_KEY,
+    collect_turn,
+    log_of,
+    opened,
+    script,
+    turn_bodies,
+    workdir_beside,
+)
 
 from evertalk.agent.events import ReplyLogged
 from evertalk.agent.tools.shell import shell_environment
@@ -76,16 +84,24 @@ def test_error_texts_redact_the_token(credentials: None) -> None:
     assert TOKEN not in message and REDACTED in message
 
 
-async def test_read_of_config_toml_is_redacted(home: Path, credentials: None) -> None:
+async def test_read_of_config_toml_is_refused_and_a_copy_redacted(
+    home: Path, credentials: None
+) -> None:
     config = home / "config.toml"
+    copy = workdir_beside(home) / "settings.toml"  # a key in a file the model may read
+    copy.write_text(config.read_text())
     fake = AnthropicFake(
-        script().push(reply(ToolCall("read", {"path": str(config)})), answer("Read it."))
+        script().push(
+            reply(ToolCall("read", {"path": str(config)}), ToolCall("read", {"path": str(copy)})),
+            answer("Read it."),
+        )
     )
     async with opened(home, fake) as agent:  # `read` is allowed by default, headless too
         agent.submit("show me my settings")
         await collect_turn(agent)
     echo = [text for kind, text in log_of(home) if kind == "echo"]
-    assert len(echo) == 1 and f'api_key = "{REDACTED}"' in echo[0]
+    assert len(echo) == 2 and "evertalk's home" in echo[0]
+    assert f'api_key = "{REDACTED}"' in echo[1]
     assert f'api_key = "{REDACTED}"' in tool_results(fake)
     assert_clean(home, fake)
 

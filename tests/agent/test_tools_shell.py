@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,12 +16,21 @@ import pytest
 from evertalk.agent.permissions import Decision
 from evertalk.agent.policy import DENIED, Policy
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
-from evertalk.config import ToolPolicies
+from evertalk.agent.tools.sandbox import Sandbox, probe
+from evertalk.config import SandboxMode, ToolPolicies
 from evertalk.memory.text import MESSAGE_LIMIT, clip_output
 
 pytestmark = pytest.mark.anyio
 
 LIMIT = MESSAGE_LIMIT - len("shell: ")
+SANDBOXED = anyio.run(probe) is None
+
+
+@pytest.fixture(autouse=True)
+def sandbox(ctx: ToolContext) -> None:
+    """Commands run in the sandbox where it starts; elsewhere without one, so that no result
+    carries the note that says so (test_sandbox.py tests that note)."""
+    ctx.sandbox = Sandbox(mode="auto" if SANDBOXED else "off")
 
 
 class ScriptedAsker:
@@ -42,22 +53,42 @@ async def shell(ctx: ToolContext, command: str, **more: Any) -> ToolOutcome:
     return await allowed().run("shell", {"command": command, **more}, ctx)
 
 
-def gone(pid: int) -> bool:
-    """The process has ended (a zombie waiting for its reaper counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
-            return file.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
+def marked() -> tuple[str, str]:
+    """A name for a process to run under (`exec -a`), and the way to write it in a command so
+    that the command's own text does not hold it: only that process is found by the name."""
+    name = f"evertalk-test-{uuid.uuid4().hex}"
+    return name, f'"{name[:8]}"{name[8:]}'
 
 
-async def wait_gone(pid: int, seconds: float = 5.0) -> bool:
+def running(name: str) -> list[int]:
+    """The processes, seen from here (outside any sandbox), whose command line holds `name`;
+    a zombie waiting for its reaper has ended and does not count."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if name.encode() not in (entry / "cmdline").read_bytes():
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):  # not a process, or it ended meanwhile
+            continue
+        if state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+async def wait_gone(name: str, seconds: float = 5.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if gone(pid):
+        if not running(name):
             return True
         await anyio.sleep(0.05)
-    return gone(pid)
+    return not running(name)
+
+
+async def wait_running(name: str, seconds: float = 5.0) -> None:
+    with anyio.fail_after(seconds):
+        while not running(name):
+            await anyio.sleep(0.01)
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -94,30 +125,48 @@ async def test_api_keys_stay_out_of_commands(
     assert "EVERTALK_TEST_VISIBLE=visible" in outcome.text
 
 
-async def test_timeout_kills_the_whole_group(ctx: ToolContext) -> None:
+@pytest.mark.parametrize("mode", ["auto", "off"])  # in the sandbox (where it starts) and not
+async def test_timeout_kills_the_whole_group(ctx: ToolContext, mode: SandboxMode) -> None:
+    ctx.sandbox = Sandbox(mode=mode)
+    (back, back_text), (front, front_text) = marked(), marked()
     started = time.monotonic()
     outcome = await shell(
-        ctx, "echo begun; sleep 60 & echo $! > bg.pid; sleep 60; echo never", timeout=1
+        ctx,
+        f"echo begun; (exec -a {back_text} sleep 60) & (exec -a {front_text} sleep 60); echo no",
+        timeout=1,
     )
     assert time.monotonic() - started < 10
     assert outcome.is_error
-    assert outcome.text == "begun\n[timed out after 1 s]"
-    assert await wait_gone(int((ctx.workdir / "bg.pid").read_text()))
+    assert outcome.text.endswith("begun\n[timed out after 1 s]")
+    assert await wait_gone(back) and await wait_gone(front)
 
 
-async def test_cancelling_the_turn_kills_the_command(ctx: ToolContext) -> None:
-    with anyio.move_on_after(1):
-        await shell(ctx, "sleep 60 & echo $! > bg.pid; echo $$ > sh.pid; sleep 60")
-    assert await wait_gone(int((ctx.workdir / "bg.pid").read_text()))
-    assert await wait_gone(int((ctx.workdir / "sh.pid").read_text()))
+@pytest.mark.parametrize("mode", ["auto", "off"])
+async def test_cancelling_the_turn_kills_the_command(ctx: ToolContext, mode: SandboxMode) -> None:
+    ctx.sandbox = Sandbox(mode=mode)
+    (back, back_text), (front, front_text) = marked(), marked()
+    command = f"(exec -a {back_text} sleep 60) & (exec -a {front_text} sleep 60)"
+    async with anyio.create_task_group() as group:
+        group.start_soon(shell, ctx, command)
+        await wait_running(back)
+        await wait_running(front)
+        group.cancel_scope.cancel()
+    assert await wait_gone(back) and await wait_gone(front)
 
 
 async def test_a_background_process_does_not_hold_the_call(ctx: ToolContext) -> None:
+    """Without the sandbox, a process left in the background keeps running (in the sandbox it
+    ends with the command: test_sandbox.py)."""
+    ctx.sandbox = Sandbox(mode="off")
+    name, text = marked()
     started = time.monotonic()
-    outcome = await shell(ctx, "sleep 30 & echo $! > bg.pid; echo done")
+    outcome = await shell(ctx, f"(exec -a {text} sleep 30) & echo done")
     assert time.monotonic() - started < 10
     assert outcome.text.startswith("done\n") and outcome.text.endswith("[exit status 0]")
-    os.kill(int((ctx.workdir / "bg.pid").read_text()), 9)
+    assert "still run" in outcome.text
+    left = running(name)
+    assert len(left) == 1
+    os.kill(left[0], 9)
 
 
 async def test_a_huge_output_is_clipped_with_the_exact_count(ctx: ToolContext) -> None:

@@ -18,6 +18,7 @@ from test_turn_support import (
     script,
     texts,
     turn_bodies,
+    workdir_beside,
 )
 
 from evertalk.agent.events import AgentEvent, Delivered, TextDelta, ToolStarted, TurnEnded
@@ -67,9 +68,9 @@ async def test_a_message_held_when_the_step_limit_ends_the_turn_opens_the_next(
 
 
 async def test_a_message_held_when_the_context_budget_ends_the_turn_opens_the_next(
-    home: Path, tmp_path: Path
+    home: Path,
 ) -> None:
-    big = tmp_path / "big.txt"
+    big = workdir_beside(home) / "big.txt"  # in the workdir: the sandbox's /tmp is its own
     big.write_text("line of a big file\n" * 2000)  # ~13,000 tokens by estimate: the next call
     slow_read = ToolCall("shell", {"command": f"sleep 0.3; cat {big}"})
     fake = AnthropicFake(script().push(reply(slow_read), answer("Noted.")))

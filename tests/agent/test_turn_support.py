@@ -54,6 +54,7 @@ def write_config(
     if tools:
         lines += ["", "[tools]", *tools]
     (home / "config.toml").write_text("\n".join(lines) + "\n")
+    (home / "config.toml").chmod(0o600)  # as evertalk writes it: a key others can read is warned of
 
 
 def is_compaction(call: Call) -> bool:
@@ -84,6 +85,14 @@ def fixed_clock(moment: datetime) -> Callable[[], datetime]:
 DAY_ONE = datetime(2026, 10, 8, 14, 3, 22, tzinfo=timezone(timedelta(hours=2)))
 
 
+def workdir_beside(home: Path) -> Path:
+    """A test session's working directory: beside its home, not in it (commands cannot see
+    evertalk's home, and the file tools keep out of it)."""
+    work = home.parent / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
 @asynccontextmanager
 async def opened(
     home: Path,
@@ -101,7 +110,7 @@ async def opened(
             asker=None,
             granted=granted,
             provider=provider,
-            workdir=workdir or home,
+            workdir=workdir or workdir_beside(home),
             clock=clock or fixed_clock(DAY_ONE),
             limits=limits,
         ) as agent:

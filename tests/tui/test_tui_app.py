@@ -265,7 +265,7 @@ async def test_keys_typed_as_the_dialog_opens_allow_nothing_and_stay_the_users(
         await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Noted."])
         row = app.query_one(ToolRow)
         assert row.is_error and DENIED in row.output_text
-    assert not (home / "ran").exists()
+    assert not (home.parent / "work" / "ran").exists()  # the tools' workdir: tui_support
     log = log_of(home)
     assert ("user", "always yes") in log
     assert log[-1] == ("ever", "Noted.")
@@ -280,7 +280,7 @@ async def test_ctrl_c_while_asking_takes_the_dialog_away(home: Path) -> None:
         await pilot.press("ctrl+c")
         await wait_until(pilot, lambda: not isinstance(app.screen, PermissionScreen))
         await wait_until(pilot, lambda: not app._agent().busy)
-        assert not (home / "x").exists()
+        assert not (home.parent / "work" / "x").exists()
     assert [kind for kind, _ in log_of(home)] == ["user", "tool", "echo"]
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from tui_support import API_KEY, log_of, script, write_config
 
+from evertalk.chat import Chat
 from fakes import AnthropicFake, serve, slow
 from fakes import chat as answer
 
@@ -202,3 +203,32 @@ def test_the_first_run_sets_up_a_provider_then_opens_the_chat(tmp_path: Path) ->
         term.keys("C-d")
         assert wait_for_file(done) == "0"
     assert log_of(home) == [("user", "hello"), ("ever", REPLY)]
+
+
+# A message that would clear the screen and retitle the window if it reached the terminal raw.
+HOSTILE = "clear\x1b[2J\x1b]0;pwned\x07 and \x9b6n"
+
+
+def test_an_open_config_is_made_private_and_escapes_stay_inert(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    done = tmp_path / "exit-status"
+    env = environment(home)
+    with Chat.open(home / "chat") as chat:
+        chat.append("user", f"print {HOSTILE}")
+        chat.append("ever", f"It printed {HOSTILE}")
+    run = f"{shlex.quote(sys.executable)} -m evertalk; echo $? > {shlex.quote(str(done))}"
+    with serve(AnthropicFake(script()).app) as url, terminal(env) as term:
+        write_config(home, base_url=url)
+        config = home / "config.toml"
+        config.chmod(0o644)
+        term.start(f"cd {shlex.quote(str(home))} && {run}")
+        screen = term.wait_for(lambda s: "mem " in s and "messages in this chat" in s, "the app")
+        words = " ".join(screen.split())  # the warning may wrap
+        warning = f"warning: {config} holds api_key and was open to other users (mode 0644)"
+        assert words.count(warning) == 1, screen
+        assert API_KEY not in screen
+        assert "It printed clear\\x1b[2J\\x1b]0;pwned\\x07 and \\x9b6n" in screen, screen
+        assert "pwned" not in term.tmux("display-message", "-p", "-t", "main", "#{pane_title}")
+        term.keys("C-d")
+        assert wait_for_file(done) == "0"
+    assert config.stat().st_mode & 0o777 == 0o600

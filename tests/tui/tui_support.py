@@ -40,6 +40,7 @@ def write_config(
     if tools:
         lines += ["", "[tools]", *(f'{name} = "{policy}"' for name, policy in tools.items())]
     (home / "config.toml").write_text("\n".join(lines) + "\n")
+    (home / "config.toml").chmod(0o600)  # as evertalk writes it: a key others can read is warned of
 
 
 def is_compaction(call: Call) -> bool:
@@ -75,7 +76,9 @@ def fake_opener(
             key.reveal() if key else None, IN_PROCESS_URL, http_client=client
         )
         try:
-            async with Agent.open(home, asker=app, provider=provider, workdir=home) as agent:
+            workdir = home.parent / "work"  # not in the home, which the tools keep out of
+            workdir.mkdir(exist_ok=True)
+            async with Agent.open(home, asker=app, provider=provider, workdir=workdir) as agent:
                 yield agent
         finally:
             await provider.aclose()

@@ -6,11 +6,17 @@ run, and an answer "always" in the terminal app allows it for the rest of the pr
 the exact command string, for the others the tool. Without a terminal (headless), `ask` counts as
 `deny`. A `deny` in config always wins, over a grant too. The memory tools and `agent` are not
 guarded.
+
+A `write` or an `edit` of a file outside the working directory (links and `..` resolved) is
+asked about whatever the rule, grant or earlier "always" says, naming the resolved path; "always"
+then allows that path alone. A `read` outside is asked about as its rule says, naming the
+resolved path too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -24,6 +30,10 @@ GUARDED: Final = ("shell", "read", "write", "edit")
 
 DENIED: Final = "the user did not allow this call"
 """The start of every refusal (SPEC §6.6)."""
+
+CONFINED: Final = ("write", "edit")
+"""The tools whose calls outside the working directory always ask: an allowed tool must not be
+taken elsewhere by a link or a `..`."""
 
 
 def parse_grants(text: str) -> list[str]:
@@ -51,8 +61,7 @@ class Policy:
         if unknown:
             raise ValueError(f"unknown tool {unknown[0]!r} (the tools: {', '.join(GUARDED)})")
         self.interactive = interactive
-        self._always_tools: set[str] = set()
-        self._always_commands: set[str] = set()
+        self._always: set[tuple[str, str]] = set()  # (tool, what): see `_memory_key`
         self._asking = anyio.Lock()  # one question at a time; the second may be answered already
 
     def rule(self, tool: str) -> Rule | None:
@@ -80,42 +89,51 @@ class Policy:
         asker: Asker | None,
         *,
         agent: str | None = None,
+        outside: Path | None = None,
     ) -> str | None:
         """None when the call may run, else the one-line refusal the model gets. `agent` is
-        the subagent whose call it is (None: the main turn), for the question to name."""
+        the subagent whose call it is (None: the main turn), for the question to name;
+        `outside`, where a file tool's call leads when that is outside the working directory."""
         rule = self.rule(tool)
-        if rule is None or rule == "allow":
+        if rule is None:
             return None
         if rule == "deny":
             return f'{DENIED}: tools.{tool} is "deny" in config.toml'
-        if tool in self.granted or self._remembered(tool, tool_input):
+        key = _memory_key(tool, tool_input, outside)
+        if outside is not None and tool in CONFINED:
+            if key in self._always:
+                return None
+            if not self.interactive or asker is None:
+                return (
+                    f"{DENIED}: {outside} is outside the working directory, and {tool} there "
+                    "needs the user's yes, whatever config.toml or --allow say; there is no one "
+                    "to ask here"
+                )
+        elif rule == "allow" or tool in self.granted or key in self._always:
             return None
         if not self.interactive or asker is None:
             return (
                 f"{DENIED}: {tool} needs the user's permission, and there is no one to ask here "
                 f'(it runs with --allow {tool}, or with tools.{tool} = "allow" in config.toml)'
             )
+        shown = tool_input if outside is None else {**tool_input, "path": str(outside)}
         async with self._asking:
-            if self._remembered(tool, tool_input):  # "always" given while this call waited
+            if key in self._always:  # "always" given while this call waited
                 return None
-            decision = await asker.ask(tool, AskedInput(tool_input, agent))
-            if decision == "once":
-                return None
+            decision = await asker.ask(tool, AskedInput(shown, agent))
             if decision == "always":
-                self._remember(tool, tool_input)
+                self._always.add(key)
+            if decision in ("once", "always"):
                 return None
         return DENIED
 
-    def _remembered(self, tool: str, tool_input: dict[str, Any]) -> bool:
-        if tool == "shell":
-            command = tool_input.get("command")
-            return isinstance(command, str) and command in self._always_commands
-        return tool in self._always_tools
 
-    def _remember(self, tool: str, tool_input: dict[str, Any]) -> None:
-        if tool == "shell":
-            command = tool_input.get("command")
-            if isinstance(command, str):
-                self._always_commands.add(command)
-        else:
-            self._always_tools.add(tool)
+def _memory_key(tool: str, tool_input: dict[str, Any], outside: Path | None) -> tuple[str, str]:
+    """What an answer "always" covers: for `shell` the exact command; for `write` and `edit`
+    outside the working directory the resolved path; otherwise the tool."""
+    if outside is not None and tool in CONFINED:
+        return (tool, str(outside))
+    if tool == "shell":
+        command = tool_input.get("command")
+        return (tool, f"$ {command}")
+    return (tool, "")

@@ -45,6 +45,7 @@ from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
 from evertalk.agent.subagents import AgentLog, Subagents
 from evertalk.agent.tools import Toolbox, ToolContext
+from evertalk.agent.tools.sandbox import Sandbox
 from evertalk.agent.turn import (
     TURN_MAX_TOKENS,
     Ending,
@@ -196,6 +197,7 @@ class Agent:
         self.limits = limits
         self.model = runtime.config.model
         self.secrets = secret_values(runtime.config)
+        self.sandbox = Sandbox.configured(runtime.config.tools)  # one for the turn and subagents
         self.settle_timeout = runtime.config.memory.settle_timeout
         self.agents_dir = chat.store.path / "agents"
         self.images = ImageStore(chat.store.path / "images")
@@ -541,6 +543,8 @@ class Agent:
             start_agent=None if agent is not None else self.subagents.start,
             agent=agent,
             secrets=self.secrets,
+            home=self.home,
+            sandbox=self.sandbox,
         )
 
     async def _turn(self) -> None:

@@ -21,7 +21,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +33,7 @@ from textual import events
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.markup import escape
 from textual.widget import Widget
 from textual.widgets import Footer, Markdown, TextArea
 from textual.widgets.markdown import MarkdownStream
@@ -54,10 +55,11 @@ from evertalk.agent.events import (
 from evertalk.agent.permissions import Decision
 from evertalk.agent.policy import DENIED
 from evertalk.agent.session import Agent, NotConfigured, configuration_problem
-from evertalk.config import KEY_VARIABLES, ConfigError, load_config
+from evertalk.config import KEY_VARIABLES, ConfigError, load_config, warn_on_stderr
 from evertalk.providers.base import ProviderError
 from evertalk.store.errors import ChatLocked, StoreError
 from evertalk.store.records import MessageRecord
+from evertalk.terminal_text import escape_controls
 from evertalk.tui import commands
 from evertalk.tui.commands import CommandError, Invocation, read_line
 from evertalk.tui.setup import SetupScreen
@@ -242,9 +244,12 @@ class ChatApp(App[int]):
         Binding("ctrl+d", "quit", "quit"),  # the input's own Ctrl+D defers to it when empty
     ]
 
-    def __init__(self, home: Path, *, editor: Editor | None = None) -> None:
+    def __init__(
+        self, home: Path, *, editor: Editor | None = None, notices: Sequence[str] = ()
+    ) -> None:
         super().__init__()
         self.home = home
+        self.notices = list(notices)  # what loading the settings corrected, shown as warnings
         self.agent: Agent | None = None
         self.editor = editor  # None: $VISUAL or $EDITOR, the app suspended meanwhile
         self.memory_watch = MemoryWatch()
@@ -296,7 +301,8 @@ class ChatApp(App[int]):
         self.chat_log.anchor()
         self.prompt.focus()
         rows = self._earlier_rows()
-        rows += [NoteRow(f"warning: {w}", classes="error") for w in agent.chat.warnings]
+        warnings = [*self.notices, *agent.chat.warnings]
+        rows += [NoteRow(f"warning: {w}", classes="error") for w in warnings]
         await self.chat_log.mount_all(rows)
         self.prompt.sent = self._sent_before()
         self.refresh_status()
@@ -639,7 +645,8 @@ class ChatApp(App[int]):
         """The input's title says which images wait for the next message, while any do."""
         count = len(self.attachments.files)
         waiting = f"{count} image{'s' if count != 1 else ''} attached: {self.attachments.names()}"
-        self.prompt.border_title = clip(waiting, 60) if count else None
+        # a border's title is markup: a file named `[b]x.png` must show as it is named
+        self.prompt.border_title = escape(escape_controls(clip(waiting, 60))) if count else None
 
     # -- /setup: new settings, a new agent ------------------------------------------------
 
@@ -809,16 +816,19 @@ def run_terminal(home: Path) -> int:
 
 
 async def _main(home: Path) -> int:
+    notices: list[str] = []  # for the app to show: stderr is hidden while it runs
     try:
-        config = load_config(home)
+        config = load_config(home, warn=notices.append)
     except ConfigError as error:
+        for notice in notices:  # the file was made private before the error was found
+            warn_on_stderr(notice)
         return _fail(str(error))
     if configuration_problem(home, config) is not None:
         from evertalk.tui.setup import SetupApp
 
         if not await SetupApp(home, config).run_async():
             return _fail("nothing was set up; run evertalk again to set up a provider")
-    app = ChatApp(home)
+    app = ChatApp(home, notices=notices)
     try:
         async with hosting(app):
             await app.run_async()
@@ -834,5 +844,5 @@ async def _main(home: Path) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"evertalk: {' '.join(message.split())}", file=sys.stderr)
+    print(f"evertalk: {escape_controls(' '.join(message.split()))}", file=sys.stderr)
     return 1

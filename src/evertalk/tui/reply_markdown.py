@@ -39,6 +39,8 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from evertalk.terminal_text import escape_controls
+
 if TYPE_CHECKING:
     from textual.app import App
     from textual.timer import Timer
@@ -446,7 +448,10 @@ class ReplyBody(Widget):
         self.refresh(layout=True)
 
     def _parse(self) -> None:
-        text = normalized(self.text)
+        # escaped as it is parsed, not as it streams in: `normalized` must see a CR with the LF
+        # after it (a chunk may end between them); and escaping goes character by character, so
+        # what was parsed before still begins what is parsed now
+        text = escape_controls(normalized(self.text))
         if text != self._parsed:
             if not text.startswith(self._parsed):
                 self.document.reset()

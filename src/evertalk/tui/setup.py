@@ -38,6 +38,7 @@ from evertalk.config import (
     load_config,
     save_config,
 )
+from evertalk.terminal_text import escape_controls
 
 LABELS: Final[dict[str, str]] = {
     "anthropic": "Anthropic (Claude)",
@@ -164,7 +165,8 @@ class SetupScreen(ModalScreen[bool]):
         provider = self.current.provider
         intro = CHANGE if self.change else FIRST_RUN
         with Vertical(id="form"):
-            yield Static(intro.format(path=config_path(self.home)), id="intro", markup=False)
+            shown = escape_controls(intro.format(path=config_path(self.home)))
+            yield Static(shown, id="intro", markup=False)
             yield Label("Provider")
             yield Select(
                 [(LABELS[name], name) for name in LABELS],
@@ -268,7 +270,7 @@ class SetupScreen(ModalScreen[bool]):
             save_setup(self.home, config)
         except SetupError as error:
             problem = self.query_one("#problem", Static)
-            problem.update(str(error))
+            problem.update(escape_controls(str(error)))
             problem.add_class("shown")
             return
         self.dismiss(True)

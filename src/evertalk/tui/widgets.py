@@ -2,7 +2,9 @@
 that asks before a tool runs.
 
 Text that comes from the model, the tools or the log is never read as Textual markup: a tool's
-output full of `[brackets]` shows as it is.
+output full of `[brackets]` shows as it is. Nor does it reach the terminal with its control
+characters: each widget shows the text through `escape_controls` (ESC as `\\x1b`), and keeps it
+as it came in its `text` (or `output_text`, `source`) for the app.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Collapsible, Label, Markdown, Static, TextArea
 
 from evertalk.agent.permissions import Decision
+from evertalk.terminal_text import escape_controls
 from evertalk.tui.commands import SlashSuggester, matching
 from evertalk.tui.reply_markdown import ReplyBody
 
@@ -55,7 +58,7 @@ class UserRow(Static):
     """
 
     def __init__(self, text: str, *, held: bool = False, classes: str | None = None) -> None:
-        super().__init__(text, markup=False, classes=classes)
+        super().__init__(escape_controls(text), markup=False, classes=classes)
         self.text = text
         self.set_class(held, "held")
         if held:
@@ -146,7 +149,7 @@ class ThoughtRow(Static):
 
     def add(self, text: str) -> None:
         self.text += text
-        self.update(self.text.strip())
+        self.update(escape_controls(self.text.strip()))
 
 
 class NoteRow(Static):
@@ -162,12 +165,12 @@ class NoteRow(Static):
     """
 
     def __init__(self, text: str, *, classes: str | None = None) -> None:
-        super().__init__(text, markup=False, classes=classes)
+        super().__init__(escape_controls(text), markup=False, classes=classes)
         self.text = text
 
     def set_text(self, text: str) -> None:
         self.text = text
-        self.update(text)
+        self.update(escape_controls(text))
 
 
 class OutputRow(Static):
@@ -183,7 +186,7 @@ class OutputRow(Static):
     """
 
     def __init__(self, text: str, *, classes: str | None = None) -> None:
-        super().__init__(text, markup=False, classes=classes)
+        super().__init__(escape_controls(text), markup=False, classes=classes)
         self.text = text
 
 
@@ -244,25 +247,24 @@ class ToolRow(Collapsible):
         self.output_text = ""
         self.is_error = False
         self.finished = False
-        call = Static(describe_call(name, tool_input), markup=False, classes="tool-input")
+        shown = escape_controls(describe_call(name, tool_input))
+        call = Static(shown, markup=False, classes="tool-input")
         super().__init__(call, self.output, title=self._heading("…"), collapsed=True)
 
-    def _heading(self, mark: str) -> str:
-        self.heading = f"{mark} {self.tool}  {self.summary}"  # the title as shown
+    def _heading(self, mark: str, error: str = "") -> str:
+        """The title as markup; `heading` keeps it as shown."""
+        title = f"{mark} {self.tool}  {self.summary}"
+        if error:
+            title += f"  — {clip(one_line(error), CLIP_TITLE)}"
+        self.heading = escape_controls(title)
         return escape(self.heading)
 
     def finish(self, output: str, is_error: bool) -> None:
         self.finished = True
         self.is_error = is_error
         self.set_class(is_error, "error")
-        first = one_line(output)
-        mark = "✗" if is_error else "✓"
-        title = f"{mark} {self.tool}  {self.summary}"
-        if is_error:
-            title += f"  — {clip(first, CLIP_TITLE)}"
-        self.heading = title
-        self.title = escape(title)
-        self.output.update(clip(output, CLIP_SHOWN))
+        self.title = self._heading("✗" if is_error else "✓", output if is_error else "")
+        self.output.update(escape_controls(clip(output, CLIP_SHOWN)))
         self.output_text = output
 
 
@@ -461,7 +463,7 @@ class StatusBar(Static):
     def set_text(self, text: str) -> None:
         if text != self.text:
             self.text = text
-            self.update(text)
+            self.update(escape_controls(text))
 
 
 class ChatLog(VerticalScroll):
@@ -543,9 +545,11 @@ class PermissionScreen(ModalScreen[Decision]):
     def compose(self) -> ComposeResult:
         always = "Always this command" if self.tool == "shell" else f"Always allow {self.tool}"
         with Vertical():
-            yield Label(f"Ever wants to run {self.tool}. Allow it?", id="question", markup=False)
+            question = escape_controls(f"Ever wants to run {self.tool}. Allow it?")
+            yield Label(question, id="question", markup=False)
             with VerticalScroll():
-                yield Static(describe_call(self.tool, self.tool_input), markup=False, id="call")
+                call = escape_controls(describe_call(self.tool, self.tool_input))
+                yield Static(call, markup=False, id="call")
             with Horizontal():
                 yield Button("Allow once", id="once", variant="success", disabled=True)
                 yield Button(always, id="always", variant="primary", disabled=True)

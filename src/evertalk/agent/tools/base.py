@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from evertalk.agent.tools.sandbox import Sandbox
 from evertalk.chat import Chat
 from evertalk.config import redact
 from evertalk.memory.text import MESSAGE_LIMIT, clip_output, flatten
@@ -87,7 +88,7 @@ StartAgent = Callable[[str, str], Awaitable[str]]
 @dataclass
 class ToolContext:
     """Where a call runs: the chat, the working directory, the subagents' folder, and who runs
-    it, with the secrets its results must not show."""
+    it, with the secrets its results must not show and what its commands must not see."""
 
     chat: Chat  # the main chat (memory tools read it)
     workdir: Path  # where shell runs and relative paths resolve
@@ -96,6 +97,8 @@ class ToolContext:
     start_agent: StartAgent | None = None  # (name, task) -> confirmation; None = unavailable
     agent: str | None = None  # the subagent whose call this is (named when the user is asked)
     secrets: Sequence[str] = ()  # `config.secret_values()`: redacted from every result
+    home: Path | None = None  # evertalk's: hidden from commands, out of the file tools' reach
+    sandbox: Sandbox = field(default_factory=Sandbox)  # the session's, shared by its contexts
 
 
 @dataclass

@@ -4,6 +4,12 @@ Paths are absolute, or relative to the working directory (`~` is the user's home
 `edit` replace a file atomically (a temporary file in the same folder, then a rename), keep an
 existing file's mode, and write through a symbolic link to its target rather than replacing the
 link. `edit` keeps bytes that are not UTF-8 exactly as they were.
+
+Where a path leads is decided with links and `..` resolved. `write` and `edit` change files in the
+working directory; one that leads outside needs the user's yes whatever the tool's rule (the
+Toolbox asks, naming the resolved path, see `reach`), and is checked again as it runs, so that a
+link switched meanwhile does not take the answer elsewhere (`permitted`). No file tool touches
+evertalk's home: its config.toml may hold the key, and the model reads its chat with zoom.
 """
 
 from __future__ import annotations
@@ -11,11 +17,12 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evertalk.agent.tools.base import (
     Args,
+    Call,
     RunState,
     ToolContext,
     ToolError,
@@ -36,6 +43,53 @@ def resolve(workdir: Path, path: str) -> Path:
     if "\0" in path:
         raise ToolError("`path` must not contain a NUL character")
     return workdir / Path(path).expanduser()
+
+
+def locate(ctx: ToolContext, path: str) -> Path:
+    """The file `path` leads to, links and `..` resolved (a missing file: where it would be).
+    A ToolError when that is inside evertalk's home."""
+    real = Path(os.path.realpath(resolve(ctx.workdir, path)))
+    if ctx.home is not None and real.is_relative_to(os.path.realpath(ctx.home)):
+        raise ToolError(
+            f"{path} is in evertalk's home ({ctx.home}), which the file tools do not touch; "
+            "the chat's memory is read with zoom"
+        )
+    return real
+
+
+def inside(ctx: ToolContext, real: Path) -> bool:
+    """Whether a resolved path is in the working directory (or is it)."""
+    return real.is_relative_to(os.path.realpath(ctx.workdir))
+
+
+def reach(call: Call, ctx: ToolContext) -> Path | None:
+    """Where a file tool's call leads when that is outside the working directory, for the
+    permission check to weigh and name; None inside, or for another tool's call. A ToolError
+    for a path in evertalk's home, before anyone is asked about it."""
+    if not isinstance(call, ReadCall | WriteCall | EditCall):
+        return None
+    real = locate(ctx, call.path)
+    return None if inside(ctx, real) else real
+
+
+def permitted(call: Call, outside: Path | None) -> Call:
+    """The call, told the one path outside the working directory it was allowed to change (the
+    one the user was asked about): as it runs it refuses any other."""
+    if isinstance(call, WriteCall | EditCall):
+        return replace(call, allowed=outside)
+    return call
+
+
+def confined(ctx: ToolContext, path: str, allowed: Path | None) -> Path:
+    """Where a write or an edit goes, resolved again as it runs: in the working directory, or
+    the very path outside it that was allowed."""
+    real = locate(ctx, path)
+    if inside(ctx, real) or real == allowed:
+        return real
+    raise ToolError(
+        f"{path} now leads to {real}, outside the working directory, which was not allowed; "
+        "nothing was written"
+    )
 
 
 def _os_problem(shown: str, error: OSError) -> ToolError:
@@ -83,7 +137,7 @@ class ReadCall:
     limit: int | None = None  # the most lines to return; None: all the rest
 
     async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
-        target = resolve(ctx.workdir, self.path)
+        target = locate(ctx, self.path)
         buffer = ClipBuffer(limit)
         try:
             lines = read_lines(target, self.offset, self.limit, buffer, self.path)
@@ -139,15 +193,15 @@ def parse_write(tool_input: object) -> WriteCall:
 class WriteCall:
     path: str
     content: str
+    allowed: Path | None = None  # the resolved path outside the workdir the user allowed
 
     async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
-        target = resolve(ctx.workdir, self.path)
         data = valid_unicode(self.content).encode("utf-8")
+        real = confined(ctx, self.path, self.allowed)
         try:
-            real = Path(os.path.realpath(target))
             existed = real.exists()
             if real.is_dir():
-                raise IsADirectoryError(21, "Is a directory", str(target))
+                raise IsADirectoryError(21, "Is a directory", str(real))
             real.parent.mkdir(parents=True, exist_ok=True)
             replace_file(real, data)
         except OSError as error:
@@ -208,12 +262,12 @@ class EditCall:
     path: str
     old: str
     new: str
+    allowed: Path | None = None  # the resolved path outside the workdir the user allowed
 
     async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
-        target = resolve(ctx.workdir, self.path)
         old, new = valid_unicode(self.old), valid_unicode(self.new)
+        real = confined(ctx, self.path, self.allowed)
         try:
-            real = Path(os.path.realpath(target))
             raw = real.read_bytes()
         except OSError as error:
             raise _os_problem(self.path, error) from None

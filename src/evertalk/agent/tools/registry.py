@@ -24,7 +24,7 @@ from evertalk.agent.tools.base import (
     failure,
     output_limit,
 )
-from evertalk.agent.tools.files import parse_edit, parse_read, parse_write
+from evertalk.agent.tools.files import parse_edit, parse_read, parse_write, permitted, reach
 from evertalk.agent.tools.memory import parse_date, parse_zoom
 from evertalk.agent.tools.shell import parse_shell
 from evertalk.chat import ToolInputError
@@ -75,11 +75,14 @@ class Toolbox:
             return failure(DEPTH_ERROR)
         try:
             call = parse(tool_input)
-            refusal = await self.policy.check(name, tool_input, self.asker, agent=ctx.agent)
+            outside = reach(call, ctx)
+            refusal = await self.policy.check(
+                name, tool_input, self.asker, agent=ctx.agent, outside=outside
+            )
             if refusal is not None:
                 return failure(refusal)
             limit = output_limit(name)
-            outcome = await call.run(ctx, limit, self.state)
+            outcome = await permitted(call, outside).run(ctx, limit, self.state)
         except (ToolError, ToolInputError) as error:
             return failure(str(error))
         except OSError as error:

@@ -1,7 +1,9 @@
 """The `shell` tool: `bash -c command` in the working directory, with a timeout (SPEC §6.6).
 
-The command runs in a session (and process group) of its own, with stdin from /dev/null and stdout
-and stderr merged into one pipe. On timeout, or when the turn is cancelled, the whole group is
+The command runs in the session's sandbox (`sandbox.py`: it sees neither evertalk's process nor
+its home, and writes only in the working directory), in a session (and process group) of its
+own, with stdin from /dev/null, stdout and stderr merged into one pipe, and no credential
+variable in its environment. On timeout, or when the turn is cancelled, the whole group is
 killed. The result is the output, then `[exit status N]` (or `[timed out after N s]`), clipped by
 SPEC §1.5 as it is read, so that a command that prints gigabytes costs no more memory than one
 that prints a page.
@@ -14,7 +16,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -22,6 +24,7 @@ import anyio.abc
 
 from evertalk.agent.tools.base import Args, RunState, ToolContext, ToolError, ToolOutcome
 from evertalk.agent.tools.output import ClipBuffer
+from evertalk.agent.tools.sandbox import SandboxRefused
 from evertalk.config import CREDENTIAL_VARIABLES
 from evertalk.providers.base import Text
 
@@ -57,9 +60,16 @@ class ShellCall:
     async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
         if not ctx.workdir.is_dir():
             raise ToolError(f"the working directory {ctx.workdir} does not exist")
+        hidden = [] if ctx.home is None else [ctx.home]
+        try:
+            wrapped = await ctx.sandbox.wrap(["bash", "-c", self.command], ctx.workdir, hidden)
+        except SandboxRefused as refused:
+            raise ToolError(str(refused)) from None
         buffer = ClipBuffer(limit)
+        if wrapped.note is not None:
+            buffer.feed(wrapped.note + "\n")
         status, lingering = await run_command(
-            self.command, self.timeout, ctx, buffer, shell_environment()
+            wrapped.argv, self.timeout, ctx, buffer, shell_environment()
         )
         if buffer.total and not buffer.ends_with_newline():
             buffer.feed("\n")
@@ -75,17 +85,17 @@ class ShellCall:
 
 
 async def run_command(
-    command: str,
+    argv: Sequence[str],
     timeout: float,
     ctx: ToolContext,
     buffer: ClipBuffer,
     env: Mapping[str, str],
 ) -> tuple[int | None, bool]:
-    """Run `command`, feeding its output to `buffer`; (exit status or None on timeout, whether
-    background processes still held the output when bash exited)."""
+    """Run `argv`, feeding its output to `buffer`; (exit status or None on timeout, whether
+    background processes still held the output when it exited)."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     process = await anyio.open_process(
-        ["bash", "-c", command],
+        list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
