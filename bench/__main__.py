@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import cache_replay, chat_gen, core_replay
+from bench import cache_replay, chat_gen, compaction_parallel, core_replay
 
 OUT = Path(__file__).with_name("out")
 
@@ -51,6 +51,7 @@ def main() -> int:
     cache = cache_replay.run()
     print(cache.line())
     print(cache.detail())
+    print(compaction_parallel.run().line(), flush=True)
     return 0
 
 

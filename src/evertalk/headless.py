@@ -5,7 +5,9 @@ output, a warning about the summaries (`memory: …`) to standard error. With `-
 goes to standard output as one JSON line instead, as it happens. Tools whose policy is `ask` do
 not run (no one can be asked) unless `--allow` grants them for this run. If the turn starts
 subagents, the run goes on until they have reported and the turns their reports start have
-ended: a subagent is never left cut off halfway.
+ended: a subagent is never left cut off halfway. Compaction calls still running then are let
+finish, and no other starts (a line on standard error says how many; Ctrl+C skips the wait):
+each is paid for, and its line is kept.
 
 Exit status: 0 when every turn ended normally; 1 with a one-line error on standard error (no
 provider configured, a setting or the instructions file that cannot be used, the chat open in
@@ -17,12 +19,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import anyio.abc
 
 from evertalk.agent.events import (
     AgentEvent,
@@ -34,6 +38,7 @@ from evertalk.agent.events import (
     TurnStarted,
 )
 from evertalk.agent.session import Agent, NotConfigured
+from evertalk.compactor.service import Compactor
 from evertalk.config import ConfigError
 from evertalk.memory_cli import report_warnings
 from evertalk.providers.base import Image, ProviderError
@@ -85,6 +90,7 @@ async def _run(
                 printer.show(event)
                 if isinstance(event, TurnEnded) and not (agent.busy or agent.subagents.running):
                     break
+            await finish_summaries(agent.compactor, sys.stderr)
             return printer.status
     except (ConfigError, StoreError, NotConfigured, ProviderError) as error:
         return _fail(str(error))
@@ -92,6 +98,37 @@ async def _run(
         raise  # the reader of the output left: the command line ends quietly
     except OSError as error:  # the home folder itself cannot be used: one line, not a traceback
         return _fail(describe(error))
+
+
+async def finish_summaries(compactor: Compactor, err: TextIO) -> None:
+    """Let the compaction calls in flight land before the exit, and start no other. Each is
+    paid for; cut off, its line would be lost and its node sent again by the next run. The
+    wait ends when they are done, at the call deadline (SPEC §4.2), or at Ctrl+C. The line
+    saying so goes to standard error in both modes: standard output stays the reply or the
+    JSON events."""
+    if not compactor.in_flight:
+        return
+    with anyio.move_on_after(compactor.settings.deadline):
+        async with anyio.create_task_group() as group:
+            # Ctrl+C is caught before the line invites it
+            await group.start(_skip_on_interrupt, group.cancel_scope)
+            count = len(compactor.in_flight)
+            what = "summary" if count == 1 else "summaries"
+            print(f"waiting for {count} {what} in progress (Ctrl+C skips)", file=err, flush=True)
+            # no await since the count: the drain stops new calls before any could start
+            await compactor.drain()
+            group.cancel_scope.cancel()
+
+
+async def _skip_on_interrupt(
+    scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]
+) -> None:
+    """Ctrl+C ends the wait, not the run: the turn is over, and its exit status stands."""
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        task_status.started()
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 def _fail(message: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,10 +13,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_turn_support import API_KEY, is_compaction, log_of, script, turn_bodies, write_config
+from test_turn_support import (
+    API_KEY,
+    is_compaction,
+    log_of,
+    script,
+    turn_bodies,
+    workdir_beside,
+    write_config,
+)
 
 from evertalk.chat import Chat
-from fakes import AnthropicFake, Fail, ToolCall, empty, reply, serve, slow
+from evertalk.ledger import ledger_path, read_records
+from evertalk.memory import node_name
+from fakes import (
+    AnthropicFake,
+    Fail,
+    RequestRecord,
+    ToolCall,
+    empty,
+    reply,
+    serve,
+    slow,
+    summarizer,
+)
 from fakes import chat as answer
 
 CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
@@ -30,7 +51,7 @@ def run(
         capture_output=True,
         text=True,
         env=environment(home),
-        cwd=home,
+        cwd=workdir_beside(home),
         timeout=timeout,
     )
 
@@ -56,6 +77,16 @@ def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
 
 def assert_no_key(result: subprocess.CompletedProcess[str]) -> None:
     assert API_KEY not in result.stdout and API_KEY not in result.stderr
+
+
+WAITING = re.compile(r"waiting for \d+ summar(y|ies) in progress \(Ctrl\+C skips\)")
+"""The line -p gives when compaction calls are still running as the turn ends."""
+
+
+def notes(stderr: str) -> list[str]:
+    """The lines of standard error but the wait for summaries in progress (which depends on
+    how far the compactor got when the turn ended)."""
+    return [line for line in stderr.splitlines() if not WAITING.fullmatch(line)]
 
 
 def test_prints_the_final_reply(home: Path, fake: AnthropicFake) -> None:
@@ -129,8 +160,8 @@ def test_failures_are_one_line_and_nonzero(home: Path, fake: AnthropicFake) -> N
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, args
 
 
-def test_shell_runs_only_when_allowed(home: Path, fake: AnthropicFake, tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
+def test_shell_runs_only_when_allowed(home: Path, fake: AnthropicFake) -> None:
+    marker = workdir_beside(home) / "ran"  # in the workdir: the sandbox's /tmp is its own
     touch = ToolCall("shell", {"command": f"touch {marker}"})
     fake.behaviour.push(  # type: ignore[attr-defined]
         reply(touch), answer("Not allowed."), reply(touch), answer("Done.")
@@ -153,7 +184,7 @@ def test_a_crash_mid_turn_loses_and_repeats_nothing(home: Path, fake: AnthropicF
     process = subprocess.Popen(
         [sys.executable, "-m", "evertalk", "-p", "do the slow thing", "--allow", "shell"],
         env=environment(home),
-        cwd=home,
+        cwd=workdir_beside(home),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -195,14 +226,17 @@ def test_workdir_flag_and_setting(home: Path, fake: AnthropicFake, tmp_path: Pat
     fake.behaviour.push(  # type: ignore[attr-defined]
         reply(pwd), answer("1"), reply(pwd), answer("2"), reply(pwd), answer("3")
     )
-    assert run(home, "-p", "where?", "--allow", "shell").returncode == 0  # cwd: home
+    assert run(home, "-p", "where?", "--allow", "shell").returncode == 0  # cwd: work
     config = home / "config.toml"  # the setting goes first: the file ends with a table
     config.write_text(f'workdir = "{configured}"\n' + config.read_text())
     assert run(home, "-p", "where?", "--allow", "shell").returncode == 0
     result = run(home, "-p", "where?", "--allow", "shell", "--workdir", str(flagged))
     assert result.returncode == 0, result.stderr
     echoes = [text for kind, text in log_of(home) if kind == "echo"]
-    assert echoes == [f"shell: {where}\n[exit status 0]" for where in (home, configured, flagged)]
+    started = workdir_beside(home)
+    assert echoes == [
+        f"shell: {where}\n[exit status 0]" for where in (started, configured, flagged)
+    ]
 
 
 def test_images_attached_with_the_flag(home: Path, fake: AnthropicFake, tmp_path: Path) -> None:
@@ -247,7 +281,7 @@ def test_a_failed_summary_is_a_warning_on_stderr(home: Path, fake: AnthropicFake
     result = run(home, "-p", "hello")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Still here.\n"
-    assert result.stderr.splitlines() == [warning]
+    assert notes(result.stderr) == [warning]
 
 
 def test_a_failed_summary_is_an_event_in_json(home: Path, fake: AnthropicFake) -> None:
@@ -257,7 +291,7 @@ def test_a_failed_summary_is_an_event_in_json(home: Path, fake: AnthropicFake) -
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     assert {"type": "memory_warning", "text": warning} in events
-    assert result.stderr == ""
+    assert notes(result.stderr) == []
 
 
 def test_what_opening_repaired_is_a_warning(home: Path, fake: AnthropicFake) -> None:
@@ -279,3 +313,90 @@ def test_an_empty_reply_is_said_on_stderr(home: Path, fake: AnthropicFake) -> No
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert result.stderr == "evertalk: the model gave an empty reply\n"
+
+
+# -- summaries in progress when the turn ends -------------------------------------------------
+
+LONG_MESSAGE = "please keep these notes: " + "the nightly backup of notes goes to the disk; " * 20
+LONG_REPLY = "Noted." + " Backups of the notes run nightly to the disk." * 20
+
+
+def slow_summaries(fake: AnthropicFake, seconds: float) -> None:
+    """Compactions answer `seconds` late; the turn's reply comes at once. The message and the
+    reply are long (no free leaf): each needs a compaction call, started during the turn."""
+    summaries = slow(seconds, summarizer(100))
+    fake.behaviour.routes.insert(0, (is_compaction, summaries))  # type: ignore[attr-defined]
+    fake.behaviour.push(answer(LONG_REPLY))  # type: ignore[attr-defined]
+
+
+def compaction_requests(fake: AnthropicFake) -> list[RequestRecord]:
+    return [
+        r
+        for r in fake.records
+        if r.body is not None and r.body.get("tool_choice") == {"type": "none"}
+    ]
+
+
+def built_nodes(home: Path) -> set[str]:
+    names: set[str] = set()
+    for path in (home / "chat" / "tree").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            if line.startswith("{"):
+                record = json.loads(line)
+                names.add(node_name((record["l"], record["i"])))
+    return names
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["reply", "json"])
+def test_summaries_in_progress_are_finished_before_the_exit(
+    home: Path, fake: AnthropicFake, as_json: bool
+) -> None:
+    slow_summaries(fake, 1.0)
+    result = run(home, "-p", LONG_MESSAGE, *(["--json"] if as_json else []))
+    assert result.returncode == 0, result.stderr
+    if as_json:  # standard output stays the events, every line one JSON object
+        events = [json.loads(line) for line in result.stdout.splitlines()]
+        assert events[-1]["type"] == "turn_ended"
+    else:
+        assert result.stdout == LONG_REPLY + "\n"
+    # every compaction call that went out was answered in full, and its line was kept
+    calls = compaction_requests(fake)
+    assert calls and all(call.finished for call in calls)
+    recorded = [r for r in read_records(ledger_path(home)).records if r.role == "compaction"]
+    assert len(recorded) == len(calls)
+    assert {r.node for r in recorded} <= built_nodes(home)
+    assert {"0+1", "1+1"} <= built_nodes(home)  # the message's and the reply's
+    waits = len(result.stderr.splitlines()) - len(notes(result.stderr))
+    assert waits == 1, result.stderr
+
+
+def test_ctrl_c_skips_the_wait_for_summaries(home: Path, fake: AnthropicFake) -> None:
+    slow_summaries(fake, 60)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evertalk", "-p", LONG_MESSAGE],
+        env=environment(home),
+        cwd=workdir_beside(home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = ""
+        while not WAITING.fullmatch(line):  # the run waits (60 s) once it has said so
+            line = process.stderr.readline()
+            assert line, "the run ended without waiting for the summaries"
+            line = line.rstrip("\n")
+        began = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert time.monotonic() - began < 10
+    assert process.returncode == 0, stderr  # the turn itself ended well
+    assert stdout == LONG_REPLY + "\n"
+    assert "Traceback" not in stderr
+    assert log_of(home) == [("user", LONG_MESSAGE), ("ever", LONG_REPLY)]

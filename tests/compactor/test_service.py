@@ -44,6 +44,7 @@ from fakes import (
     fail,
     fenced,
     never_shortens,
+    sequence,
     sized_line,
     slow,
     summarizer,
@@ -652,6 +653,79 @@ async def test_priority_urgent_nodes_then_leaves_then_merges_lower_level_first(
             (3, 1),
             (4, 0),
         ]
+    finally:
+        ledger.close()
+        chat.close()
+
+
+@pytest.mark.anyio
+async def test_while_a_batch_waits_its_most_due_parents_go_before_new_leaves(home: Path) -> None:
+    """The compactor lags (an import): the leaves it built made the view pass its ceiling, and
+    24 more messages came. Building the 24 new leaves first would leave the batch stuck, and
+    then let it merge the newest pairs first; the batch's parents go first instead."""
+    budget = Budget(ceiling=4_000, floor=2_000, cceiling=32_000, cfloor=16_000)
+    chat = Chat.open(home / "chat", budget=budget)
+    ledger = Ledger(ledger_path(home))
+    rng = random.Random(9)
+    try:
+        for k in range(16):
+            chat.append("user", text_of_size(rng, 1_000, f"m{k}"))
+        for i in range(16):
+            chat.build((0, i), "x" * 300)  # two of them make no free parent
+        for k in range(16, 40):
+            chat.append("user", text_of_size(rng, 1_000, f"m{k}"))
+        assert chat.core.view.shrinking and chat.core.view.nodes() == [(0, i) for i in range(40)]
+
+        # the 13th call never answers: the test sees what the first 12 were
+        script = Script(sequence(*[summarizer(300)] * 12, then=slow(60, summarizer(300))))
+        provider = provider_for(AnthropicFake(script))
+        compactor = compactor_for(chat, provider, ledger=ledger, concurrency=1)
+        async with anyio.create_task_group() as group:
+            group.start_soon(compactor.run)
+            await until(lambda: compactor.built == 12 and bool(compactor.in_flight), 20)
+            assert compactor.in_flight == {(0, 16)}  # only now the first new leaf
+            group.cancel_scope.cancel()
+
+        order = [node_of_name(r.node) for r in read_records(ledger_path(home)).records if r.node]
+        # the oldest pairs first (the most due), then the pairs of their parents: the merges
+        # the batch needs to get from 5,496 bytes down to its floor of 2,000
+        assert order == [(1, i) for i in range(8)] + [(2, i) for i in range(4)]
+
+        chat.append("user", "and one more")  # the batch goes on at the next message
+        view = chat.core.view
+        assert not view.shrinking and view.size <= budget.floor
+        assert view.nodes() == [(2, i) for i in range(4)] + [(0, i) for i in range(16, 41)]
+    finally:
+        ledger.close()
+        chat.close()
+
+
+@pytest.mark.anyio
+async def test_drain_starts_no_call_and_lets_the_running_ones_land(home: Path) -> None:
+    chat = Chat.open(home / "chat")
+    ledger = Ledger(ledger_path(home))
+    rng = random.Random(10)
+    try:
+        for k in range(20):
+            chat.append("user", text_of_size(rng, 1_000, f"m{k}"))
+        fake = AnthropicFake(slow(0.3, summarizer(300)), ping=False)
+        compactor = compactor_for(chat, provider_for(fake), ledger=ledger)
+        async with anyio.create_task_group() as group:
+            group.start_soon(compactor.run)
+            await until(lambda: len(compactor.in_flight) == 8 and len(fake.records) >= 1)
+            running = set(compactor.in_flight)
+            with anyio.fail_after(10):
+                await compactor.drain()
+            assert not compactor.in_flight
+            await anyio.sleep(0.5)  # a call started now would reach the fake in this time
+            group.cancel_scope.cancel()
+
+        # the eight calls in flight were answered in full and their lines kept; no other began
+        assert len(fake.records) == 8 and all(r.finished for r in fake.records)
+        built = {(r["l"], r["i"]) for r in tree_records(chat.store.path) if not r.get("free")}
+        assert built == running == {(0, i) for i in range(8)}
+        recorded = [node_of_name(r.node) for r in read_records(ledger_path(home)).records]
+        assert sorted(recorded) == sorted(running)
     finally:
         ledger.close()
         chat.close()

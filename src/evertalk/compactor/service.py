@@ -1,7 +1,8 @@
 """The compactor: an anyio service that builds the nodes the memory core says are ready.
 
 At most `concurrency` calls run at once (SPEC §4.1). Work is taken from the core's queues
-in priority order: the nodes a waiting turn needs, then leaves oldest first, then merges
+in priority order: the nodes a waiting turn needs; while a batch waits for parents (the view or
+the cview is shrinking), those parents, most due first; then leaves oldest first, then merges
 lower level first. A built line goes to disk before the core hears of it, so a crash never
 loses one: a node is either in tree/ or will be built again after a restart.
 
@@ -120,6 +121,8 @@ class Compactor:
         self.built = 0
         self.cost = 0.0
         self._wake = anyio.Event()
+        self._landed = anyio.Event()  # set (and replaced) each time a call ends
+        self._draining = False
         self._status_at = -math.inf
         self._published: CompactorStatus | None = None
         self._warned: set[Node] = set()
@@ -139,6 +142,15 @@ class Compactor:
         """The nodes a waiting turn needs go first (SPEC §4.1)."""
         self.urgent = list(nodes)
         self.wake()
+
+    async def drain(self) -> None:
+        """Start no new call from now on, and return once every call in flight has ended: its
+        line built, or its failure counted. A process about to exit drains first, since a call
+        it cut off would be paid for, its line lost, and its node sent again by the next run.
+        From the call on (before its first await), `in_flight` is the whole wait."""
+        self._draining = True
+        while self.in_flight:
+            await self._landed.wait()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -174,7 +186,7 @@ class Compactor:
                 self._wake = anyio.Event()
                 self._start(group)
                 publish_in = self._publish()
-                if until_built and not self.in_flight and self._done():
+                if until_built and not self.in_flight and (self._draining or self._done()):
                     break
                 # a status whose write was put off for rate is written when its time comes
                 with anyio.move_on_after(min(self._retry_delay(), publish_in)):
@@ -189,10 +201,16 @@ class Compactor:
     def _start(self, group: TaskGroup) -> None:
         if self.chat.broken:  # no line could be saved until a reopen: no call is worth paying
             return
+        if self._draining:
+            return
         # after a setup error, one call at a time probes whether the setup works again
         limit = 1 if self.setup_error else self.settings.concurrency
+        if len(self.in_flight) >= limit:
+            return
+        # nothing is built while slots are filled: one walk of the views serves them all
+        batch = self.chat.core.batch_parents()
         while len(self.in_flight) < limit:
-            node = self._next()
+            node = self._next(batch)
             if node is None:
                 return
             self.in_flight.add(node)
@@ -202,7 +220,8 @@ class Compactor:
         broken = self.chat.broken is not None
         return self.setup_error is not None or broken or self.unbuilt() == 0
 
-    def _next(self) -> Node | None:
+    def _next(self, batch: list[Node]) -> Node | None:
+        """The next node to start; `batch`: the parents an unfinished batch waits for."""
         core = self.chat.core
         now = self.clock()
         for node, failed in list(self.failed_at.items()):
@@ -216,6 +235,11 @@ class Compactor:
             if node in skip or (node[0] == 0 and node[1] not in ready):
                 continue
             if core.pending_error(node) is None:
+                return node
+        # a batch that waits for parents goes on only once they are built; the usual order
+        # would build every new leaf first, and then the newest pairs' parents
+        for node in batch:
+            if node not in skip:
                 return node
         for index in ready:
             if (0, index) not in skip:
@@ -256,6 +280,8 @@ class Compactor:
             self.failed_at[node] = self.clock()
         finally:
             self.in_flight.discard(node)
+            landed, self._landed = self._landed, anyio.Event()
+            landed.set()
             self.wake()
 
     async def _attempt(self, node: Node) -> None:

@@ -6,11 +6,12 @@ itself (free and cut nodes) are returned to the caller, which makes them durable
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from evertalk.memory.budget import Budget
 from evertalk.memory.nodes import Node, exists, node_name
-from evertalk.memory.order import merge_down
+from evertalk.memory.order import BuiltNodes, due_key, merge_down
 from evertalk.memory.queues import Queues
 from evertalk.memory.text import leaf_input
 from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
@@ -54,6 +55,22 @@ class MemoryCore:
         """Every node that needs a model call and may start now, sorted by (l, i)."""
         leaves: list[Node] = [(0, i) for i in self.queues.ready_leaves(self.tree)]
         return sorted(leaves + self.queues.ready_merges(self.tree))
+
+    def batch_parents(self) -> list[Node]:
+        """The merges an unfinished batch waits for, most due first: the view's while it is
+        shrinking, then the cview's while it is (each parent once). Each may start now (both
+        halves built). While the compactor lags, these go before new leaves (SPEC §4.1), or
+        the batch would merge the newest pairs, whose parents the usual order builds first."""
+        t, budget, tree = self.t, self.budget, self.tree
+        found: list[Node] = []
+        if self.view.shrinking:
+            found = waiting_parents(self.view, t, tree, lambda v: v.size > budget.floor)
+        if self.cview.shrinking:
+            cfloor = budget.cfloor
+            more = waiting_parents(self.cview, t, tree, lambda v: v.size > cfloor)
+            listed = set(found)
+            found += [node for node in more if node not in listed]
+        return found
 
     def saved(self) -> SavedViews:
         return SavedViews(
@@ -258,6 +275,35 @@ class MemoryCore:
         else:
             self.cview = View.of(saved.cview, size)
             self.cview.shrinking = saved.cshrinking
+
+
+def waiting_parents(
+    view: View, t: int, nodes: BuiltNodes, over: Callable[[View], bool]
+) -> list[Node]:
+    """The parents an unfinished batch waits for, most due first (the oldest on ties).
+
+    The batch is run on a copy, with the nodes built now (as the next message would run it,
+    less that message's own line). If the copy stays `over`, the merges it lacks are the
+    parents of its sibling pairs whose halves are both built, which a compaction may start
+    now. Building those first makes the batch merge its most due pairs, not the newest pairs
+    whose parents happen to be built. The walk covers the view's lines, never the tree.
+    """
+    scratch = view.copy()
+    merge_down(scratch, t, nodes, over)
+    if not over(scratch):
+        return []
+    lines, built = scratch.lines, nodes.built_at
+    ranked: list[tuple[int, int, Node]] = []
+    for start, level in lines.items():
+        index = start >> level
+        if index & 1 or lines.get(start + (1 << level)) != level:
+            continue
+        # merge_down left only pairs whose parent is unbuilt; it may start once both halves
+        # are built (a leaf line may not be yet)
+        if built(level, index) and built(level, index + 1):
+            ranked.append((-due_key(t, level, index), start, (level + 1, index >> 1)))
+    ranked.sort()
+    return [parent for _, _, parent in ranked]
 
 
 __all__ = ["BUILT", "CUT", "FREE", "UNBUILT", "Built", "MemoryCore", "SavedViews"]
