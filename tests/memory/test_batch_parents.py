@@ -8,9 +8,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from budget import examples
 from memory_reference import RefCore, due, sibling_pairs
 
+from budget import examples
 from evertalk.memory import Budget, MemoryCore, Node
 from evertalk.memory.tree import Tree
 
