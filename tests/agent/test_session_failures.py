@@ -59,11 +59,11 @@ async def test_a_compactor_stopped_by_a_bug_is_started_again(
         pick = compactor._next
         armed = [True]
 
-        def once_broken() -> Node | None:
+        def once_broken(batch: list[Node]) -> Node | None:
             if armed:
                 armed.clear()
                 raise RuntimeError("a bug in picking the next node")
-            return pick()
+            return pick(batch)
 
         monkeypatch.setattr(compactor, "_next", once_broken)
         compactor.wake()
