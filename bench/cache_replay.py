@@ -16,6 +16,10 @@ as the fake's cache sees them. Turns are counted twice: every call they make, an
 calls alone (the call that sends a new view; the tool loop's later calls send the same view and
 read it whole). The fake's clock advances a few seconds per logged message, so the 5-minute
 lifetime holds as it would in a lively chat whatever the speed of the machine.
+
+`first_turns()` (also run by `make bench`, or `python -m bench.cache_replay first`) replays only
+the first 10 turns of 5 new chats, whose cache holds nothing yet, and gives the turns' shares for
+them together and turn by turn.
 """
 
 from __future__ import annotations
@@ -215,6 +219,7 @@ class Tally:
     turn: Share = field(default_factory=Share)  # every call of the turns
     opening: Share = field(default_factory=Share)  # their opening calls alone
     compaction: Share = field(default_factory=Share)
+    by_turn: list[Share] = field(default_factory=list)  # every call, turn by turn
     refused: int = 0
     counted: int = 0  # records[:counted] are all counted
     seen: set[int] = field(default_factory=set)  # counted records at or after `counted`
@@ -227,6 +232,9 @@ class Tally:
         self.turn.add(record)
         if len(record.body["messages"]) == 1:
             self.opening.add(record)
+            self.by_turn.append(Share())
+        # the driver waits for each turn to end, so a turn's calls come before the next opening
+        self.by_turn[-1].add(record)
 
     def take(self, records: list[RequestRecord], final: bool = False) -> None:
         for record in records[self.counted :]:
@@ -284,6 +292,7 @@ class Result:
     turn: Share
     opening: Share
     compaction: Share
+    by_turn: list[Share]
     compactor_calls: int
     built: int
     settle_timeouts: int
@@ -302,8 +311,11 @@ class Result:
         )
 
     def detail(self) -> str:
-        rows = (("turns, every call", self.turn), ("turns, opening calls", self.opening))
-        rows += (("compactions", self.compaction),)
+        rows: tuple[tuple[str, Share], ...] = (
+            ("turns, every call", self.turn),
+            ("turns, opening calls", self.opening),
+            ("compactions", self.compaction),
+        )
         table = "\n".join(
             f"  {name:<21} {share.calls:>5} calls: prefix bytes {share.prefix_share:.1%}, "
             f"prompt bytes {share.byte_share:.1%}, prompt tokens {share.token_share:.1%}"
@@ -361,7 +373,8 @@ class Watch:
                 raise RuntimeError(f"a turn ended with {event.reason}: {event.error}")
 
 
-async def replay_async(messages: int, seed: int) -> Result:
+async def replay_async(messages: int, seed: int, turns: float = math.inf) -> Result:
+    """Replay until `messages` are logged or `turns` messages are typed, whichever comes first."""
     rng = random.Random(seed)
     clock = FakeClock()
     epoch = clock()
@@ -386,7 +399,10 @@ async def replay_async(messages: int, seed: int) -> Result:
                 watch.limit = agent.runtime.config.memory.settle_timeout - 0.5
                 async with anyio.create_task_group() as group:
                     group.start_soon(watch.follow, agent)
-                    while agent.chat.t + 2 <= messages:  # a turn logs its message and reply
+                    typed = 0
+                    # a turn logs its message and reply
+                    while agent.chat.t + 2 <= messages and typed < turns:
+                        typed += 1
                         before = agent.chat.t
                         agent.submit(user_text(rng))
                         await agent.wait_idle()
@@ -408,6 +424,7 @@ async def replay_async(messages: int, seed: int) -> Result:
         turn=tally.turn,
         opening=tally.opening,
         compaction=tally.compaction,
+        by_turn=tally.by_turn,
         compactor_calls=compactor.calls,
         built=compactor.built,
         settle_timeouts=watch.timeouts,
@@ -423,7 +440,54 @@ def run(messages: int = 3_000, seed: int = 5) -> Result:
     return result
 
 
+def total(shares: list[Share]) -> Share:
+    """The shares' calls, tokens and bytes added up."""
+    out = Share()
+    for share in shares:
+        out.calls += share.calls
+        for mine, theirs in zip(
+            (out.tokens, out.bytes, out.prefix),
+            (share.tokens, share.bytes, share.prefix),
+            strict=True,
+        ):
+            mine[:] = [a + b for a, b in zip(mine, theirs, strict=True)]
+    return out
+
+
+@dataclass
+class FirstTurns:
+    """The first turns of a few new chats, each against a cache that holds nothing yet."""
+
+    results: list[Result]
+
+    def line(self) -> str:
+        turns = min(len(result.by_turn) for result in self.results)
+        every = total([result.turn for result in self.results])
+        opening = total([result.opening for result in self.results])
+        by_turn = [total([result.by_turn[n] for result in self.results]) for n in range(turns)]
+        shares = ", ".join(f"{share.token_share:.0%}" for share in by_turn)
+        problems = "".join(result._problems() for result in self.results)
+        return (
+            f"cache, first {turns} turns of {len(self.results)} new chats: turns read "
+            f"{every.token_share:.1%} of their prompt tokens from the cache (opening calls "
+            f"{opening.token_share:.1%}; prefix bytes {every.prefix_share:.1%}); "
+            f"by turn: {shares}{problems}"
+        )
+
+
+def first_turns(turns: int = 10, chats: int = 5, seed: int = 5) -> FirstTurns:
+    """The first `turns` turns of `chats` new chats (seeds `seed`, `seed` + 1, ...): the tool
+    calls a turn makes move a single chat's figures a lot."""
+    results: list[Result] = [
+        anyio.run(replay_async, 10 * turns, seed + n, turns) for n in range(chats)
+    ]
+    return FirstTurns(results)
+
+
 def main() -> int:
+    if sys.argv[1:] == ["first"]:
+        print(first_turns().line())
+        return 0
     result = run(int(sys.argv[1]) if len(sys.argv) > 1 else 3_000)
     print(result.line())
     print(result.detail())

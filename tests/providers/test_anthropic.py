@@ -90,7 +90,7 @@ async def test_turn_request_body_has_marks_system_and_tools() -> None:
     assert body["model"] == "claude-haiku-4-5"
     assert body["max_tokens"] == 2000
     assert body["stream"] is True
-    assert body["system"] == [{"type": "text", "text": "SYSTEM"}]
+    assert body["system"] == [{"type": "text", "text": "SYSTEM", "cache_control": EPHEMERAL}]
     assert body["tools"] == [
         {"name": "zoom", "description": "Open a line.", "input_schema": TOOLS[0].input_schema}
     ]

@@ -22,6 +22,7 @@ from evertalk.providers.base import (
     ToolUse,
 )
 from evertalk.providers.layout import (
+    MARK_REACH,
     MAX_MARKS,
     check_marks,
     compaction_request,
@@ -157,10 +158,11 @@ def test_turn_requests_carry_the_view_marks_and_one_end_mark(
     rendered = render(view_lines)
     request = turn_request("m", "SYS", TOOLS, rendered, tail, loop, 100)
     assert count_marks(request) <= MAX_MARKS
-    assert request.system == [Text("SYS")]
+    blocks = view_blocks(rendered)
+    # the system prompt takes the slot of a 20- or 40-back view mark the view is too short for
+    assert request.system == [Text("SYS", mark=len(blocks) - 1 <= 2 * MARK_REACH)]
     assert request.tools == TOOLS
     assert request.tool_choice == "auto"
-    blocks = view_blocks(rendered)
     first = request.messages[0]
     assert [p.text for p in first.parts[: len(blocks)] if isinstance(p, Text)] == blocks
     view_marks = [
@@ -184,6 +186,33 @@ def test_turn_requests_carry_the_view_marks_and_one_end_mark(
 
 def unmark(part: Part) -> Part:
     return replace(part, mark=False) if isinstance(part, Text | Image | ToolResult) else part
+
+
+def view_of(whole: int) -> str:
+    """A rendered view of exactly `whole` whole blocks (`<chat>` is the first line)."""
+    return render([f"{i}+1|x" for i in range(max(4 * whole - 1, 0))])
+
+
+@pytest.mark.parametrize("whole", [0, 1, 2, 19, 20, 21, 40])
+def test_a_turn_with_a_short_view_marks_the_end_of_the_system_prompt(whole: int) -> None:
+    """Without a 40-back view block there is a slot to spare: the tools and system prompt get
+    it, so that the first turns of a chat, whose view blocks all change, read them back."""
+    assert len(view_blocks(view_of(whole))) == whole + 1
+    request = turn_request("m", "SYS", TOOLS, view_of(whole), [Text("hi")], [], 10)
+    assert request.system == [Text("SYS", mark=True)]
+    view_marks = [(0, i) for i in turn_marks(whole)]
+    assert marked_parts(request) == [*view_marks, (0, whole + 1)]
+    assert count_marks(request) == 2 + len(view_marks) <= MAX_MARKS
+
+
+@pytest.mark.parametrize("whole", [41, 42, 100])
+def test_a_turn_with_a_long_view_marks_three_view_blocks_and_the_end(whole: int) -> None:
+    """The view marks keep their priority: with all three, the system prompt is not marked."""
+    request = turn_request("m", "SYS", TOOLS, view_of(whole), [Text("hi")], [], 10)
+    assert request.system == [Text("SYS")]
+    last = whole - 1
+    assert marked_parts(request) == [(0, last - 40), (0, last - 20), (0, last), (0, whole + 1)]
+    assert count_marks(request) == MAX_MARKS
 
 
 def test_the_end_mark_moves_as_the_loop_grows() -> None:
@@ -290,8 +319,8 @@ def test_prefix_keys_depend_on_model_tools_system_and_options() -> None:
 
 
 def test_turn_and_compaction_share_the_system_prefix_key() -> None:
-    """Both lay out the same tools and system prompt first (SPEC §4.2)."""
+    """Both lay out the same tools and system prompt first (SPEC §4.2), and a turn with a short
+    view marks them as a compaction does: one cache entry serves both."""
     view = render([f"{i}+1|x" for i in range(9)])
     turn = turn_request("m", "SYS", TOOLS, view, [Text("hi")], [], 10)
-    system_only = replace(turn, system=[Text("SYS", mark=True)])
-    assert prefix_keys(system_only)[0] == prefix_keys(compaction(["0+1|x"]))[0]
+    assert prefix_keys(turn)[0] == prefix_keys(compaction(["0+1|x"]))[0]

@@ -1,7 +1,10 @@
 """The request layout: the view in 4-line blocks, cache marks where SPEC §7 puts them.
 
-Turns (SPEC §6.2):       [tools] [system] [user: view blocks, tail] [the turn's steps]
+Turns (SPEC §6.2):       [tools] [system, marked*] [user: view blocks, tail] [the turn's steps]
 Compactions (SPEC §4.2): [tools] [system, marked] [user: context blocks, task] [follow-ups]
+
+* when the view is too short for all three view marks (`marks_system`). Subagents use the turns'
+layout.
 
 Everything here is a pure function of its arguments, so the same view prefix always gives the
 same blocks, byte for byte, and the prompt cache can read them back.
@@ -60,6 +63,17 @@ def turn_marks(whole_blocks: int) -> list[int]:
     return [i for i in (last - 2 * MARK_REACH, last - MARK_REACH, last) if i >= 0]
 
 
+def marks_system(whole_blocks: int) -> bool:
+    """Whether a turn also marks the end of its tools and system prompt: only with a slot to
+    spare, when the block 20 or 40 before the view's last whole block does not exist, so that
+    the view marks keep their priority.
+
+    A young chat's view blocks change from turn to turn, and nothing before its end mark was
+    ever written: without this mark its first turns read nothing from the cache, not even the
+    ~2,000 tokens of tools and system prompt that never change."""
+    return len(turn_marks(whole_blocks)) + 2 <= MAX_MARKS  # + this mark and the request end
+
+
 def turn_request(
     model: str,
     system: str,
@@ -71,17 +85,19 @@ def turn_request(
     effort: str | None = None,
     cache_key: str | None = None,
 ) -> Request:
-    """One call of a turn: the view (marked), the tail (header, message, images; the separator
-    is added before it), then the turn's own steps so far, with the request-end mark on the very
+    """One call of a turn (or of a subagent): the tools and system prompt (marked if
+    `marks_system`), the view (marked), the tail (header, message, images; the separator is
+    added before it), then the turn's own steps so far, with the request-end mark on the very
     last block."""
     blocks = view_blocks(rendered_view)
-    marks = set(turn_marks(len(blocks) - 1))
+    whole = len(blocks) - 1
+    marks = set(turn_marks(whole))
     view_parts: list[Part] = [Text(block, mark=i in marks) for i, block in enumerate(blocks)]
     first = Message("user", [*view_parts, *_after_view([_unmarked(part) for part in tail])])
     messages = [first, *(Message(step.role, [_unmarked(p) for p in step.parts]) for step in steps)]
     request = Request(
         model=model,
-        system=[Text(system)],
+        system=[Text(system, mark=marks_system(whole))],
         tools=list(tools),
         messages=_mark_end(messages),
         max_tokens=max_tokens,
