@@ -51,6 +51,7 @@ def main() -> int:
     cache = cache_replay.run()
     print(cache.line())
     print(cache.detail())
+    print(cache_replay.first_turns().line(), flush=True)
     print(compaction_parallel.run().line(), flush=True)
     return 0
 
