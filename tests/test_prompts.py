@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from evertalk import prompts
+from evertalk.memory.coarse import coarse_text
 from evertalk.memory.text import PLACEHOLDER
 from evertalk.prompts import (
     INSTRUCTIONS_HEADING,
@@ -72,6 +73,11 @@ def test_section_contents() -> None:
     assert "`[Name]`" in view.split("\n- work: ")[1].split("\n")[0]
     assert "two at a time" in view  # lines are merged in pairs, over and over
     assert f"`{PLACEHOLDER}`" in view and "zoom" in view.split(PLACEHOLDER)[1]
+    # the coarse lines a turn on a chat that is behind may show (memory/coarse.py)
+    coarse = coarse_text((3, 0))
+    assert (
+        coarse.startswith("[not yet summarized: messages") and "zoom" in view.split(coarse[:29])[1]
+    )
     assert "pages" in view
 
     assert "`zoom(id, n)`" in tools and "pair of lines" in tools

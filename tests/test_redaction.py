@@ -9,7 +9,16 @@ from collections.abc import Callable
 
 import pytest
 
-from evertalk.config import REDACTED, redact
+from evertalk.config import (
+    LOCAL_API_KEY,
+    REDACTED,
+    SECRET_MIN_LENGTH,
+    Config,
+    Secret,
+    is_credential,
+    redact,
+    secret_values,
+)
 
 KEY = "sk-ant-api03-Zx9_Qw-7Hq2LmN0pRsTuVwXyZ+ab/cdEf12345"  # '+' and '/' differ in the alphabets
 
@@ -62,12 +71,22 @@ def test_the_reversed_key_is_redacted() -> None:
     assert redact(f"rev: {KEY[::-1]}!", [KEY]) == f"rev: {REDACTED}!"
 
 
-def test_short_secrets_only_as_they_are() -> None:
-    """A short value is redacted literally (as before), never by its encodings: the base64 of
-    `abc` is a common word part, and blanking it would garble ordinary output."""
-    assert redact("abc YWJj cba 616263", ["abc"]) == f"{REDACTED} YWJj cba 616263"
+def test_only_real_credentials_are_redacted() -> None:
+    """A value too short to be a key is not redacted, as it is or encoded: `abc` and its
+    base64 are parts of ordinary words, and the log would keep them garbled forever. Nor is the
+    placeholder evertalk sends a local server that needs no key: every error naming the server
+    read `http://[redacted]host:11434`."""
+    assert redact("abc YWJj cba 616263", ["abc"]) == "abc YWJj cba 616263"
     assert redact("text", []) == "text"
     assert redact("text", [""]) == "text"
+    assert LOCAL_API_KEY == "local"
+    assert not is_credential(LOCAL_API_KEY) and not is_credential("x" * (SECRET_MIN_LENGTH - 1))
+    assert is_credential(KEY) and is_credential("x" * SECRET_MIN_LENGTH)
+    assert redact("http://localhost:11434", [LOCAL_API_KEY]) == "http://localhost:11434"
+    config = Config(provider="ollama", api_key=Secret(LOCAL_API_KEY))
+    assert secret_values(config, env={}) == []
+    config = Config(provider="vllm", api_key=Secret("vllm-key-0123456789"))
+    assert secret_values(config, env={}) == ["vllm-key-0123456789"]
 
 
 def test_the_longest_secret_wins() -> None:

@@ -17,6 +17,11 @@ class UsageError(Exception):
     """Wrong arguments or a missing chat: one line for the user, exit status 2."""
 
 
+NO_MESSAGE = "\0"
+"""What `-p` holds when no MESSAGE follows it (`-p --retry`): a NUL, which no argument can hold,
+so that `-p ""` stays an empty message."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
@@ -34,8 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--print",
         dest="prompt",
         metavar="MESSAGE",
+        nargs="?",
+        const=NO_MESSAGE,  # `-p --retry`: the message is the one already logged
         help="answer MESSAGE in one turn without the terminal app and print the reply "
         "('-' reads the message from standard input)",
+    )
+    parser.add_argument(
+        "--retry",
+        action="store_true",
+        help="with -p and no MESSAGE: run the turn again for the last message that has no "
+        "reply (its turn failed), without sending it twice",
     )
     parser.add_argument(
         "--json", dest="json_events", action="store_true", help="with -p: print every event as JSON"
@@ -133,6 +146,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         args.workdir = _workdir(args.workdir)
     if args.prompt is not None:
         return _headless(args)
+    if args.retry:
+        raise UsageError("--retry goes with -p: evertalk -p --retry")
     if args.json_events or args.allow is not None or args.images:
         raise UsageError("--json, --allow and --image go with -p MESSAGE")
     if args.command == "usage":
@@ -194,6 +209,7 @@ def _headless(args: argparse.Namespace) -> int:
 
     if args.command is not None:
         raise UsageError("-p runs one turn: it takes no command")
+    _check_retry(args)
     try:
         grants = parse_grants(args.allow or "")
     except ValueError as error:
@@ -213,7 +229,21 @@ def _headless(args: argparse.Namespace) -> int:
         grants=grants,
         workdir=args.workdir,
         images=images,
+        retry=args.retry,
     )
+
+
+def _check_retry(args: argparse.Namespace) -> None:
+    """`-p MESSAGE`, or `-p --retry` alone: a retry sends the message already logged, with
+    its own images."""
+    if not args.retry:
+        if args.prompt == NO_MESSAGE:
+            raise UsageError("-p needs a MESSAGE (or --retry, to try the last one again)")
+        return
+    if args.prompt != NO_MESSAGE:
+        raise UsageError("--retry takes no MESSAGE: it sends the last unanswered one again")
+    if args.images:
+        raise UsageError("--retry takes no --image: the message goes with its own images")
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -91,6 +91,10 @@ AUTH_TOKEN_VARIABLE: Final = "ANTHROPIC_AUTH_TOKEN"
 CREDENTIAL_VARIABLES: Final[tuple[str, ...]] = (*KEY_VARIABLES.values(), AUTH_TOKEN_VARIABLE)
 """Every variable that may hold a credential: hidden from the shell tool's commands, and their
 values redacted from tool results, the log and error texts."""
+LOCAL_API_KEY: Final = "local"
+"""The key sent to a local server that needs none (the SDK insists on one). A placeholder, not a
+credential: it is never redacted (`localhost` would read `[redacted]host` in every error)."""
+PLACEHOLDER_KEYS: Final = frozenset({LOCAL_API_KEY})
 MAX_CONCURRENCY: Final = 8
 """The most compaction calls in flight at once (SPEC §4.1)."""
 MIN_CONTEXT_WINDOW: Final = 8_000
@@ -548,7 +552,13 @@ def secret_values(config: Config | None = None, env: Mapping[str, str] = os.envi
     values = {env.get(name, "") for name in CREDENTIAL_VARIABLES}
     if config is not None and config.api_key is not None:
         values.add(config.api_key.reveal())
-    return sorted((v for v in values if len(v) >= SECRET_MIN_LENGTH), key=len, reverse=True)
+    return sorted(filter(is_credential, values), key=len, reverse=True)
+
+
+def is_credential(value: str) -> bool:
+    """Whether a key is a real credential, to be redacted: long enough to be one (a short value
+    would blank out parts of ordinary words), and not a placeholder."""
+    return len(value) >= SECRET_MIN_LENGTH and value not in PLACEHOLDER_KEYS
 
 
 # --- writing -------------------------------------------------------------------------------

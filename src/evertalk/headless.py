@@ -9,9 +9,15 @@ ended: a subagent is never left cut off halfway. Compaction calls still running 
 finish, and no other starts (a line on standard error says how many; Ctrl+C skips the wait):
 each is paid for, and its line is kept.
 
+`evertalk -p --retry` runs the turn again for the last message that has no reply (its turn
+failed), without logging the message a second time (`Agent.retry`); a stopped turn's line says
+so when it applies. A model call tried again after a transient error says so on standard error:
+`retrying (2/3) after 1.8 s: server overloaded (529)`.
+
 Exit status: 0 when every turn ended normally; 1 with a one-line error on standard error (no
 provider configured, a setting or the instructions file that cannot be used, the chat open in
-another process, a failed model call, a turn stopped); 130 when interrupted.
+another process, a failed model call, a turn stopped); 2 when `--retry` finds nothing to retry;
+130 when interrupted.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import json
 import re
 import signal
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,13 +37,17 @@ import anyio.abc
 
 from evertalk.agent.events import (
     AgentEvent,
+    CatchingUp,
     MemoryWarning,
     ReplyLogged,
+    Retrying,
     Settling,
     ToolStarted,
     TurnEnded,
     TurnStarted,
+    catching_up_text,
 )
+from evertalk.agent.retry import NothingToRetry, has_unanswered
 from evertalk.agent.session import Agent, NotConfigured
 from evertalk.compactor.service import Compactor
 from evertalk.config import ConfigError
@@ -46,7 +57,11 @@ from evertalk.store.errors import StoreError, describe
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+RETRY_HINT = "; evertalk -p --retry tries it again"
+"""Added to a stopped turn's line when its message is left without a reply."""
 
 
 def run_headless(
@@ -57,11 +72,13 @@ def run_headless(
     grants: Sequence[str] = (),
     workdir: Path | None = None,
     images: Sequence[Image] = (),
+    retry: bool = False,
 ) -> int:
-    """Run the turn for `message` (with its images) and print its reply (or its events); the
-    exit status."""
+    """Run the turn for `message` (with its images), or with `retry` the turn again for the
+    last message that has no reply (`message` unused), and print its reply (or its events);
+    the exit status."""
     try:
-        return anyio.run(_run, home, message, as_json, tuple(grants), workdir, tuple(images))
+        return anyio.run(_run, home, message, as_json, tuple(grants), workdir, tuple(images), retry)
     except KeyboardInterrupt:
         print("evertalk: interrupted; what was logged stays", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -74,18 +91,29 @@ async def _run(
     grants: tuple[str, ...],
     workdir: Path | None,
     images: tuple[Image, ...],
+    retry: bool,
 ) -> int:
-    if not message.strip():
+    if not retry and not message.strip():
         return _fail("the message is empty")
     try:
         async with Agent.open(home, asker=None, granted=grants, workdir=workdir) as agent:
             report_warnings(agent.chat)
-            agent.submit(message, images)
+            try:
+                if retry:
+                    agent.retry()
+                else:
+                    agent.submit(message, images)
+            except NothingToRetry as error:
+                return _fail(str(error), EXIT_USAGE)
+
+            def hint() -> str:
+                return RETRY_HINT if has_unanswered(agent.chat) else ""
+
             printer: JsonPrinter | ReplyPrinter
             if as_json:
-                printer = JsonPrinter(sys.stdout, sys.stderr)
+                printer = JsonPrinter(sys.stdout, sys.stderr, hint=hint)
             else:
-                printer = ReplyPrinter(sys.stdout, sys.stderr)
+                printer = ReplyPrinter(sys.stdout, sys.stderr, hint=hint)
             async for event in agent.events():
                 printer.show(event)
                 if isinstance(event, TurnEnded) and not (agent.busy or agent.subagents.running):
@@ -131,30 +159,56 @@ async def _skip_on_interrupt(
             return
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, status: int = EXIT_FAILED) -> int:
     print(f"evertalk: {' '.join(message.split())}", file=sys.stderr)
-    return EXIT_FAILED
+    return status
+
+
+def _no_hint() -> str:
+    return ""
+
+
+CATCH_UP_EVERY = 10.0
+"""Seconds between two lines of progress while a turn waits for the chat to catch up: a wait of
+minutes must not look hung, and a line a second would bury everything else on standard error."""
 
 
 class ReplyPrinter:
-    """Prints each turn's final reply: the reply texts after its last tool call."""
+    """Prints each turn's final reply: the reply texts after its last tool call. Catching up
+    is said on standard error (tty or not: it can take minutes), one line about every 10 s."""
 
-    def __init__(self, out: TextIO, err: TextIO) -> None:
+    def __init__(
+        self,
+        out: TextIO,
+        err: TextIO,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        hint: Callable[[], str] = _no_hint,
+    ) -> None:
         self.out = out
         self.err = err
+        self.clock = clock
+        self.hint = hint  # what a stopped turn's line adds: how to try it again, if it applies
         self.status = EXIT_OK
         self.replies: list[str] = []
+        self.caught_up_at: float | None = None  # when the running wait's last line was printed
 
     def show(self, event: AgentEvent) -> None:
         if isinstance(event, TurnStarted | ToolStarted):
             self.replies = []
+            self.caught_up_at = None
+        elif isinstance(event, CatchingUp):
+            self._catching_up(event)
         elif isinstance(event, ReplyLogged):
             self.replies.append(event.text)
         elif isinstance(event, Settling) and self.err.isatty():
             print(f"waiting for {event.unbuilt} summaries…", file=self.err, flush=True)
         elif isinstance(event, MemoryWarning):  # not the reply's: standard output stays the reply
             print(event.text, file=self.err, flush=True)
+        elif isinstance(event, Retrying):  # a model call tried again: said as warnings are
+            print(event.line, file=self.err, flush=True)
         elif isinstance(event, TurnEnded):
+            self.caught_up_at = None  # a turn cancelled while it waited: the next waits anew
             if self.replies:
                 print("\n\n".join(self.replies), file=self.out, flush=True)
             elif event.reason == "done":  # nothing on stdout must not look like a lost reply
@@ -165,15 +219,22 @@ class ReplyPrinter:
             elif event.reason != "done":
                 self.status = EXIT_FAILED
                 why = event.error or event.reason.replace("_", " ")
-                print(f"evertalk: the turn stopped: {why}", file=self.err, flush=True)
+                print(f"evertalk: the turn stopped: {why}{self.hint()}", file=self.err, flush=True)
+
+    def _catching_up(self, event: CatchingUp) -> None:
+        now = self.clock()
+        if self.caught_up_at is None or now - self.caught_up_at >= CATCH_UP_EVERY:
+            self.caught_up_at = now
+            print(catching_up_text(event), file=self.err, flush=True)
 
 
 class JsonPrinter:
     """Every event as one JSON line: `{"type": "text_delta", "text": "…"}` and so on."""
 
-    def __init__(self, out: TextIO, err: TextIO) -> None:
+    def __init__(self, out: TextIO, err: TextIO, *, hint: Callable[[], str] = _no_hint) -> None:
         self.out = out
         self.err = err
+        self.hint = hint
         self.status = EXIT_OK
 
     def show(self, event: AgentEvent) -> None:
@@ -182,7 +243,7 @@ class JsonPrinter:
             self.status = EXIT_INTERRUPTED if event.reason == "cancelled" else EXIT_FAILED
             if event.reason != "cancelled":
                 why = event.error or event.reason.replace("_", " ")
-                print(f"evertalk: the turn stopped: {why}", file=self.err, flush=True)
+                print(f"evertalk: the turn stopped: {why}{self.hint()}", file=self.err, flush=True)
 
 
 def event_type(event: AgentEvent) -> str:

@@ -61,6 +61,8 @@ level upon level. Lines near the end thus speak for single messages, and the old
 wider the stretch it spans.
 
 `(not summarized yet: zoom it)` marks a message still waiting for its digest; zoom to see it.
+An old stretch still waiting may show as one line, `[not yet summarized: messages a–b]`; zoom it
+too.
 
 Texts too large for one message were stored as a run of consecutive messages of one kind: read
 them as pages.

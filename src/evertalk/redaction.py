@@ -1,7 +1,7 @@
 """Keeping known secrets out of what is logged and shown: `redact(text, secrets)`.
 
-Each secret is replaced by `[redacted]` as it is, and, when it is long enough to be a real key,
-also in the forms a command can easily turn it into: reversed, hex (either case), and base64 in
+Each secret long enough to be a real key is replaced by `[redacted]` as it is, and also in the
+forms a command can easily turn it into: reversed, hex (either case), and base64 in
 the standard and the URL-safe alphabet. Base64 is matched at each of the three byte offsets a
 secret can have inside a longer encoded stream (`base64 <<< "prefix$KEY"` encodes the key
 differently from `base64 <<< "$KEY"`): the characters that depend on the secret's bytes alone
@@ -25,8 +25,9 @@ from typing import Final
 
 REDACTED: Final = "[redacted]"
 SECRET_MIN_LENGTH: Final = 8
-"""Shorter values are not redacted: they would blank out ordinary words, and are no real key.
-Below it `redact` still replaces a value given to it as it is, but never its encodings."""
+"""Shorter values are not redacted, as they are or encoded: they would blank out parts of
+ordinary words (a local server's placeholder key `local` made `localhost` read `[redacted]host`
+in every connection error, and the log keeps what it garbles forever), and are no real key."""
 
 _BREAK: Final = r"(?:\r?\n)?"
 """What may stand between two characters of a form: one line break, as a wrapping tool puts."""
@@ -58,7 +59,8 @@ class Redactor:
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """`text` with each of `secrets`, and each of its encodings, replaced by `[redacted]`."""
+    """`text` with each of `secrets`, and each of its encodings, replaced by `[redacted]`; a
+    value shorter than SECRET_MIN_LENGTH is left alone."""
     wanted = tuple(secrets)
     if not wanted:
         return text
@@ -70,12 +72,11 @@ def _redactor(secrets: tuple[str, ...]) -> Redactor:
     exact: set[str] = set()
     folded: set[str] = set()
     for secret in secrets:
-        if not secret:
+        if len(secret) < SECRET_MIN_LENGTH:
             continue
         exact.add(secret)
-        if len(secret) >= SECRET_MIN_LENGTH:
-            exact.update(encoded_forms(secret))
-            folded.add(secret.encode("utf-8").hex())
+        exact.update(encoded_forms(secret))
+        folded.add(secret.encode("utf-8").hex())
     # the longest first: at one position the alternation takes the first branch that matches,
     # so a key that contains another is replaced whole
     branches = [(form, False) for form in exact] + [(form, True) for form in folded]

@@ -8,7 +8,9 @@ invalid_request_error: `model`/`max_tokens`/`messages` missing, more than 4 `cac
 blocks, roles not alternating or not starting with user, empty text, a `tool_use` without a
 `tool_result` at the start of the very next message, a `tool_result` without its `tool_use`; 401
 authentication_error without a key: `x-api-key`, or `Authorization: Bearer`, which is how the
-SDK 2.x sends `api_key`). The behaviour then scripts the reply (see behaviours),
+SDK 2.x sends `api_key`; with `context_window` set, 400 invalid_request_error "prompt is too
+long" for a prompt of more tokens than that, by the fake's token estimate, as the real API refuses
+one over the model's window). The behaviour then scripts the reply (see behaviours),
 and the prompt cache (see cache.BlockCache) sets the usage. `records` keeps every request (raw
 bytes, parsed JSON, status, usage, started/finished); `totals` sums the usage of the answered ones.
 """
@@ -206,8 +208,10 @@ class AnthropicFake:
         text_chunk: int = 24,
         json_chunk: int = 10,
         ping: bool = True,
+        context_window: int | None = None,
     ) -> None:
         self.behaviour: Behaviour = behaviour if behaviour is not None else chat()
+        self.context_window = context_window  # tokens; None: any prompt is taken
         self.cache = BlockCache(
             clock, ttl=cache_ttl, lookback=lookback, min_tokens=min_cache_tokens
         )
@@ -245,6 +249,16 @@ class AnthropicFake:
         record.status, record.error_type = status, kind
         return JSONResponse(body, status_code=status, headers=headers)
 
+    def _too_long(self, body: dict[str, Any]) -> str | None:
+        """The real API's refusal of a prompt over the model's window, in the fake's tokens
+        (those its usage reports), checked before the model or the cache sees the request."""
+        if self.context_window is None:
+            return None
+        tokens = sum(block.tokens for block in prompt_blocks(body))
+        if tokens <= self.context_window:
+            return None
+        return f"prompt is too long: {tokens} tokens > {self.context_window} maximum"
+
     async def _messages(self, request: Request) -> Response:
         raw = await request.body()
         headers = dict(request.headers)
@@ -262,7 +276,7 @@ class AnthropicFake:
         if not isinstance(body, dict):
             return self._error(record, 400, "The request body must be a JSON object.")
         record.body = body
-        problem = validate(body)
+        problem = validate(body) or self._too_long(body)
         if problem is not None:
             return self._error(record, 400, problem)
         outcome = self.behaviour(Call("anthropic", body, record.index, headers))

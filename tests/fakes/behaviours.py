@@ -7,7 +7,9 @@ outcomes into their API's wire format, so one script serves both.
 Composition: wrappers such as `slow`, `cut`, `with_head` and `fenced` take a behaviour and return
 one; `fail(..., then=b)` errs N times per request then defers to `b`; `sequence` takes one
 behaviour per call; `Script` routes calls by predicate, then by a queue of one-shot behaviours,
-then to a default.
+then to a default. `flaky` makes a server that fails some tries of each request (faults:
+`overloaded`, `rate_limited`, `server_error`, `cut_at_start`, `dropped`, `error_event`,
+`cut_in_text`) and answers the next.
 """
 
 from __future__ import annotations
@@ -319,6 +321,75 @@ def cut(inner: Behaviour, after_events: int = 3, mode: CutMode = "abort") -> Beh
         if isinstance(outcome, Fail):
             return outcome
         return replace(outcome, cut_after=after_events, cut_mode=mode)
+
+    return behave
+
+
+Fault = Callable[[Call, Behaviour], Outcome]
+"""One failed try of a request: what the fake answers instead of what `inner` would."""
+
+
+def overloaded(call: Call, inner: Behaviour) -> Outcome:
+    """A 529 without `retry-after`: the client backs off on its own."""
+    return Fail(529, retry_after_ms=None)
+
+
+def rate_limited(call: Call, inner: Behaviour) -> Outcome:
+    """A 429 that says when to come back (`retry-after-ms: 1`)."""
+    return Fail(429)
+
+
+def server_error(call: Call, inner: Behaviour) -> Outcome:
+    return Fail(500, retry_after_ms=None)
+
+
+def cut_at_start(call: Call, inner: Behaviour) -> Outcome:
+    """The stream breaks off right after message_start (OpenAI: the first chunk), before any
+    text: the response began, and nothing of the reply came."""
+    return cut(inner, after_events=1)(call)
+
+
+def dropped(call: Call, inner: Behaviour) -> Outcome:
+    """The connection drops after the response's headers, before its first event."""
+    return cut(inner, after_events=0)(call)
+
+
+def error_event(call: Call, inner: Behaviour) -> Outcome:
+    """An SSE error event (Anthropic: overloaded_error) right after the response began."""
+    return cut(inner, after_events=1, mode="error")(call)
+
+
+def cut_in_text(call: Call, inner: Behaviour) -> Outcome:
+    """The stream breaks off in the middle of the reply's first text block (Anthropic: after
+    message_start, content_block_start, ping and one delta; OpenAI: after two chunks)."""
+    outcome = inner(call)
+    after = 4 if call.api == "anthropic" else 2
+    return outcome if isinstance(outcome, Fail) else replace(outcome, cut_after=after)
+
+
+def flaky(
+    inner: Behaviour,
+    *patterns: Sequence[Fault],
+    key: Callable[[Call], Hashable] = by_request,
+) -> Behaviour:
+    """Each distinct request (by `key`; by default its body, so a client's tries of one request
+    count together) meets the faults of one pattern, one per try, then `inner`. The k-th
+    distinct request, in order of arrival, takes pattern k (cycling): `flaky(chat(),
+    (overloaded, cut_at_start), ())` fails the first try of every other request with a 529 and
+    cuts its second after message_start; its third try, and every try of the others, is answered.
+    """
+    order: dict[Hashable, int] = {}
+    tries: dict[Hashable, int] = {}
+    cycle = [tuple(pattern) for pattern in patterns] or [()]
+
+    def behave(call: Call) -> Outcome:
+        k = key(call)
+        pattern = cycle[order.setdefault(k, len(order)) % len(cycle)]
+        done = tries.get(k, 0)
+        tries[k] = done + 1
+        if done < len(pattern):
+            return pattern[done](call, inner)
+        return inner(call)
 
     return behave
 

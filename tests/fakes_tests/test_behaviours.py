@@ -30,6 +30,7 @@ from fakes import (
     thinking_only,
     with_head,
 )
+from fakes.behaviours import cut_at_start, flaky, overloaded
 
 pytestmark = pytest.mark.anyio
 
@@ -94,6 +95,18 @@ def test_fail_counts_per_request_then_defers() -> None:
     outcomes = [behave(call(FIRST)) for _ in range(3)] + [behave(call(other))]
     assert [type(o).__name__ for o in outcomes] == ["Fail", "Fail", "Reply", "Fail"]
     assert isinstance(outcomes[0], Fail) and outcomes[0].status == 529
+
+
+def test_flaky_fails_each_request_by_its_pattern_then_answers() -> None:
+    behave = flaky(chat("ok"), (overloaded, cut_at_start), ())
+    other: Any = {"role": "user", "content": "another request"}
+    first = [behave(call(FIRST)) for _ in range(3)]
+    assert isinstance(first[0], Fail) and first[0].status == 529 and first[0].retry_after_ms is None
+    assert isinstance(first[1], Reply) and first[1].cut_after == 1
+    assert isinstance(first[2], Reply) and first[2].cut_after is None and first[2].text == "ok"
+    assert text_of(behave(call(other))) == "ok"  # the second request takes the empty pattern
+    third: Any = {"role": "user", "content": "a third request"}
+    assert isinstance(behave(call(third)), Fail)  # the patterns cycle
 
 
 def test_script_routes_then_queue_then_default() -> None:

@@ -3,11 +3,19 @@ and a server nothing listens on is a connection error that says where it looked.
 
 from __future__ import annotations
 
+import email.utils
+
 import pytest
 
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import Message, ProviderError, Request, Text, collect
-from evertalk.providers.errors import address, at_address
+from evertalk.providers.errors import (
+    address,
+    at_address,
+    clean,
+    retry_after_seconds,
+    should_retry,
+)
 from evertalk.providers.openai import OpenAIProvider
 
 pytestmark = pytest.mark.anyio
@@ -39,3 +47,25 @@ async def test_nothing_listening_says_where_it_looked() -> None:
         assert raised.value.kind == "connection"
         assert str(raised.value).endswith("could not connect (at http://127.0.0.1:9/v1)")
         assert "pass" not in str(raised.value) and "token" not in str(raised.value)
+
+
+def test_how_long_the_server_asked_to_wait() -> None:
+    now = 1_800_000_000.0
+    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after_seconds({"retry-after": "2"}) == 2.0
+    date = email.utils.formatdate(now + 30, usegmt=True)
+    assert retry_after_seconds({"retry-after": date}, now=lambda: now) == 30.0
+    past = email.utils.formatdate(now - 30, usegmt=True)
+    assert retry_after_seconds({"retry-after": past}, now=lambda: now) == 0.0
+    for nonsense in ({}, {"retry-after": "soon"}, {"retry-after-ms": "-5"}, {"retry-after": "nan"}):
+        assert retry_after_seconds(nonsense) is None
+    assert should_retry({"x-should-retry": "false"}) is False
+    assert should_retry({"x-should-retry": "true"}) is True
+    assert should_retry({}) is None
+
+
+def test_a_placeholder_key_leaves_an_address_as_it_is() -> None:
+    assert clean("could not connect (at http://localhost:11434/v1)", ["local"]) == (
+        "could not connect (at http://localhost:11434/v1)"
+    )
+    assert clean("bad key sk-some-real-key-1", ["sk-some-real-key-1"]) == "bad key [redacted]"

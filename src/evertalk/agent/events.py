@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 # the stream's deltas reach the UI as the provider gave them: one type each, shared
+# (and so does the word that a model call is being tried again, `retrying (2/3) after …`)
+from evertalk.providers.base import Retrying as Retrying
 from evertalk.providers.base import TextDelta as TextDelta
 from evertalk.providers.base import ThinkingDelta as ThinkingDelta
 
@@ -19,6 +21,35 @@ class Settling:
     """The turn waits for summaries before it starts (SPEC §6.1)."""
 
     unbuilt: int  # lines of the view still unbuilt
+
+
+@dataclass(frozen=True)
+class CatchingUp:
+    """The chat is behind: the view would not fit the turn model's window, and the turn waits
+    for the summaries that make it fit (see `agent/catch_up.py`). Sent when the wait starts,
+    then at most once a second while its figures change."""
+
+    to_go: int  # about how many summaries are still to be built
+    eta_seconds: float | None  # about how long that takes at the recent pace; None: not known yet
+
+
+def catching_up_text(event: CatchingUp) -> str:
+    """`catching up: 1,204 summaries to go, about 3 min`, as the app and `-p` show it."""
+    count = f"{event.to_go:,} {'summary' if event.to_go == 1 else 'summaries'} to go"
+    return f"catching up: {count}, {about(event.eta_seconds)}"
+
+
+def about(seconds: float | None) -> str:
+    """`about 3 min`: whole minutes, hours from two of them; `estimating…` before a pace is
+    known. Rounded, since it is only as good as the recent pace."""
+    if seconds is None:
+        return "estimating…"
+    if seconds < 60:
+        return "less than a minute"
+    minutes = round(seconds / 60)
+    if minutes < 120:
+        return f"about {minutes} min"
+    return f"about {round(minutes / 60)} h"
 
 
 @dataclass(frozen=True)
@@ -96,6 +127,7 @@ class MemoryWarning:
 
 AgentEvent = (
     Settling
+    | CatchingUp
     | TurnStarted
     | TextDelta
     | ThinkingDelta
@@ -106,4 +138,5 @@ AgentEvent = (
     | TurnEnded
     | CallUsage
     | MemoryWarning
+    | Retrying
 )

@@ -8,12 +8,14 @@
 A message submitted while no turn runs starts one (SPEC §6.1): the nodes the turn needs go
 first in the compactor's queue, the turn waits at most `memory.settle_timeout` seconds for every
 line of the view to be built (`Settling`), renders the view, logs the message, and runs the call
-`[tools] [system] [view] [header + message]` and its tool loop. A message submitted during a turn
-is held and delivered between two tool calls, or, if the turn ends first, starts the next turn
-together with any other held message (SPEC §6.4). A subagent's report is held the same way,
-except the report of one the user stopped: it reaches a running turn like any report, but it
-never starts a turn of its own (see `_report_stopped`). Nothing carries over from one turn to
-the next but the view.
+`[tools] [system] [view] [header + message]` and its tool loop. When the chat is behind and the
+view would not fit the turn model's window, the turn first waits for it to catch up
+(`CatchingUp`, see `catch_up.py`), and never fails for it. A message submitted during a turn
+(or during its wait) is held and delivered between two tool calls, or, if the turn ends first,
+starts the next turn together with any other held message (SPEC §6.4). A subagent's report is
+held the same way, except the report of one the user stopped: it reaches a running turn like any
+report, but it never starts a turn of its own (see `_report_stopped`). Nothing carries over
+from one turn to the next but the view.
 
 No known secret (the configured key, the credential variables' values) reaches the log: the
 Toolbox redacts every tool result, and every append of the session goes through `GuardedLog`.
@@ -32,17 +34,18 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
+from evertalk.agent.catch_up import CATCH_UP_TIMEOUT, ViewWait
 from evertalk.agent.events import (
     AgentEvent,
     MemoryWarning,
     ReplyLogged,
-    Settling,
     TurnEnded,
     TurnStarted,
 )
 from evertalk.agent.images import ImageStore
 from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
+from evertalk.agent.retry import BUSY, NothingToRetry, Retried, find_unanswered, turn_id
 from evertalk.agent.subagents import AgentLog, Subagents
 from evertalk.agent.tools import Toolbox, ToolContext
 from evertalk.agent.tools.sandbox import Sandbox
@@ -68,14 +71,11 @@ from evertalk.config import (
     secret_values,
 )
 from evertalk.ledger import Ledger, ledger_path
-from evertalk.memory import Node
+from evertalk.memory.coarse import Fitted, render, summaries_to_go
 from evertalk.memory.text import valid_unicode
 from evertalk.prompts import TOOLS, turn_header
 from evertalk.providers.base import Image, Provider
 from evertalk.runtime import Runtime, cache_key
-
-SETTLE_POLL = 0.05
-"""Seconds between two looks at the view while a turn waits for its lines to be built."""
 
 RESTART_SECONDS = 5.0
 """A compactor stopped by a bug starts again after this long: a session without one would
@@ -183,6 +183,7 @@ class Agent:
         clock: Callable[[], datetime],
         limits: Limits,
         group: TaskGroup,
+        catch_up_timeout: float = CATCH_UP_TIMEOUT,
     ) -> None:
         self.home = home
         self.runtime = runtime
@@ -198,7 +199,13 @@ class Agent:
         self.model = runtime.config.model
         self.secrets = secret_values(runtime.config)
         self.sandbox = Sandbox.configured(runtime.config.tools)  # one for the turn and subagents
-        self.settle_timeout = runtime.config.memory.settle_timeout
+        self.view_wait = ViewWait(
+            chat,
+            compactor,
+            settle_timeout=runtime.config.memory.settle_timeout,
+            catch_up_timeout=catch_up_timeout,
+            to_go=self._summaries_to_go,
+        )
         self.agents_dir = chat.store.path / "agents"
         self.images = ImageStore(chat.store.path / "images")
         self.cache_key = cache_key(home, "turn")  # per chat and role (SPEC §7)
@@ -219,7 +226,6 @@ class Agent:
         self._change = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         self._turning = False
-        self._waiters = 0
         self._closed = False
         self._opened = False
 
@@ -237,11 +243,13 @@ class Agent:
         workdir: Path | None = None,
         clock: Callable[[], datetime] | None = None,
         limits: Limits | None = None,
+        catch_up_timeout: float = CATCH_UP_TIMEOUT,
     ) -> AsyncIterator[Agent]:
         """Open the chat (its lock: `ChatLocked` propagates), the runtime, the provider (gated;
         `NotConfigured` without a key) unless one is given, a running compactor and the tools.
         At exit a running turn and the subagents are cancelled (what they logged stays), and
-        everything is closed. `asker` None is headless: `ask` counts as `deny`."""
+        everything is closed. `asker` None is headless: `ask` counts as `deny`.
+        `catch_up_timeout`: the longest a turn waits for a chat that is behind (`catch_up.py`)."""
         runtime = Runtime.load(home)
         own = provider is None
         if provider is None:
@@ -283,6 +291,7 @@ class Agent:
                             clock=clock or _local_now,
                             limits=limits or limits_for(runtime.config),
                             group=group,
+                            catch_up_timeout=catch_up_timeout,
                         )
                         group.start_soon(agent._compact)
                         group.start_soon(agent._drive)
@@ -325,6 +334,18 @@ class Agent:
         # as it will be logged: a lone surrogate (from a broken terminal or pipe) cannot be
         # encoded for the model either
         self._hold(Held("user", valid_unicode(text), images=tuple(images)))
+
+    def retry(self) -> list[int]:
+        """Try the last unanswered message again: a new turn for it, as `submit` would start,
+        but the message is already in the log and is not logged again (see `retry.py`); its
+        ids. NothingToRetry (one line) when the last message has a reply, or a turn runs."""
+        if self._closed:
+            raise RuntimeError("the agent is closed")
+        if self.busy:  # the running turn, or the next, answers what is held
+            raise NothingToRetry(BUSY)
+        message = find_unanswered(self.chat, self.images.folder)
+        self._hold(message)
+        return list(message.ids)
 
     async def events(self) -> AsyncIterator[AgentEvent]:
         """Every event, in order, for one consumer; ends when the agent closes."""
@@ -446,35 +467,11 @@ class Agent:
             self._log_quiet_left()
             self._changed()
 
-    def _unbuilt(self) -> list[Node]:
-        tree = self.chat.core.tree
-        return [node for node in self.chat.core.view if not tree.is_built(node)]
-
-    async def _settle(self, emit: Callable[[AgentEvent], None]) -> None:
-        """Wait until every line of the view is built, at most `settle_timeout` seconds; the
-        nodes waited for go first in the compactor's queue (SPEC §6.1)."""
-        unbuilt = self._unbuilt()
-        if not unbuilt:
-            return
-        deadline = anyio.current_time() + self.settle_timeout
-        self._waiters += 1
-        self.compactor.waiting = True  # failed nodes are retried on a timer meanwhile
-        try:
-            shown = -1
-            while unbuilt:
-                if len(unbuilt) != shown:
-                    shown = len(unbuilt)
-                    emit(Settling(shown))
-                    self.compactor.prioritize(unbuilt)
-                left = deadline - anyio.current_time()
-                if left <= 0:
-                    break
-                await anyio.sleep(min(SETTLE_POLL, left))
-                unbuilt = self._unbuilt()
-        finally:
-            self._waiters -= 1
-            if self._waiters == 0:
-                self.compactor.waiting = False
+    def _summaries_to_go(self, room: int) -> int:
+        """About how many summaries are still to be built before the view fits `room` bytes
+        (the progress of catching up). An estimate of our own until the core offers one."""
+        core = self.chat.core
+        return summaries_to_go(core.view, core.t, core.tree, room)
 
     def _loop(self, log: MessageLog, context: ToolContext, *, master: bool) -> TurnLoop:
         return TurnLoop(
@@ -499,6 +496,9 @@ class Agent:
     def _log_held(self, held: list[Held]) -> list[int]:
         ids: list[int] = []
         for message in held:
+            if isinstance(message, Retried):  # logged before its turn failed (`retry`)
+                ids += message.ids
+                continue
             text = redact(message.text, self.secrets)
             names = [name for name in map(self.images.save, message.images) if name]
             ids += self.chat.append(message.kind, text, agent=message.agent, images=names or None)
@@ -568,28 +568,42 @@ class Agent:
         self._emit(ended)
 
     async def _open_turn(self) -> TurnEnded:
-        """The settle wait, the view, the message logged, then the loop (SPEC §6.1)."""
-        await self._settle(self._emit)
+        """The settle wait (or catching up), the view, the message logged, then the loop (SPEC
+        §6.1). Messages held during the wait join the opening, and the view is fitted to the
+        room they leave."""
+        log = GuardedLog(self.chat, self.secrets, self.compactor)
+        loop = self._loop(log, self._context(), master=True)
+
+        def room() -> int:
+            return loop.view_room(self._opening(self._held), _images(self._held))
+
+        fitted = await self.view_wait.ready(self._emit, room)
         held = self._take_held()
-        view = self.chat.render_view()
+        view = self._render(fitted)
         self._opened = True
         ids = self._log_held(held)
         self._emit(TurnStarted(ids))
-        opening = turn_header(self.clock()) + "\n" + "\n\n".join(m.text for m in held)
-        log = GuardedLog(self.chat, self.secrets, self.compactor)
-        images = [image for message in held for image in message.images]
-        loop = self._loop(log, self._context(), master=True)
-        ending = await loop.run(view, opening, ids[0], images)
+        turn = turn_id(held, ids, self.chat.t)  # ids[0], but for a retried message alone
+        ending = await loop.run(view, self._opening(held), turn, _images(held))
         return ending.event
 
+    def _opening(self, held: Sequence[Held]) -> str:
+        return turn_header(self.clock()) + "\n" + "\n\n".join(m.text for m in held)
+
+    def _render(self, fitted: Fitted) -> str:
+        """The view as the turn sees it: the core's, unless it had to be fitted to the window
+        (then for this turn only: the core's view stays as view.json has it)."""
+        return render(fitted.lines, self.chat.text_of)
+
     async def _run_subagent(self, name: str, task: str, agent_log: AgentLog) -> Ending:
-        await self._settle(_discard)
-        view = self.chat.render_view()
         log = GuardedLog(agent_log, self.secrets)
-        log.append("user", task)
         context = self._context(agent=name)
+        loop = self._loop(log, context, master=False)
         opening = turn_header(self.clock(), subagent_marker(name)) + "\n" + task
-        return await self._loop(log, context, master=False).run(view, opening, name)
+        fitted = await self.view_wait.ready(_discard, lambda: loop.view_room(opening))
+        view = self._render(fitted)
+        log.append("user", task)
+        return await loop.run(view, opening, name)
 
 
 @dataclass(frozen=True)
@@ -599,6 +613,10 @@ class _Quiet(Held):
 
 def _discard(event: AgentEvent) -> None:
     pass
+
+
+def _images(held: Sequence[Held]) -> list[Image]:
+    return [image for message in held for image in message.images]
 
 
 def _describe(error: BaseException) -> str:

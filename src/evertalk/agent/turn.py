@@ -50,6 +50,7 @@ from evertalk.providers.base import (
     Provider,
     ProviderError,
     Request,
+    Retrying,
     Text,
     TextDelta,
     TextDone,
@@ -355,12 +356,17 @@ class TurnLoop:
     def _estimate(self, request: Request) -> int:
         """Tokens of the first request's prompt, from its bytes (later calls count from the
         previous call's usage)."""
-        size = sum(len(block.text.encode("utf-8", "surrogatepass")) for block in request.system)
-        size += sum(
-            len(compact_json(tool.input_schema)) + len(tool.description) for tool in request.tools
-        )
-        size += sum(_bytes_of(message.parts) for message in request.messages)
-        return size // BYTES_PER_TOKEN
+        return _request_bytes(request) // BYTES_PER_TOKEN
+
+    def view_room(self, opening: str, images: Sequence[Image] = ()) -> int:
+        """The most bytes of rendered view the turn's first call can carry and still pass
+        `_no_room`, by the same estimate, with this opening text and these images (negative:
+        not even an empty view would). A chat that is behind has its view fitted to this
+        before the turn starts, so that the turn never fails for it (SPEC §6.2)."""
+        bare = _request_bytes(self._request("", [Text(opening), *images], []))
+        allowed = self.limits.context_budget - self.limits.max_tokens  # tokens of prompt
+        # `needed` = bytes // BYTES_PER_TOKEN + max_tokens must not pass the budget
+        return (allowed + 1) * BYTES_PER_TOKEN - 1 - bare
 
     async def _call(self, request: Request, turn_id: int | str, step: _Step) -> Finished:
         started = time.monotonic()
@@ -368,6 +374,10 @@ class TurnLoop:
         answered = False  # whether anything of the response came: it may be billed from then
         try:
             async for event in self.provider.stream(request):
+                if isinstance(event, Retrying):  # a try failed before any output: another goes
+                    self._retrying(event, started, turn_id)
+                    started, answered = time.monotonic(), False
+                    continue
                 answered = True
                 if isinstance(event, Finished):
                     finished = event
@@ -385,6 +395,13 @@ class TurnLoop:
             events.CallUsage(usage.input, usage.output, usage.cache_read, usage.cache_write, cost)
         )
         return finished
+
+    def _retrying(self, event: Retrying, started: float, turn_id: int | str) -> None:
+        """A failed try that is sent again: in the ledger if its response had begun (it was
+        billed), and said to the user."""
+        if event.usage is not None:
+            self._account(event.usage, started, turn_id, failed=True)
+        self.emit(event)
 
     def _account(
         self, usage: Usage, started: float, turn_id: int | str, *, failed: bool = False
@@ -490,6 +507,16 @@ def _sendable(parts: Sequence[Part]) -> list[Part]:
     """The reply as it goes back within the turn: thoughts (with their signatures), texts and
     tool calls in order; empty texts dropped (the API refuses them)."""
     return [part for part in parts if not (isinstance(part, Text) and not part.text)]
+
+
+def _request_bytes(request: Request) -> int:
+    """The bytes a request's tokens are estimated from: the system prompt, the tools, and
+    every message (the view's blocks among them, byte for byte)."""
+    size = sum(len(block.text.encode("utf-8", "surrogatepass")) for block in request.system)
+    size += sum(
+        len(compact_json(tool.input_schema)) + len(tool.description) for tool in request.tools
+    )
+    return size + sum(_bytes_of(message.parts) for message in request.messages)
 
 
 def _bytes_of(parts: Sequence[Part]) -> int:

@@ -54,7 +54,7 @@ from .base import (
     Usage,
 )
 from .errors import at_address, kind_for_status, kind_for_type, provider_error
-from .relay import relay
+from .relay import connect_failed, relay
 
 if TYPE_CHECKING:
     from anthropic.types import RawMessageStreamEvent
@@ -411,7 +411,9 @@ class AnthropicProvider:
         adaptive_thinking: bool | None = None,
     ) -> None:
         """`api_key` and `base_url` None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
-        `adaptive_thinking` None: chosen by the model name (`uses_adaptive_thinking`)."""
+        `adaptive_thinking` None: chosen by the model name (`uses_adaptive_thinking`).
+        `max_retries`: the SDK's own; `make_provider` sets 0 and wraps the adapter in a
+        `retry.RetryingProvider`, which also retries a cut stream, and says so."""
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
@@ -460,7 +462,10 @@ class AnthropicProvider:
             kind = kind_for_type(exc.type) or kind_for_status(exc.status_code)
             status = exc.status_code if exc.status_code >= 400 else None
             detail = at_address(kind, f"Anthropic: {exc.api_message or exc.message}", self._url)
-            return provider_error(kind, detail, status, secrets=secrets)
+            # an error event inside a stream comes with the stream's 200 and its headers,
+            # which say nothing of this error
+            headers = exc.response.headers if status is not None else None
+            return provider_error(kind, detail, status, secrets=secrets, headers=headers)
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
             return provider_error("timeout", "Anthropic: the request timed out", secrets=secrets)
         if started and isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
@@ -468,8 +473,7 @@ class AnthropicProvider:
                 "cut", f"Anthropic: the reply stream broke off ({type(exc).__name__})"
             )
         if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
-            message = at_address("connection", "Anthropic: could not connect", self._url)
-            return provider_error("connection", message, secrets=secrets)
+            return self._connection_error(exc)
         if isinstance(exc, anthropic.APIError):
             return provider_error("server", f"Anthropic: {exc.message}", secrets=secrets)
         if isinstance(exc, TypeError) and "authentication" in str(exc):
@@ -479,6 +483,14 @@ class AnthropicProvider:
         if started and isinstance(exc, ValueError):  # a malformed event (bad JSON)
             return provider_error("cut", "Anthropic: the reply stream was malformed")
         raise exc
+
+    def _connection_error(self, exc: Exception) -> ProviderError:
+        """No reply began. A connection never made (refused: nothing listens there) is said at
+        once, as final; one that broke before the response is worth another try."""
+        refused = connect_failed(exc)
+        what = "could not connect" if refused else "the connection broke before the reply began"
+        message = at_address("connection", f"Anthropic: {what}", self._url)
+        return provider_error("connection", message, secrets=self._secrets, transient=not refused)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -179,7 +179,26 @@ class Finished:
         return [part for part in self.parts if isinstance(part, ToolUse)]
 
 
-Event = Started | TextDelta | ThinkingDelta | TextDone | ToolUseStarted | Finished
+@dataclass(frozen=True)
+class Retrying:
+    """The call's last try failed with a transient error before any of its reply reached the
+    caller, and it is sent again after `delay` seconds: try `attempt` of at most `of`. `why` is
+    one line (`server overloaded (529)`); `usage` is what the failed try was billed for, when its
+    response had begun (None otherwise), so that the caller's ledger keeps it."""
+
+    attempt: int
+    of: int
+    delay: float
+    why: str
+    usage: Usage | None = None
+
+    @property
+    def line(self) -> str:
+        """`retrying (2/3) after 1.8 s: server overloaded (529)`, for the status and `-p`."""
+        return f"retrying ({self.attempt}/{self.of}) after {self.delay:.1f} s: {self.why}"
+
+
+Event = Started | TextDelta | ThinkingDelta | TextDone | ToolUseStarted | Finished | Retrying
 
 ErrorKind = Literal[
     "auth",
@@ -194,13 +213,34 @@ ErrorKind = Literal[
 ]
 
 
+NOT_TRANSIENT_5XX: frozenset[int] = frozenset({501, 505})
+"""Server errors that another try gets again: not implemented, HTTP version not supported."""
+
+
+def is_transient(kind: ErrorKind, status: int | None) -> bool:
+    """Whether another try of the call may well get through: a rate limit, an overloaded or
+    failing server (429, 500–529, a 408 or 504 the server sent), an error event inside a reply
+    stream, a stream cut off. Not a refused request (400s), a wrong key or model, nor a timeout
+    of our own: the call already waited as long as it may."""
+    if kind in ("rate_limit", "overloaded", "cut"):
+        return True
+    if status is None:
+        return kind == "server"  # an error event in a stream that had begun: the server's
+    if status in (408, 429):
+        return True
+    return 500 <= status <= 529 and status not in NOT_TRANSIENT_5XX
+
+
 class ProviderError(Exception):
-    """A model call that failed after the SDK's own retries. The message is one line and never
-    holds an API key.
+    """A model call that failed for good. The message is one line and never holds an API key.
 
     `usage`: what the provider had reported when a response that had begun failed (Anthropic
     reports the input and cache counts at the start; the output count so far is usually too
-    low); None when nothing was reported, or the response never began."""
+    low); None when nothing was reported, or the response never began.
+
+    `transient`: whether another try may get through (None: judged from the kind and status by
+    `is_transient`; an adapter says it where it knows better, such as a refused connection);
+    `retry_after`: the seconds the server asked to wait before the next try, if it said."""
 
     def __init__(
         self,
@@ -208,11 +248,16 @@ class ProviderError(Exception):
         message: str,
         status: int | None = None,
         usage: Usage | None = None,
+        *,
+        transient: bool | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.usage = usage
+        self.transient = is_transient(kind, status) if transient is None else transient
+        self.retry_after = retry_after
 
 
 class Provider(Protocol):
@@ -223,7 +268,9 @@ class Provider(Protocol):
         ToolUseStarted) as they come, Finished last.
 
         A stream that ends before its final event raises ProviderError("cut", …): a cut
-        stream is an error, never a short reply.
+        stream is an error, never a short reply. A provider that tries a call again
+        (`retry.RetryingProvider`) yields Retrying between two tries, each of which may yield
+        Started again.
         """
         ...
 

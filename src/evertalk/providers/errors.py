@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import email.utils
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
-from evertalk.config import redact, secret_values
+from evertalk.config import is_credential, redact, secret_values
 
 from .base import ErrorKind, ProviderError
 
@@ -56,8 +59,10 @@ def kind_for_type(error_type: object) -> ErrorKind | None:
 
 def clean(message: str, secrets: Iterable[str | None]) -> str:
     """One line, no secret in it, not too long. Besides the adapter's own `secrets`, the
-    credential variables' values go too: an SDK may have used one the adapter never saw."""
-    known = [secret for secret in secrets if secret]
+    credential variables' values go too: an SDK may have used one the adapter never saw. Only
+    credentials are redacted: not the placeholder key of a local server (`local`), which would
+    turn every `localhost` in an error into `[redacted]host`."""
+    known = [secret for secret in secrets if secret and is_credential(secret)]
     message = redact(message, sorted(known, key=len, reverse=True))
     message = redact(message, secret_values())
     line = " ".join(message.split())
@@ -72,8 +77,47 @@ def provider_error(
     status: int | None = None,
     *,
     secrets: Iterable[str | None] = (),
+    headers: Mapping[str, str] | None = None,
+    transient: bool | None = None,
 ) -> ProviderError:
-    return ProviderError(kind, clean(message, secrets), status)
+    """Our error, its message cleaned. `headers`: those of the HTTP error response, which may
+    say when to try again (`retry-after`) or not to (`x-should-retry: false`)."""
+    retry_after = None
+    if headers is not None:
+        transient = should_retry(headers) if transient is None else transient
+        retry_after = retry_after_seconds(headers)
+    return ProviderError(
+        kind, clean(message, secrets), status, transient=transient, retry_after=retry_after
+    )
+
+
+def should_retry(headers: Mapping[str, str]) -> bool | None:
+    """The server's own word on another try (`x-should-retry`, which the Anthropic and OpenAI
+    APIs send with their errors); None when it says nothing."""
+    value = headers.get("x-should-retry", "").strip().lower()
+    return {"true": True, "false": False}.get(value)
+
+
+def retry_after_seconds(
+    headers: Mapping[str, str], now: Callable[[], float] = time.time
+) -> float | None:
+    """How long the server asked to wait: `retry-after-ms`, else `retry-after` in seconds or
+    as an HTTP date; None when it did not say (or said nonsense)."""
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        try:
+            seconds = float(headers.get(name, "")) * scale
+        except ValueError:
+            continue
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    date = headers.get("retry-after")
+    if not date:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(date)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now()) if when.tzinfo is not None else None
 
 
 def address(base_url: str) -> str:

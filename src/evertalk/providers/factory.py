@@ -1,14 +1,23 @@
 """Make a provider by kind. The SDKs are imported here, when a provider is made, and not before:
-commands that never call a model (status, usage) must not pay for importing them."""
+commands that never call a model (status, usage) must not pay for importing them.
+
+Every provider made here tries a call again after a transient error (`retry.RetryingProvider`),
+with the SDK's own retries off: one policy for turns and compactions, a cut stream retried too,
+each retry said, and a refused connection reported at once rather than after seconds of backoff.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from evertalk.config import LOCAL_API_KEY as LOCAL_API_KEY
+
 from .base import Provider, ProviderError
 
 if TYPE_CHECKING:
     import httpx2
+
+    from .retry import RetryPolicy
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 
@@ -19,10 +28,6 @@ LOCAL_BASE_URLS: dict[str, str] = {
 }
 """Each server's usual address, used when no base URL is given."""
 
-LOCAL_API_KEY = "local"
-"""Sent to a local server that needs no key (the SDK insists on one). Never the user's OpenAI
-key: OPENAI_API_KEY is not read for local servers, so it cannot leak to them."""
-
 KINDS = ("anthropic", "openai", "openrouter", *LOCAL_BASE_URLS)
 
 
@@ -31,34 +36,53 @@ def make_provider(
     api_key: str | None,
     base_url: str | None,
     http_client: httpx2.AsyncClient | None = None,
+    *,
+    retry: RetryPolicy | None = None,
 ) -> Provider:
-    """A provider of `kind`: anthropic, openai, openrouter, ollama, llamacpp or vllm.
+    """A provider of `kind`: anthropic, openai, openrouter, ollama, llamacpp or vllm, whose
+    calls are tried again by `retry` (default: `RetryPolicy.from_env()`).
 
     For anthropic and openai, a None key or base URL leaves them to the SDK (ANTHROPIC_API_KEY,
     ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL). OpenRouter needs its own key (another
     provider's key is never sent there) and defaults to its public URL; local servers take an
-    optional key and default to their usual local address.
+    optional key (else the placeholder `LOCAL_API_KEY`; never the user's OpenAI key, as
+    OPENAI_API_KEY is not read for them) and default to their usual local address.
     """
+    from .retry import RetryingProvider, RetryPolicy
+
+    policy = retry or RetryPolicy.from_env()
+    return RetryingProvider(_adapter(kind, api_key, base_url, http_client), policy)
+
+
+def _adapter(
+    kind: str, api_key: str | None, base_url: str | None, http_client: httpx2.AsyncClient | None
+) -> Provider:
+    """The adapter alone, the SDK's own retries off (the wrapper retries)."""
     if kind == "anthropic":
         from .anthropic import AnthropicProvider
 
-        return AnthropicProvider(api_key, base_url, http_client=http_client)
+        return AnthropicProvider(api_key, base_url, http_client=http_client, max_retries=0)
 
     from .openai import OpenAIProvider
 
     if kind == "openai":
-        return OpenAIProvider(api_key, base_url, http_client=http_client)
+        return OpenAIProvider(api_key, base_url, http_client=http_client, max_retries=0)
     if kind == "openrouter":
         if not api_key:
             raise ProviderError("auth", "OpenRouter needs an API key (OPENROUTER_API_KEY)")
         return OpenAIProvider(
-            api_key, base_url or OPENROUTER_BASE_URL, http_client=http_client, name="openrouter"
+            api_key,
+            base_url or OPENROUTER_BASE_URL,
+            http_client=http_client,
+            max_retries=0,
+            name="openrouter",
         )
     if kind in LOCAL_BASE_URLS:
         return OpenAIProvider(
             api_key or LOCAL_API_KEY,
             base_url or LOCAL_BASE_URLS[kind],
             http_client=http_client,
+            max_retries=0,
             send_cache_key=False,
             name=kind,
         )

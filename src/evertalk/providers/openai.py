@@ -41,7 +41,7 @@ from .base import (
     Usage,
 )
 from .errors import at_address, kind_for_status, provider_error
-from .relay import relay
+from .relay import connect_failed, relay
 
 MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
 
@@ -318,7 +318,9 @@ class OpenAIProvider:
         """`api_key` and `base_url` None: the SDK reads OPENAI_API_KEY / OPENAI_BASE_URL.
         `max_tokens_field` None: `max_completion_tokens` for api.openai.com (its reasoning models
         refuse `max_tokens`), `max_tokens` for other servers (some know only that one).
-        `name`: the provider kind for the ledger (openai, openrouter, ollama, …)."""
+        `name`: the provider kind for the ledger (openai, openrouter, ollama, …).
+        `max_retries`: the SDK's own; `make_provider` sets 0 and wraps the adapter in a
+        `retry.RetryingProvider`, which also retries a cut stream, and says so."""
         self.name = name
         error: ProviderError | None = None
         try:
@@ -380,7 +382,8 @@ class OpenAIProvider:
             detail = _body_message(exc.body) or exc.message
             kind = kind_for_status(exc.status_code)
             message = at_address(kind, f"OpenAI: {detail}", self._url)
-            return provider_error(kind, message, exc.status_code, secrets=secrets)
+            headers = exc.response.headers
+            return provider_error(kind, message, exc.status_code, secrets=secrets, headers=headers)
         if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
             return provider_error("timeout", "OpenAI: the request timed out", secrets=secrets)
         if started and isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
@@ -388,8 +391,7 @@ class OpenAIProvider:
                 "cut", f"OpenAI: the reply stream broke off ({type(exc).__name__})"
             )
         if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
-            message = at_address("connection", "OpenAI: could not connect", self._url)
-            return provider_error("connection", message, secrets=secrets)
+            return self._connection_error(exc)
         if isinstance(exc, openai.APIError):  # an error object inside the stream
             code = exc.body.get("code") if isinstance(exc.body, dict) else None
             status = code if isinstance(code, int) else None
@@ -400,6 +402,14 @@ class OpenAIProvider:
         if started and isinstance(exc, ValueError):  # a malformed chunk (bad JSON)
             return provider_error("cut", "OpenAI: the reply stream was malformed")
         raise exc
+
+    def _connection_error(self, exc: Exception) -> ProviderError:
+        """No reply began. A connection never made (refused: nothing listens there) is said at
+        once, as final; one that broke before the response is worth another try."""
+        refused = connect_failed(exc)
+        what = "could not connect" if refused else "the connection broke before the reply began"
+        message = at_address("connection", f"OpenAI: {what}", self._url)
+        return provider_error("connection", message, secrets=self._secrets, transient=not refused)
 
     async def aclose(self) -> None:
         await self._client.close()

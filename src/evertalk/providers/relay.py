@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
+import httpx2
 
 from evertalk.providers.base import Event, ProviderError
 
@@ -48,3 +49,17 @@ async def relay(
     finally:
         with anyio.CancelScope(shield=True):
             await sdk_stream.close()
+
+
+def connect_failed(exc: BaseException) -> bool:
+    """Whether no connection was made at all (refused, no such host, unreachable): the error,
+    or one it was raised from, is httpx2's ConnectError. Unlike a connection that broke after
+    it was made, another try a moment later meets the same."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, httpx2.ConnectError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

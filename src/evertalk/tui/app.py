@@ -41,9 +41,11 @@ from textual.widgets.markdown import MarkdownStream
 from evertalk.agent.events import (
     AgentEvent,
     CallUsage,
+    CatchingUp,
     Delivered,
     MemoryWarning,
     ReplyLogged,
+    Retrying,
     Settling,
     TextDelta,
     ThinkingDelta,
@@ -51,6 +53,7 @@ from evertalk.agent.events import (
     ToolStarted,
     TurnEnded,
     TurnStarted,
+    catching_up_text,
 )
 from evertalk.agent.permissions import Decision
 from evertalk.agent.policy import DENIED
@@ -388,7 +391,9 @@ class ChatApp(App[int]):
         elif isinstance(event, Delivered):
             await self._delivered(event)
         elif isinstance(event, Settling):
-            await self._settle(event.unbuilt)
+            await self._waiting(f"waiting for summaries ({event.unbuilt})")
+        elif isinstance(event, CatchingUp):
+            await self._waiting(f"{catching_up_text(event)} (Ctrl+C cancels the turn)")
         elif isinstance(event, TurnStarted):
             await self._turn_started(event.message_ids)
         elif isinstance(event, TurnEnded):
@@ -397,6 +402,8 @@ class ChatApp(App[int]):
             self.refresh_status()
         elif isinstance(event, MemoryWarning):
             await self._add(NoteRow(event.text, classes="memory"))
+        elif isinstance(event, Retrying):  # a model call tried again (`retrying (2/3) after …`)
+            await self._add(NoteRow(event.line))
 
     async def _text(self, text: str) -> None:
         self._thought = None
@@ -441,8 +448,9 @@ class ChatApp(App[int]):
                 self._held.remove(row)
                 return
 
-    async def _settle(self, unbuilt: int) -> None:
-        text = f"waiting for summaries ({unbuilt})"
+    async def _waiting(self, text: str) -> None:
+        """One row while the turn waits for summaries (SPEC §6.1) or for the chat to catch up,
+        updated in place; it goes when the turn starts or ends."""
         if self._settling is None:
             self._settling = NoteRow(text)
             await self._add(self._settling)
@@ -489,6 +497,8 @@ class ChatApp(App[int]):
             await self._add(NoteRow(text, classes=classes))
         elif not self._said:  # done, and nothing came: say so rather than show nothing
             await self._add(NoteRow(EMPTY_REPLY))
+        if self.agent is not None and (hint := commands.retry_hint(self.agent.chat, event)):
+            await self._add(NoteRow(hint))
         self._said = True
         agent = self.agent
         if agent is None or not agent.busy:  # a cancel while settling logs what was held
@@ -637,6 +647,8 @@ class ChatApp(App[int]):
             await self._output(commands.usage_text(self.home))
         elif command is commands.INSTRUCTIONS:
             await self._output(self.edit_instructions())
+        elif command is commands.RETRY:
+            await self._output(commands.retry_text(agent.retry, line.args))
 
     async def _output(self, text: str) -> None:
         await self._add(OutputRow(text))

@@ -7,7 +7,8 @@ first word with another `/` in it (`/etc/hosts is empty`) is a message too. `/mo
 the agent saves them to `config.toml`; `/instructions` takes effect at the next start, as the
 system prompt stays the same for a whole session (SPEC §5). `/setup` is the app's: it reopens
 the agent on new settings. `/agents` lists the subagents at work, and `/agents stop NAME` ends
-one (Ever is told).
+one (Ever is told). `/retry` runs a new turn for the last message that has no reply (its turn
+failed), without sending it again.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from typing import Final
 
 from textual.suggester import Suggester
 
+from evertalk.agent.events import TurnEnded
 from evertalk.agent.images import ImageError, read_image
+from evertalk.agent.retry import NothingToRetry, has_unanswered
 from evertalk.agent.subagents import RunningAgent, SubagentError
 from evertalk.chat import Chat, ToolInputError
 from evertalk.config import EFFORTS, ConfigError
@@ -65,6 +68,7 @@ IMAGE = Command(
 )
 SETUP = Command("/setup", "/setup", "change the provider, the API key, the base URL or the model")
 USAGE = Command("/usage", "/usage", "what the model calls cost: tokens, cache, dollars")
+RETRY = Command("/retry", "/retry", "try the last unanswered message again (it is not sent twice)")
 INSTRUCTIONS = Command(
     "/instructions", "/instructions", "edit your instructions in $EDITOR (from the next start)"
 )
@@ -79,6 +83,7 @@ COMMANDS: Final = (
     AGENTS,
     AGENTS_STOP,
     IMAGE,
+    RETRY,
     SETUP,
     USAGE,
     INSTRUCTIONS,
@@ -347,6 +352,29 @@ def _apply(change: Callable[[], None]) -> None:
         change()
     except (ConfigError, ValueError) as error:
         raise CommandError(str(error)) from None
+
+
+RETRY_HINT: Final = "/retry tries the turn again (the message is not sent twice)"
+
+
+def retry_text(retry: Callable[[], list[int]], args: tuple[str, ...]) -> str:
+    """`/retry` (`Agent.retry`): a new turn for the last message that has no reply, without
+    sending it again."""
+    if args:
+        raise CommandError(f"usage: {RETRY.usage}: it takes no argument")
+    try:
+        ids = retry()
+    except NothingToRetry as error:
+        raise CommandError(str(error)) from None
+    return f"trying the turn again for message {ids[0]}"
+
+
+def retry_hint(chat: Chat, ended: TurnEnded) -> str | None:
+    """What to tell after a turn that stopped (an error, a limit) and left its message
+    without a reply: how to try it again. None otherwise."""
+    if ended.reason in ("done", "cancelled"):
+        return None
+    return RETRY_HINT if has_unanswered(chat) else None
 
 
 def usage_text(home: Path) -> str:

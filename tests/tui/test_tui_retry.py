@@ -1,0 +1,107 @@
+"""`/retry` in the terminal app, and the row that says a model call is tried again: the real
+Agent on a provider made as evertalk makes it (ours retries, the SDK's do not), the in-process
+fake."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from tui_support import API_KEY, SIZE, enter_line, log_of, script, wait_until, write_config
+
+from evertalk.agent.session import Agent
+from evertalk.providers.factory import make_provider
+from evertalk.providers.retry import RetryPolicy
+from evertalk.tui.app import ChatApp, hosting
+from evertalk.tui.commands import RETRY_HINT
+from evertalk.tui.widgets import NoteRow, OutputRow, ReplyView
+from fakes import IN_PROCESS_URL, AnthropicFake, Fail, async_client
+from fakes import chat as answer
+from fakes.behaviours import flaky, overloaded
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    write_config(home)
+    return home
+
+
+def opener(
+    home: Path, fake: AnthropicFake
+) -> Callable[[ChatApp], AbstractAsyncContextManager[Agent]]:
+    @asynccontextmanager
+    async def open_agent(app: ChatApp) -> AsyncIterator[Agent]:
+        client = async_client(fake.app)
+        policy = RetryPolicy(base_delay=0.001)
+        provider = make_provider("anthropic", API_KEY, IN_PROCESS_URL, client, retry=policy)
+        workdir = home.parent / "work"
+        workdir.mkdir(exist_ok=True)
+        try:
+            async with Agent.open(home, asker=app, provider=provider, workdir=workdir) as agent:
+                yield agent
+        finally:
+            await provider.aclose()
+
+    return open_agent
+
+
+@asynccontextmanager
+async def running(home: Path, fake: AnthropicFake) -> AsyncIterator[Pilot[int]]:
+    app = ChatApp(home)
+    async with hosting(app, opener(home, fake)), app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        yield pilot
+
+
+def app_of(pilot: Pilot[int]) -> ChatApp:
+    app = pilot.app
+    assert isinstance(app, ChatApp)
+    return app
+
+
+def notes(app: ChatApp) -> list[str]:
+    return [row.text for row in app.query(NoteRow)]
+
+
+def outputs(app: ChatApp) -> list[str]:
+    return [row.text for row in app.query(OutputRow)]
+
+
+def replies(app: ChatApp) -> list[str]:
+    return [view.source for view in app.query(ReplyView)]
+
+
+async def test_retry_answers_the_failed_message_without_sending_it_twice(home: Path) -> None:
+    fake = AnthropicFake(script().push(Fail(400, "prompt is too odd"), answer("Done.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "rename the backups")
+        await wait_until(pilot, lambda: RETRY_HINT in notes(app))
+        assert "error: the model call failed: Anthropic: prompt is too odd" in notes(app)
+        await enter_line(pilot, "/retry")
+        await wait_until(pilot, lambda: replies(app)[-1:] == ["Done."])
+        assert outputs(app) == ["trying the turn again for message 0"]
+        await wait_until(pilot, lambda: not app._agent().busy)
+        await enter_line(pilot, "/retry")
+        await wait_until(pilot, lambda: len(outputs(app)) == 2)
+        assert outputs(app)[-1].startswith("nothing to retry: the last message has a reply")
+        assert app.query(OutputRow).last().has_class("error")
+    assert [kind for kind, _ in log_of(home)] == ["user", "echo", "ever"]
+
+
+async def test_a_call_tried_again_is_said_in_the_chat(home: Path) -> None:
+    fake = AnthropicFake(script())
+    fake.behaviour.default = flaky(answer("Here."), (overloaded,))  # type: ignore[attr-defined]
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "hello")
+        await wait_until(pilot, lambda: replies(app)[-1:] == ["Here."])
+        retrying = [text for text in notes(app) if text.startswith("retrying (2/3) after ")]
+        assert len(retrying) == 1 and retrying[0].endswith(" s: server overloaded (529)")
+        assert RETRY_HINT not in notes(app)
