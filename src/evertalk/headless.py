@@ -54,6 +54,7 @@ from evertalk.config import ConfigError
 from evertalk.memory_cli import report_warnings
 from evertalk.providers.base import Image, ProviderError
 from evertalk.store.errors import StoreError, describe
+from evertalk.terminal_text import escape_controls
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -159,8 +160,18 @@ async def _skip_on_interrupt(
             return
 
 
+def for_stream(stream: TextIO, text: str) -> str:
+    """`text` as it may be written to `stream`: control characters escaped for a terminal (a
+    reply must not drive it), as they are for a program that reads the reply."""
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    return escape_controls(text) if terminal else text
+
+
 def _fail(message: str, status: int = EXIT_FAILED) -> int:
-    print(f"evertalk: {' '.join(message.split())}", file=sys.stderr)
+    print(escape_controls(f"evertalk: {' '.join(message.split())}"), file=sys.stderr)
     return status
 
 
@@ -204,13 +215,13 @@ class ReplyPrinter:
         elif isinstance(event, Settling) and self.err.isatty():
             print(f"waiting for {event.unbuilt} summaries…", file=self.err, flush=True)
         elif isinstance(event, MemoryWarning):  # not the reply's: standard output stays the reply
-            print(event.text, file=self.err, flush=True)
+            print(escape_controls(event.text), file=self.err, flush=True)
         elif isinstance(event, Retrying):  # a model call tried again: said as warnings are
-            print(event.line, file=self.err, flush=True)
+            print(escape_controls(event.line), file=self.err, flush=True)
         elif isinstance(event, TurnEnded):
             self.caught_up_at = None  # a turn cancelled while it waited: the next waits anew
             if self.replies:
-                print("\n\n".join(self.replies), file=self.out, flush=True)
+                print(for_stream(self.out, "\n\n".join(self.replies)), file=self.out, flush=True)
             elif event.reason == "done":  # nothing on stdout must not look like a lost reply
                 print("evertalk: the model gave an empty reply", file=self.err, flush=True)
             self.replies = []
@@ -219,7 +230,8 @@ class ReplyPrinter:
             elif event.reason != "done":
                 self.status = EXIT_FAILED
                 why = event.error or event.reason.replace("_", " ")
-                print(f"evertalk: the turn stopped: {why}{self.hint()}", file=self.err, flush=True)
+                stopped = escape_controls(f"evertalk: the turn stopped: {why}{self.hint()}")
+                print(stopped, file=self.err, flush=True)
 
     def _catching_up(self, event: CatchingUp) -> None:
         now = self.clock()
@@ -243,7 +255,8 @@ class JsonPrinter:
             self.status = EXIT_INTERRUPTED if event.reason == "cancelled" else EXIT_FAILED
             if event.reason != "cancelled":
                 why = event.error or event.reason.replace("_", " ")
-                print(f"evertalk: the turn stopped: {why}{self.hint()}", file=self.err, flush=True)
+                stopped = escape_controls(f"evertalk: the turn stopped: {why}{self.hint()}")
+                print(stopped, file=self.err, flush=True)
 
 
 def event_type(event: AgentEvent) -> str:
