@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor, CompactorSettings
@@ -36,27 +35,10 @@ from evertalk.providers.layout import prefix_keys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for the fakes
 
-from fakes import IN_PROCESS_URL, AnthropicFake, async_client, slow, summarizer
+from fakes import IN_PROCESS_URL, AnthropicFake, InFlight, async_client, slow, summarizer
 
 MODEL = "claude-haiku-4-5"
 WORDS = ("backup", "rsync", "cron", "nightly", "notes", "log", "rotate", "disk", "quota", "deploy")
-
-
-class InFlight:
-    """Counts the requests inside an ASGI app; `peak` is the most there were at once."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.now = 0
-        self.peak = 0
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.now += 1
-        self.peak = max(self.peak, self.now)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.now -= 1
 
 
 @dataclass(frozen=True)

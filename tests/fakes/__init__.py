@@ -36,6 +36,7 @@ from .common import FakeClock, RequestRecord, Totals, tokens_of
 from .openai_fake import OpenAIFake
 from .servers import (
     IN_PROCESS_URL,
+    InFlight,
     LoopbackServer,
     SwitchApp,
     anthropic_async,
@@ -53,6 +54,7 @@ __all__ = [
     "Call",
     "Fail",
     "FakeClock",
+    "InFlight",
     "LoopbackServer",
     "OpenAIFake",
     "Reply",

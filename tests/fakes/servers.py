@@ -32,7 +32,7 @@ import httpx2
 import openai
 import uvicorn
 from anyio.streams.memory import MemoryObjectReceiveStream
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 IN_PROCESS_URL = "http://fake.test"
 
@@ -285,6 +285,24 @@ class LoopbackServer:
             self.server.force_exit = True
             self._thread.join(timeout)
         self._socket.close()
+
+
+class InFlight:
+    """Wraps a fake: counts the requests inside it, +1 when one arrives, -1 once its reply has
+    been sent in full (or failed). `peak` is the most there ever were at once."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.now = 0
+        self.peak = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.now -= 1
 
 
 class SwitchApp:

@@ -7,13 +7,12 @@ import time
 
 import anyio
 import pytest
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import Request, collect
 from evertalk.providers.gate import CACHE_LIFETIME, Flight, GatedProvider, PrefixGate
 from evertalk.providers.layout import compaction_request, prefix_keys
-from fakes import IN_PROCESS_URL, AnthropicFake, FakeClock, async_client, chat, slow
+from fakes import IN_PROCESS_URL, AnthropicFake, FakeClock, InFlight, async_client, chat, slow
 
 pytestmark = pytest.mark.anyio
 
@@ -172,23 +171,6 @@ async def test_cancelled_waiter_claims_nothing() -> None:
 DELAY = 1.0  # seconds before each response starts
 MODEL = "claude-haiku-4-5"
 SYSTEM = "You are Ever, and this is the system prompt the compactions share. " * 80
-
-
-class InFlight:
-    """Counts the requests inside the fake: `peak` is the most there ever were at once."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.now = 0
-        self.peak = 0
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.now += 1
-        self.peak = max(self.peak, self.now)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.now -= 1
 
 
 def compaction(n: int) -> Request:
