@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import cache_replay, chat_gen, compaction_parallel, core_replay
+from bench import cache_replay, catchup, chat_gen, compaction_parallel, core_replay
 
 OUT = Path(__file__).with_name("out")
 
@@ -53,6 +53,7 @@ def main() -> int:
     print(cache.detail())
     print(cache_replay.first_turns().line(), flush=True)
     print(compaction_parallel.run().line(), flush=True)
+    print(catchup.run().line(), flush=True)
     return 0
 
 

@@ -124,6 +124,20 @@ class Chat:
         self._writable()
         self._persist(self.core.fail(node))
 
+    def cut(self, node: Node) -> None:
+        """Build a node from its cut input at once: it does not fit the model's window."""
+        self._writable()
+        self._persist(self.core.cut(node))
+
+    def resume_batch(self) -> bool:
+        """A batch that waits for parents goes on with the nodes built now, with no message
+        (`memory compact` once everything is built); the views are saved if it changed them."""
+        self._writable()
+        changed = self.core.resume_batch()
+        if changed:
+            self.store.save_views(self.core.saved())
+        return changed
+
     def _persist(self, built: list[Built]) -> None:
         """Write the nodes the core just built by itself; the core already counts them built."""
         try:

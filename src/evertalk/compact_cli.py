@@ -1,7 +1,11 @@
 """`evertalk memory compact`: build every node that needs a model call, with a progress line.
 
-On a terminal the progress line is redrawn in place; a warning (a node's first failure) gets a
-line of its own above it. The last line, terminal or not, is the progress at the end.
+A chat that is behind (an import, a long time offline, a lost tree) is said to be catching up
+first, with the summaries to go and about how long they take. On a terminal the progress line is
+redrawn in place, with the time left once a rate is measured; a warning (a node's first failure)
+gets a line of its own above it. Once everything is built, a batch that waited for the summaries
+goes on at once rather than at the next message, so the command ends with the view at or under
+its ceiling. The last line, terminal or not, is the progress at the end.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ from pathlib import Path
 
 import anyio
 
+from evertalk.agent.events import CatchingUp, about, catching_up_text
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
+from evertalk.compactor.status import catch_up_seconds
 from evertalk.config import ConfigError, secret_values
 from evertalk.ledger import Ledger, ledger_path
 from evertalk.memory_cli import report_warnings
@@ -32,8 +38,13 @@ def run_compact(home: Path) -> int:
     except (ConfigError, StoreError) as error:
         return _fail(str(error))
     report_warnings(chat)
-    if not chat.core.tree.unbuilt_count():
-        chat.close()  # nothing to build: no need to load a model SDK
+    if not chat.core.tree.unbuilt_count():  # nothing to build: no need to load a model SDK
+        try:
+            _resume_batch(chat)  # one an earlier run left waiting
+        except StoreError as error:
+            return _fail(str(error))
+        finally:
+            chat.close()
         print(_progress(0, 0, 0, 0.0, None), file=sys.stderr)
         return 0
     ledger = Ledger(ledger_path(home))
@@ -52,7 +63,9 @@ def run_compact(home: Path) -> int:
         )
         compactor.waiting = True  # nobody will send a message: retry failed nodes on a timer
         total = compactor.unbuilt()
+        _say_catching_up(chat, compactor.settings.concurrency)
         anyio.run(_compact, compactor, total)
+        _resume_batch(chat)
     except ProviderError as error:
         return _fail(f"the compactor's model cannot be used: {error}")
     except StoreError as error:  # a line could not be saved: the chat must be reopened
@@ -66,6 +79,22 @@ def run_compact(home: Path) -> int:
         chat.close()
     print(_line(compactor, total), file=sys.stderr)
     return 0
+
+
+def _say_catching_up(chat: Chat, concurrency: int) -> None:
+    """`catching up: 4,812 summaries to go, about 2 h`, when the chat is behind: before any
+    call, so at the default pace."""
+    catch_up = chat.core.catch_up()
+    if catch_up.behind:
+        eta = catch_up_seconds(catch_up.to_go, None, concurrency)
+        print(catching_up_text(CatchingUp(catch_up.to_go, eta)), file=sys.stderr)
+
+
+def _resume_batch(chat: Chat) -> None:
+    """Everything is built: the batch that waited for it goes on now, not at the next message."""
+    before = chat.core.view.size
+    if chat.resume_batch() and chat.core.view.size != before:
+        _warn(f"the view merged down from {before:,} to {chat.core.view.size:,} bytes")
 
 
 async def _compact(compactor: Compactor, total: int) -> None:
@@ -97,15 +126,20 @@ def _warn(line: str) -> None:
 
 def _line(compactor: Compactor, total: int) -> str:
     error = compactor.last_error if compactor.failed_at else None
-    done = total - compactor.unbuilt()
-    return _progress(done, total, compactor.calls, compactor.cost, error)
+    left = compactor.unbuilt()
+    rate = compactor.rate()
+    eta = f"{about(left / rate)} left" if rate and left else None
+    return _progress(total - left, total, compactor.calls, compactor.cost, error, eta)
 
 
-def _progress(done: int, total: int, calls: int, cost: float, error: str | None) -> str:
+def _progress(
+    done: int, total: int, calls: int, cost: float, error: str | None, eta: str | None = None
+) -> str:
     width = 24
     filled = width * done // total if total else width
     bar = "#" * filled + "-" * (width - filled)
-    tail = f" · last error: {error}" if error else ""
+    tail = f" · {eta}" if eta else ""
+    tail += f" · last error: {error}" if error else ""
     return f"[{bar}] built {done:,}/{total:,} · calls {calls:,} · ${cost:.4f}{tail}"
 
 

@@ -145,6 +145,8 @@ class MemoryConfig:
     settle_timeout: float = 20
     concurrency: int = MAX_CONCURRENCY
     deadline: float = 600
+    context_window: int = 200_000  # tokens: no compaction request passes it (SPEC §3.7)
+    catch_up_timeout: float = 300  # seconds a turn waits at most for a chat that is behind
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,8 @@ KEYS: Final = (
     "memory.settle_timeout",
     "memory.concurrency",
     "memory.deadline",
+    "memory.context_window",
+    "memory.catch_up_timeout",
     "turn.effort",
     "turn.context_window",
     "tools.shell",
@@ -455,7 +459,7 @@ def _check(key: str, value: object, where: Path | str) -> Value:
         if not isinstance(value, str) or not value.strip() or "\0" in value:
             raise fail("a directory's path")
         return value
-    if key == "turn.context_window":
+    if key in ("turn.context_window", "memory.context_window"):
         if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CONTEXT_WINDOW:
             raise fail(f"a whole number of tokens >= {MIN_CONTEXT_WINDOW}")
         return value
@@ -467,7 +471,7 @@ def _check(key: str, value: object, where: Path | str) -> Value:
         ):
             raise fail(f"a whole number from 1 to {MAX_CONCURRENCY}")
         return value
-    if key in ("memory.settle_timeout", "memory.deadline"):
+    if key in ("memory.settle_timeout", "memory.deadline", "memory.catch_up_timeout"):
         number_ok = isinstance(value, int | float) and not isinstance(value, bool)
         if not number_ok or not math.isfinite(cast(float, value)):
             raise fail("a number of seconds")
@@ -488,8 +492,10 @@ def _build(values: Mapping[str, Value]) -> Config:
         model=cast(str, get("memory.model", "")),
         effort=cast(str, get("memory.effort", "high")),
         settle_timeout=cast(float, get("memory.settle_timeout", 20)),
+        catch_up_timeout=cast(float, get("memory.catch_up_timeout", 300)),
         concurrency=cast(int, get("memory.concurrency", MAX_CONCURRENCY)),
         deadline=cast(float, get("memory.deadline", 600)),
+        context_window=cast(int, get("memory.context_window", 200_000)),
     )
     tools = ToolPolicies(
         **{name: cast(Policy, get(f"tools.{name}", default)) for name, default in _POLICY_DEFAULTS},
@@ -529,8 +535,10 @@ def _flatten(config: Config) -> dict[str, Value]:
         "memory.model": memory.model,
         "memory.effort": memory.effort,
         "memory.settle_timeout": memory.settle_timeout,
+        "memory.catch_up_timeout": memory.catch_up_timeout,
         "memory.concurrency": memory.concurrency,
         "memory.deadline": memory.deadline,
+        "memory.context_window": memory.context_window,
         "turn.effort": config.turn.effort,
         "turn.context_window": config.turn.context_window,
         "tools.shell": tools.shell,

@@ -14,8 +14,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
+from evertalk.agent.events import CatchingUp, catching_up_text
 from evertalk.chat import Chat, Status, ToolInputError
-from evertalk.compactor.status import CompactorStatus, read_status
+from evertalk.compactor.status import CompactorStatus, catch_up_seconds, read_status
+from evertalk.memory.core import CatchUp
 from evertalk.store.errors import StoreError
 from evertalk.terminal_text import escape_controls
 
@@ -63,11 +65,17 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
     if action == "status":
         status = chat.status()
         live = read_status(chat.store.path)
+        catch_up = chat.core.catch_up()
+        eta = catch_up_seconds(catch_up.to_go, live.rate if live else None)
         if getattr(args, "json", False):
             compactor = asdict(live) if live else None
-            print(json.dumps({**asdict(status), "path": str(status.path), "compactor": compactor}))
+            behind = {**asdict(catch_up), "eta_seconds": round(eta, 2)}
+            fields = {**asdict(status), "path": str(status.path)}
+            print(json.dumps({**fields, "compactor": compactor, "catch_up": behind}))
         else:
             _say(format_status(status))
+            if catch_up.behind:
+                _say(format_catch_up(catch_up, eta, running=live is not None))
             _say(format_compactor(live))
     elif action == "view":
         _say(chat.render_view())
@@ -102,6 +110,13 @@ def format_status(status: Status) -> str:
             f"ready     {status.ready_leaves:,} leaves, {status.ready_merges:,} merges",
         ]
     )
+
+
+def format_catch_up(catch_up: CatchUp, eta: float, *, running: bool) -> str:
+    """`catching up: 1,204 summaries to go, about 25 min`, in the words of the app and `-p`;
+    with no compactor running, how to start one."""
+    line = catching_up_text(CatchingUp(catch_up.to_go, eta))
+    return line if running else f"{line} (`evertalk memory compact` builds them now)"
 
 
 def format_compactor(live: CompactorStatus | None) -> str:

@@ -60,6 +60,7 @@ class Runtime:
             effort=memory.effort or None,
             concurrency=memory.concurrency,
             deadline=memory.deadline,
+            context_window=memory.context_window,
             cache_key=cache_key(self.home, "compaction"),
         )
 

@@ -7,6 +7,7 @@ Chat, closed, then handed to the command.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -240,3 +241,66 @@ def test_a_failed_node_is_a_warning_line_of_its_own(home: Path) -> None:
         "it will be tried again\n"
     )
     assert lines[-1].startswith("stopped; the ") and len(lines) == 3  # and the stop's newline
+
+
+# -- catching up --------------------------------------------------------------------------------
+
+
+def free_message_chat(home: Path, count: int) -> None:
+    """Messages that are their own free leaves (506 bytes with `user: `), no two of them a free
+    parent: an import of short messages. 300 of them make a view of 151,800 bytes, over its
+    ceiling of 128,000, that no batch can shrink until parents are built."""
+    with Chat.open(home / "chat") as chat:
+        for k in range(count):
+            chat.append("user", f"m{k:04d} " + "w" * 494)
+
+
+def saved_views(chat_dir: Path) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads((chat_dir / "view.json").read_text())
+    return loaded
+
+
+def test_compact_says_it_is_catching_up_and_ends_with_the_view_under_its_ceiling(
+    home: Path,
+) -> None:
+    free_message_chat(home, 300)
+    chat_dir = home / "chat"
+    assert saved_views(chat_dir)["shrinking"] is True
+    fake = AnthropicFake(summarizer(300))
+    with serve(fake) as url:
+        result = evertalk(home, url, "memory", "compact")
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert re.fullmatch(r"catching up: 296 summaries to go, about \d+ min", lines[0]), lines
+    assert re.fullmatch(r"the view merged down from 151,800 to [\d,]+ bytes", lines[-2]), lines
+    assert "built 296/296" in lines[-1]
+    assert fake.totals.requests == 296
+
+    saved = saved_views(chat_dir)
+    assert saved["shrinking"] is False and saved["cshrinking"] is False
+    with Chat.open(chat_dir, readonly=True) as chat:  # the saved views reopen as they are
+        assert chat.warnings == []
+        assert chat.core.view.size <= 64_000 and chat.core.cview.size <= 16_000
+        assert json.loads(json.dumps(chat.core.saved().view)) == saved["view"]
+        assert json.loads(json.dumps(chat.core.saved().cview)) == saved["cview"]
+    status = evertalk(home, UNUSED_URL, "memory", "status")
+    assert "catching up" not in status.stdout and "steady" in status.stdout
+
+
+def test_compact_with_nothing_to_build_still_ends_a_waiting_batch(home: Path) -> None:
+    """A chat left shrinking by an earlier run: every node built, the view still over its
+    ceiling until the next message. No call is needed to merge it."""
+    free_message_chat(home, 300)
+    with Chat.open(home / "chat") as chat:
+        while ready := chat.core.ready():
+            chat.build(ready[0], "x" * 300)
+        assert chat.core.view.shrinking and chat.core.view.size == 151_800
+    result = evertalk(home, UNUSED_URL, "memory", "compact")
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert re.fullmatch(r"the view merged down from 151,800 to [\d,]+ bytes", lines[0]), lines
+    assert "built 0/0" in lines[-1] and len(lines) == 2
+    saved = saved_views(home / "chat")
+    assert saved["shrinking"] is False
+    again = evertalk(home, UNUSED_URL, "memory", "compact")
+    assert again.stderr.strip().splitlines() == [lines[-1]]  # nothing left to do

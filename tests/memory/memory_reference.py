@@ -187,7 +187,8 @@ class RefCore:
 
     def context(self, node: Node) -> list[Node]:
         """SPEC §3.7: cview lines ending at or before b (a leaf: before a), up to the first
-        unbuilt line."""
+        unbuilt line; then, while they add up to more than the cview's ceiling, the oldest
+        left out."""
         a, b = first_of(node), last_of(node)
         lines = []
         for line in self.cview:
@@ -197,6 +198,8 @@ class RefCore:
             if not self.built(line):
                 break
             lines.append(line)
+        while self.size(lines) > self.cceiling:
+            lines.pop(0)
         return lines
 
     # -- events -----------------------------------------------------------------------------
@@ -243,6 +246,11 @@ class RefCore:
         self.failures[node] = self.failures.get(node, 0) + 1
         if self.failures[node] < 3:
             return []
+        return self.cut(node)
+
+    def cut(self, node: Node) -> list[tuple[Node, str, int]]:
+        """SPEC §2.5, at once: a node whose input cannot be sent is built from it cut."""
+        assert self.valid_target(node)
         text = cut_prefix(self.input_of(node))
         self._mark(node, text, CUT)
         return [(node, text, CUT), *self._cascade(node)]
@@ -277,6 +285,20 @@ class RefCore:
             self.cview = list(self.view)
         if self.fitted:
             self.cview, _ = self.fit(self.cview, count, self.cfloor)
+            self.cshrinking = self.size(self.cview) > self.cfloor
+
+    def resume_batch(self) -> None:
+        """The batch steps of SPEC §3.4 and §3.5 without a message: each view whose flag is
+        set merges on, with the nodes built now; a view that merged hands the cview a copy."""
+        merged = False
+        if self.shrinking:
+            self.view, merges = self.fit(self.view, self.t, self.floor)
+            merged = merges > 0
+            self.shrinking = self.size(self.view) > self.floor
+        if merged:
+            self.cview = list(self.view)
+        if merged or self.cshrinking:
+            self.cview, _ = self.fit(self.cview, self.t, self.cfloor)
             self.cshrinking = self.size(self.cview) > self.cfloor
 
     def fold(self) -> None:

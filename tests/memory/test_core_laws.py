@@ -1,9 +1,10 @@
 """SPEC §9 laws 1–5 and 8–10 over random histories, against an independent model of the core.
 
 A `RuleBasedStateMachine` appends messages of mixed sizes, builds ready or merely buildable
-nodes, fails compactions (the third failure cuts), tries invalid events, and restarts the core
-from its arrays (with the saved views, without them, and from older saves), at small budgets so
-that trees get deep and batches frequent. After every step the core must agree with
+nodes, fails compactions (the third failure cuts), cuts a node at once, resumes a waiting batch
+without a message, tries invalid events, and restarts the core from its arrays (with the saved
+views, without them, and from older saves), at small budgets so that trees get deep and batches
+frequent. After every step the core must agree with
 `memory_reference.RefCore`, written from the spec alone, and the laws are checked directly.
 """
 
@@ -100,6 +101,18 @@ def check_merges(start: list[Node], new: list[Node], t_count: int, built: Any) -
         p = most_due(lines, t_count, built)
         assert p is not None, (lines, new)
         lines = merge_at(lines, p)
+
+
+def unbounded_context(ref: RefCore, node: Node) -> list[Node]:
+    """SPEC §3.7's run before the bound: the cview's lines that end at or before the node's end
+    (a leaf: before its message), up to the first unbuilt line."""
+    end = first_of(node) - 1 if node[0] == 0 else last_of(node)
+    run: list[Node] = []
+    for line in ref.cview:
+        if last_of(line) > end or not ref.built(line):
+            break
+        run.append(line)
+    return run
 
 
 class CoreLaws(RuleBasedStateMachine):
@@ -236,6 +249,39 @@ class CoreLaws(RuleBasedStateMachine):
         assert full_state(self.core) == before
         assert self.core.failures.get(node) is None
 
+    @precondition(lambda self: bool(self.ref.pending()))
+    @rule(data=st.data())
+    def cut(self, data: st.DataObject) -> None:
+        """A node whose input does not fit the compactor model's window is cut at once."""
+        node = data.draw(st.sampled_from(self.ref.pending()), label="node")
+        before = lists_and_flags(self.core)
+        assert triples(self.core.cut(node)) == self.ref.cut(node)
+        assert lists_and_flags(self.core) == before  # law 2: a build changes no list or flag
+
+    @rule()
+    def resume_batch(self) -> None:
+        """The batch goes on without a message (`memory compact` once everything is built):
+        its changes are merges of the most due pairs (law 3), and it ends as a batch does at a
+        message (law 4)."""
+        core, ref, b = self.core, self.ref, self.BUDGET
+        before = lists_and_flags(core)
+        old_view, old_cview = core.view.nodes(), core.cview.nodes()
+        changed = core.resume_batch()
+        ref.resume_batch()
+        assert changed == (lists_and_flags(core) != before)
+        view, cview = core.view.nodes(), core.cview.nodes()
+        check_merges(old_view, view, core.t, ref.built)
+        check_merges(view if view != old_view else old_cview, cview, core.t, ref.built)
+        for current, floor in ((core.view, b.floor), (core.cview, b.cfloor)):
+            nodes = current.nodes()
+            if current.shrinking:
+                for p in sibling_pairs(nodes):
+                    assert not ref.built((nodes[p][0] + 1, nodes[p][1] // 2))
+                assert current.size > floor
+        if view != old_view:
+            assert core.view.size <= b.floor or core.view.shrinking
+        event(f"resume_batch: changed={changed}")
+
     # -- restarts ---------------------------------------------------------------------------
 
     def reopen(self, saved: SavedViews | None) -> tuple[MemoryCore, str | None]:
@@ -332,19 +378,26 @@ class CoreLaws(RuleBasedStateMachine):
 
     @invariant()
     def law_9_context(self) -> None:
-        core, cview = self.core, self.core.cview.nodes()
+        core, cview, ceiling = self.core, self.core.cview.nodes(), self.BUDGET.cceiling
         for node in self.ref.pending():
             context = core.context(node)
-            assert context == cview[: len(context)]  # a prefix of the cview
             for line in context:
                 assert self.ref.built(line)  # only built lines
                 if node[0] == 0:
                     assert last_of(line) < first_of(node)  # a leaf: lines before its message
                 else:
                     assert last_of(line) <= last_of(node)  # a merge: at or before its end
-            # it stops only at an unbuilt line or at the node's end
-            spec = self.ref.context(node)
-            assert context == spec[: len(context)]
+            # a contiguous run of the cview, ending where the run of SPEC §3.7 ends, that
+            # stops only at an unbuilt line or at the node's end; of it, the newest lines that
+            # fit the cview's ceiling, as many as fit
+            run = unbounded_context(self.ref, node)
+            assert run == cview[: len(run)]
+            assert context == run[len(run) - len(context) :]
+            size = self.ref.size(context)
+            assert size <= ceiling
+            if len(context) < len(run):
+                assert size + self.ref.line_size(run[-len(context) - 1]) > ceiling
+            assert context == self.ref.context(node)
 
     @invariant()
     def law_10_ready(self) -> None:

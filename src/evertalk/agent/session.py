@@ -34,7 +34,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from evertalk.agent.catch_up import CATCH_UP_TIMEOUT, ViewWait
+from evertalk.agent.catch_up import ViewWait
 from evertalk.agent.events import (
     AgentEvent,
     MemoryWarning,
@@ -183,7 +183,7 @@ class Agent:
         clock: Callable[[], datetime],
         limits: Limits,
         group: TaskGroup,
-        catch_up_timeout: float = CATCH_UP_TIMEOUT,
+        catch_up_timeout: float | None = None,
     ) -> None:
         self.home = home
         self.runtime = runtime
@@ -203,7 +203,11 @@ class Agent:
             chat,
             compactor,
             settle_timeout=runtime.config.memory.settle_timeout,
-            catch_up_timeout=catch_up_timeout,
+            catch_up_timeout=(
+                runtime.config.memory.catch_up_timeout
+                if catch_up_timeout is None
+                else catch_up_timeout
+            ),
             to_go=self._summaries_to_go,
         )
         self.agents_dir = chat.store.path / "agents"
@@ -243,13 +247,14 @@ class Agent:
         workdir: Path | None = None,
         clock: Callable[[], datetime] | None = None,
         limits: Limits | None = None,
-        catch_up_timeout: float = CATCH_UP_TIMEOUT,
+        catch_up_timeout: float | None = None,
     ) -> AsyncIterator[Agent]:
         """Open the chat (its lock: `ChatLocked` propagates), the runtime, the provider (gated;
         `NotConfigured` without a key) unless one is given, a running compactor and the tools.
         At exit a running turn and the subagents are cancelled (what they logged stays), and
         everything is closed. `asker` None is headless: `ask` counts as `deny`.
-        `catch_up_timeout`: the longest a turn waits for a chat that is behind (`catch_up.py`)."""
+        `catch_up_timeout`: the longest a turn waits for a chat that is behind (`catch_up.py`;
+        default: `memory.catch_up_timeout`)."""
         runtime = Runtime.load(home)
         own = provider is None
         if provider is None:

@@ -42,6 +42,7 @@ from evertalk.agent.images import ImageStore
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
 from evertalk.ledger import Ledger
 from evertalk.providers.base import (
+    BYTES_PER_TOKEN,
     Event,
     Finished,
     Image,
@@ -76,9 +77,6 @@ would need more (SPEC §6.2); its steps are logged and reach the next turn throu
 MAX_STEPS = 200
 """Model calls in one turn at most: a loop that never ends costs without bound."""
 
-BYTES_PER_TOKEN = 3
-"""For estimating a prompt's tokens from its bytes: below the usual 4 for English, since code,
-JSON and other languages take more tokens per byte. Overestimating only stops a turn early."""
 
 NO_OUTPUT = "(no output)"
 """What an empty tool output is shown and logged as (an API refuses an empty text block)."""

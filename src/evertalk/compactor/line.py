@@ -118,6 +118,13 @@ class SizeLoop:
             return self._end()
         return FollowUp(too_long(line))
 
+    def stop(self) -> Done | Unusable:
+        """End the loop before the next try: the follow-up would not fit the model's window.
+        As when a follow-up gets no shorter, the best line so far is kept and cut."""
+        if self.result is not None:
+            raise RuntimeError("the size loop has already ended")
+        return self._end()
+
     def _end(self) -> Done | Unusable:
         if self._best is None:
             return self._finish(Unusable())

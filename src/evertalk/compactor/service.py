@@ -6,6 +6,9 @@ the cview is shrinking), those parents, most due first; then leaves oldest first
 lower level first. A built line goes to disk before the core hears of it, so a crash never
 loses one: a node is either in tree/ or will be built again after a restart.
 
+No request passes the model's context window (SPEC §3.7, `window.py`): the context is cut to fit,
+oldest lines first, and a node whose task alone cannot fit is cut from its input, never sent.
+
 Only a node's own trouble counts as its failure (SPEC §4.5): an error of the model call, an
 unusable reply, a bug in handling it. What is the setup's fault (a refused key, an unknown model,
 a setting the adapter refuses) pauses the work instead, and so does a disk that cannot take the
@@ -25,13 +28,14 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evertalk.chat import Chat, broken_error
-from evertalk.compactor.line import Done, FollowUp, SizeLoop
+from evertalk.compactor.line import Done, FollowUp, SizeLoop, Unusable
 from evertalk.compactor.status import CompactorStatus, write_status
 from evertalk.compactor.tasks import leaf_task, merge_task
+from evertalk.compactor.window import context_room, estimate, newest_that_fit, output_cap
 from evertalk.config import redact
 from evertalk.ledger import Ledger
 from evertalk.memory import Node, node_name
-from evertalk.memory.view import render
+from evertalk.memory.view import render, render_lines
 from evertalk.providers.base import (
     Finished,
     Provider,
@@ -47,6 +51,7 @@ from evertalk.store.errors import StoreError
 
 RETRY_SECONDS = 10.0  # while a turn waits, a failed node is tried again this long after (§4.5)
 PUBLISH_SECONDS = 1.0  # compactor.json is written at most this often, and at most this late
+RATE_AFTER = 8  # summaries built before a rate is given: the first ones start and land together
 
 # A wrong key or an unknown model is the setup's fault, not the node's: counting it as a
 # failure would cut every node after three tries. Such errors pause the node instead.
@@ -58,6 +63,11 @@ Warn = Callable[[str], None]
 
 class UnusableReply(Exception):
     """No try of the size loop gave a non-empty line (SPEC §4.4 step 5)."""
+
+
+class TooLong(Exception):
+    """The node's task alone (its input) does not fit the model's context window: no call could
+    build it, and no retry would change that."""
 
 
 class RefusedLocally(Exception):
@@ -75,6 +85,13 @@ def refused_locally(error: ProviderError, answered: bool) -> bool:
     return error.kind == "bad_request" and error.status is None and not answered
 
 
+def stored(end: Done | Unusable) -> str:
+    """The line to store at the end of a size loop; UnusableReply when no try gave one."""
+    if isinstance(end, Done):
+        return end.line
+    raise UnusableReply("the model gave no usable line")
+
+
 @dataclass(frozen=True)
 class CompactorSettings:
     """Read afresh for every request: replacing `Compactor.settings` changes the model and
@@ -86,6 +103,7 @@ class CompactorSettings:
     deadline: float = 600.0
     max_tokens: int = 16_000  # a line needs ~170 tokens; the rest is room for thinking
     cache_key: str | None = None
+    context_window: int = 200_000  # tokens; no request passes it (the current Anthropic models')
 
 
 class Compactor:
@@ -127,6 +145,9 @@ class Compactor:
         self._published: CompactorStatus | None = None
         self._warned: set[Node] = set()
         self._until_built = False
+        self._busy = 0.0  # seconds of the clock with a call in flight, up to `_busy_since`
+        self._busy_since: float | None = None  # since when, while calls are in flight
+        self._measured = (0, 0.0)  # (summaries built, busy seconds) at the latest landing
 
     # -- what the outside tells the service -----------------------------------------------
 
@@ -157,6 +178,16 @@ class Compactor:
     def unbuilt(self) -> int:
         return self.chat.core.tree.unbuilt_count()
 
+    def rate(self) -> float | None:
+        """Summaries built per second of the time with calls in flight (idle time, waiting for
+        messages, does not count), as of the latest call to land: it moves only when one does,
+        so the status file is not rewritten for it while a slow call runs. None before
+        RATE_AFTER summaries, or with no time measured."""
+        built, busy = self._measured
+        if built < RATE_AFTER or busy <= 0:
+            return None
+        return round(built / busy, 4)
+
     def status(self) -> CompactorStatus:
         core = self.chat.core
         # every node that will need a model call: all unbuilt leaves (free ones are built at
@@ -172,6 +203,7 @@ class Compactor:
             calls=self.calls,
             built=self.built,
             cost=round(self.cost, 6),
+            rate=self.rate(),
         )
 
     # -- running --------------------------------------------------------------------------
@@ -213,8 +245,18 @@ class Compactor:
             node = self._next(batch)
             if node is None:
                 return
+            if not self.in_flight:
+                self._busy_since = self.clock()
             self.in_flight.add(node)
             group.start_soon(self._compact, node)
+
+    def _measure(self) -> None:
+        """A call landed: the busy time so far, and the rate's basis."""
+        now = self.clock()
+        if self._busy_since is not None:
+            self._busy += now - self._busy_since
+            self._busy_since = now if self.in_flight else None
+        self._measured = (self.built, self._busy)
 
     def _done(self) -> bool:
         broken = self.chat.broken is not None
@@ -280,6 +322,7 @@ class Compactor:
             self.failed_at[node] = self.clock()
         finally:
             self.in_flight.discard(node)
+            self._measure()
             landed, self._landed = self._landed, anyio.Event()
             landed.set()
             self.wake()
@@ -287,6 +330,8 @@ class Compactor:
     async def _attempt(self, node: Node) -> None:
         try:
             line = await self._summarize(node)
+        except TooLong:
+            self._cut(node)
         except RefusedLocally as refused:
             self._pause(node, refused.error)
         except ProviderError as error:
@@ -319,6 +364,14 @@ class Compactor:
         self.last_error = str(error)
         self.failed_at[node] = self.clock()
 
+    def _cut(self, node: Node) -> None:
+        """Build a node whose task does not fit the window from its cut input (SPEC §2.5)."""
+        self.chat.cut(node)
+        self._warn(
+            f"memory: {node_name(node)} is too long for the compactor model's window "
+            f"({self.settings.context_window:,} tokens); its line is its first 512 bytes"
+        )
+
     def _fail(self, node: Node, reason: str) -> None:
         self.setup_error = None  # a call got through to the model: the setup works
         self._report(node, reason)
@@ -344,32 +397,52 @@ class Compactor:
                 self.on_warning(line)
 
     async def _summarize(self, node: Node) -> str:
-        core = self.chat.core
-        context = render(core.context(node), self.chat.text_of)
         loop = SizeLoop(self._task(node))
+        context = self._context(node, loop.first_task, self.settings)
         followups: list[tuple[str, str]] = []
         while True:
-            request = compaction_request(
-                self.settings.model,
-                self.system,
-                self.tools,
-                context,
-                loop.first_task,
-                followups,
-                self.settings.max_tokens,
-                self.settings.effort,
-                self.settings.cache_key,
-            )
+            settings = self.settings  # afresh for every request (see CompactorSettings)
+            request = self._request(settings, context, loop.first_task, followups)
+            if followups and estimate(request) > settings.context_window:
+                return stored(loop.stop())  # the over-long line sent back would not fit
             finished = await self._call(node, request)
             thinking_only = not finished.text.strip() and any(
                 isinstance(part, Thinking) for part in finished.parts
             )
             step = loop.take(finished.text, thinking_only)
-            if isinstance(step, Done):
-                return step.line
             if not isinstance(step, FollowUp):
-                raise UnusableReply("the model gave no usable line")
+                return stored(step)
             followups.append((finished.text, step.text))
+
+    def _context(self, node: Node, task: str, settings: CompactorSettings) -> str:
+        """The node's context (SPEC §3.7), taken once, rendered, and cut to the newest lines
+        that fit the window beside the rest of the request. Raises TooLong when the request
+        does not fit even with no context."""
+        bare = self._request(settings, render([], self.chat.text_of), task, [])
+        room = context_room(bare, settings.context_window)
+        if room is None:
+            raise TooLong
+        lines = list(render_lines(self.chat.core.context(node), self.chat.text_of))
+        return "\n".join(["<chat>", *newest_that_fit(lines, room), "</chat>"])
+
+    def _request(
+        self,
+        settings: CompactorSettings,
+        context: str,
+        task: str,
+        followups: list[tuple[str, str]],
+    ) -> Request:
+        return compaction_request(
+            settings.model,
+            self.system,
+            self.tools,
+            context,
+            task,
+            followups,
+            output_cap(settings.max_tokens, settings.context_window),
+            settings.effort,
+            settings.cache_key,
+        )
 
     async def _call(self, node: Node, request: Request) -> Finished:
         started = time.monotonic()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from evertalk.memory.budget import Budget
+from evertalk.memory.context import compaction_context
 from evertalk.memory.nodes import Node, exists, node_name
 from evertalk.memory.order import BuiltNodes, due_key, merge_down
 from evertalk.memory.queues import Queues
@@ -19,9 +20,37 @@ from evertalk.memory.view import View, coarsens, tiles
 
 FAILURES_BEFORE_CUT = 3  # the third failure builds the node from its cut input (SPEC §2.5)
 
+BEHIND_SUMMARIES = 64
+"""From this many summaries to go, the chat is behind (see `CatchUp`): eight rounds of the
+compactor's eight calls, more than a turn's settle wait sees through."""
+
 
 class CoreError(ValueError):
     """An event the core refuses; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """How far the memory is behind: what `memory status` and `memory compact` say, and what
+    the app's status bar may show.
+
+    `to_go`: the summaries still to be built, every node not built yet. It is exactly what
+    `memory compact` builds and what the compactor has left; it errs high by the nodes that will
+    turn out free and cost no call. (A turn that waits for its view to fit counts only the
+    nodes that view needs: `memory.coarse.summaries_to_go`.)
+
+    `view_after_batch`: the view's size once its batch goes on with the nodes built now, as the
+    next message (less its own line) or `resume_batch` would leave it; the view's size when no
+    batch waits.
+
+    `behind`: that size is still over the view's ceiling, or `to_go` is at least
+    BEHIND_SUMMARIES. A compactor that keeps up has a handful of nodes to go, and its batches
+    reach the floor.
+    """
+
+    to_go: int
+    view_after_batch: int
+    behind: bool
 
 
 @dataclass(frozen=True)
@@ -79,18 +108,23 @@ class MemoryCore:
 
     def context(self, node: Node) -> list[Node]:
         """A compaction's context (SPEC §3.7): cview lines that end at or before the node's end
-        (for a leaf, before its message), oldest first, up to the first unbuilt line."""
-        level, index = node
-        end = ((index + 1) << level) - (0 if level else 1)  # exclusive bound
-        lines: list[Node] = []
-        for start, line_level in self.cview.lines.items():
-            if start + (1 << line_level) > end:
-                break
-            line = (line_level, start >> line_level)
-            if not self.tree.is_built(line):
-                break
-            lines.append(line)
-        return lines
+        (for a leaf, before its message), oldest first, up to the first unbuilt line; of those,
+        the newest that add up to at most the cview's ceiling (a chat that is behind has
+        hundreds of kilobytes of them)."""
+        return compaction_context(self.cview, self.tree, node, self.budget.cceiling)
+
+    def catch_up(self) -> CatchUp:
+        """How far the memory is behind (see `CatchUp`). A C-speed count of the tree's flags and,
+        while a batch waits, one run of it on a copy of the view: never a walk of the tree."""
+        to_go = self.tree.unbuilt_count()
+        view, budget = self.view, self.budget
+        size = view.size
+        if view.shrinking or size > budget.ceiling:
+            scratch = view.copy()
+            floor = budget.floor
+            merge_down(scratch, self.t, self.tree, lambda v: v.size > floor)
+            size = scratch.size
+        return CatchUp(to_go, size, size > budget.ceiling or to_go >= BEHIND_SUMMARIES)
 
     # -- events -------------------------------------------------------------------------
 
@@ -115,9 +149,39 @@ class MemoryCore:
         self.failures[node] = count
         if count < FAILURES_BEFORE_CUT:
             return []
+        return self.cut(node)
+
+    def cut(self, node: Node) -> list[Built]:
+        """Build a node from its cut input at once (SPEC §2.5), as a third failure does: its
+        input cannot be sent (it does not fit the compactor model's window), and no retry would
+        make it fit. Returns it and the free parents it completes."""
+        self._check_pending(node)
         built = Built(node[0], node[1], self.tree.cut_text(node), CUT)
         self.tree.mark_built(node, built.text, CUT)
         return [built, *self._after_build(node)]
+
+    def resume_batch(self) -> bool:
+        """A batch that waits for parents goes on now, with the nodes built now, with no
+        message: the batch steps of SPEC §3.4 and §3.5 for each view whose flag is set, the
+        message's own line left out. Returns whether the saved views changed (the owner then
+        saves view.json).
+
+        For a chat that no message will reach soon: `memory compact`, once it has built
+        everything, so that it ends with the view at or under its ceiling rather than waiting
+        for the next message. Builds alone still never change a view (law 2): this is an event
+        of its own, and the views it leaves are saved and reopen as they are."""
+        before = self.saved()
+        view = self.view
+        merged = False
+        if view.shrinking:
+            floor = self.budget.floor
+            merged = merge_down(view, self.t, self.tree, lambda v: v.size > floor) > 0
+            view.shrinking = view.size > floor
+        if merged:
+            self.cview = view.copy()  # as at a message whose batch merged (SPEC §3.5)
+        if merged or self.cview.shrinking:
+            self._fit_cview(self.t)
+        return self.saved() != before
 
     def pending_error(self, node: Node) -> str | None:
         """Why a node may not be built or failed now, or None when it may."""
@@ -199,15 +263,16 @@ class MemoryCore:
         self.merged = merged
         if merged:
             self.cview = view.copy()
-            self._fit_cview(t)
+            self._fit_cview(t + 1)
         else:
             self.cview.append(t, line)
             if self.cview.size > budget.cceiling or self.cview.shrinking:
-                self._fit_cview(t)
+                self._fit_cview(t + 1)
 
-    def _fit_cview(self, t: int) -> None:
+    def _fit_cview(self, count: int) -> None:
+        """fit(cview) of SPEC §3.5 with `count` messages in the chat."""
         cfloor = self.budget.cfloor
-        merge_down(self.cview, t + 1, self.tree, lambda v: v.size > cfloor)
+        merge_down(self.cview, count, self.tree, lambda v: v.size > cfloor)
         self.cview.shrinking = self.cview.size > cfloor
 
     # -- restoring ----------------------------------------------------------------------
@@ -271,7 +336,7 @@ class MemoryCore:
         self.view.shrinking = saved.shrinking
         if saved.cview is None:
             self.cview = self.view.copy()
-            self._fit_cview(saved.t - 1)
+            self._fit_cview(saved.t)
         else:
             self.cview = View.of(saved.cview, size)
             self.cview.shrinking = saved.cshrinking
@@ -306,4 +371,14 @@ def waiting_parents(
     return [parent for _, _, parent in ranked]
 
 
-__all__ = ["BUILT", "CUT", "FREE", "UNBUILT", "Built", "MemoryCore", "SavedViews"]
+__all__ = [
+    "BEHIND_SUMMARIES",
+    "BUILT",
+    "CUT",
+    "FREE",
+    "UNBUILT",
+    "Built",
+    "CatchUp",
+    "MemoryCore",
+    "SavedViews",
+]

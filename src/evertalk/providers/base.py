@@ -14,6 +14,11 @@ from typing import Any, Literal, Protocol
 Role = Literal["user", "assistant"]
 
 
+BYTES_PER_TOKEN = 3
+"""A conservative bytes-per-token figure for estimating a request's size before it is sent
+(English text runs about 4; code, JSON and non-ASCII text fewer)."""
+
+
 @dataclass(frozen=True)
 class Text:
     """A text block. `mark` puts a cache breakpoint at its end (Anthropic `cache_control`)."""

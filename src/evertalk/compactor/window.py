@@ -1,0 +1,64 @@
+"""A compaction request within the compactor model's context window (SPEC §3.7).
+
+The core bounds a context to the cview's ceiling (32,000 bytes by default), which today's hosted
+models hold easily beside the tools, the system prompt and the task. A smaller window (a local
+model's 8,192 or 32,768 tokens) may not: the oldest lines of the context are then left out too,
+as many as it takes, and the output cap shrinks to a quarter of the window as a turn's does. A
+node whose task alone does not fit is never sent; the compactor cuts it (SPEC §2.5).
+
+Tokens are estimated from bytes as a turn estimates them: overestimating only leaves out a line
+more, while a request over the window is refused by the API and would count as a failure.
+"""
+
+from __future__ import annotations
+
+import json
+
+from evertalk.memory.text import utf8_len
+from evertalk.providers.base import BYTES_PER_TOKEN, Request, Text
+
+FOLLOW_UP_ROOM = 4 * 2_048
+"""Bytes kept free for the size loop's follow-ups (SPEC §4.4): up to four, each an over-long reply
+sent back (about a kilobyte) and the follow-up that shows its first 512 bytes. One that still does
+not fit ends the loop, as a follow-up that got no shorter does."""
+
+QUARTER = 4
+"""A small window keeps three quarters for the prompt: the output cap is at most a quarter."""
+
+
+def output_cap(max_tokens: int, window: int) -> int:
+    """The output cap of a call: the configured one, at most a quarter of the window."""
+    return min(max_tokens, window // QUARTER)
+
+
+def estimate(request: Request) -> int:
+    """The tokens a request may take of the window: its prompt, estimated from its bytes, and
+    its output cap. A compaction's messages hold text only."""
+    size = sum(utf8_len(block.text) for block in request.system)
+    for tool in request.tools:
+        schema = json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":"))
+        size += utf8_len(tool.name) + utf8_len(tool.description) + utf8_len(schema)
+    for message in request.messages:
+        size += sum(utf8_len(part.text) for part in message.parts if isinstance(part, Text))
+    return -(-size // BYTES_PER_TOKEN) + request.max_tokens
+
+
+def context_room(bare: Request, window: int) -> int | None:
+    """The bytes of context lines that fit beside a request sent with an empty context (`bare`),
+    the follow-ups' room kept free; None when not even `bare` fits the window."""
+    left = window - estimate(bare)
+    if left < 0:
+        return None
+    return max(0, left * BYTES_PER_TOKEN - FOLLOW_UP_ROOM)
+
+
+def newest_that_fit(lines: list[str], room: int) -> list[str]:
+    """The newest rendered lines that fit in `room` bytes, each with its newline."""
+    used = 0
+    kept = 0
+    for line in reversed(lines):
+        used += utf8_len(line) + 1
+        if used > room:
+            break
+        kept += 1
+    return lines[len(lines) - kept :]

@@ -1,0 +1,83 @@
+"""`evertalk memory status` when the chat is behind: it says it is catching up, with how many
+summaries are to go and about how long they take, at the running compactor's measured rate, or
+else at the default pace (10 seconds a call, 8 at once)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from evertalk.chat import Chat
+from evertalk.compactor.status import CompactorStatus, write_status
+from evertalk.memory_cli import run_memory_command
+
+WORDS = ["backup", "rsync", "cron", "nightly", "notes", "log", "rotate", "disk", "quota", "deploy"]
+
+
+def long_messages(chat: Chat, count: int) -> None:
+    """Messages too long to be their own lines: each leaf and each merge needs a model call."""
+    rng = random.Random(count)
+    for k in range(count):
+        chat.append("user", f"m{k} " + " ".join(rng.choice(WORDS) for _ in range(160)))
+
+
+def status(home: Path, capsys: pytest.CaptureFixture[str], *, as_json: bool = False) -> str:
+    code = run_memory_command(argparse.Namespace(action="status", json=as_json), home)
+    assert code == 0
+    return capsys.readouterr().out
+
+
+def test_a_chat_that_is_behind_says_so_with_the_default_pace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Chat.open(tmp_path / "chat") as chat:
+        long_messages(chat, 100)  # 100 leaves and 97 merges
+    out = status(tmp_path, capsys)
+    # 197 summaries at 8 per 10 seconds: 246 seconds
+    assert (
+        "catching up: 197 summaries to go, about 4 min "
+        "(`evertalk memory compact` builds them now)\n"
+    ) in out
+    assert out.index("catching up") < out.index("compactor not running")
+
+    data = json.loads(status(tmp_path, capsys, as_json=True))
+    assert data["catch_up"] == {
+        "to_go": 197,
+        "view_after_batch": data["view_bytes"],
+        "behind": True,
+        "eta_seconds": 246.25,
+    }
+
+
+def test_the_running_compactors_rate_gives_the_estimate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = Chat.open(tmp_path / "chat")  # this process owns the chat, as a running evertalk
+    try:
+        long_messages(chat, 100)
+        live = CompactorStatus(os.getpid(), 8, 189, 0, None, 12, 12, 0.01, rate=0.5)
+        write_status(chat.store.path, live)
+        out = status(tmp_path, capsys)
+        assert "catching up: 197 summaries to go, about 7 min\n" in out  # 394 s
+        assert f"compactor running in pid {os.getpid()}" in out
+        data = json.loads(status(tmp_path, capsys, as_json=True))
+        assert data["catch_up"]["eta_seconds"] == 394.0
+        assert data["compactor"]["rate"] == 0.5
+    finally:
+        chat.close()
+
+
+def test_a_chat_whose_compactor_keeps_up_says_nothing_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Chat.open(tmp_path / "chat") as chat:
+        long_messages(chat, 3)
+    out = status(tmp_path, capsys)
+    assert "catching up" not in out
+    data = json.loads(status(tmp_path, capsys, as_json=True))
+    assert data["catch_up"]["behind"] is False and data["catch_up"]["to_go"] == 4
