@@ -41,6 +41,7 @@ from evertalk.providers.base import (
     Provider,
     ProviderError,
     Request,
+    Retrying,
     Thinking,
     Tool,
     Usage,
@@ -451,6 +452,12 @@ class Compactor:
             with anyio.fail_after(self.settings.deadline):
                 finished: Finished | None = None
                 async for event in self.provider.stream(request):
+                    if isinstance(event, Retrying):  # a failed try, sent again
+                        if event.usage is not None:  # its response had begun: it was billed
+                            self._account(node, request, event.usage, started, failed=True)
+                        answered = False
+                        started = time.monotonic()
+                        continue
                     answered = True
                     if isinstance(event, Finished):
                         finished = event
