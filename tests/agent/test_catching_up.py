@@ -301,3 +301,14 @@ def test_a_minute_without_a_summary_is_a_stall() -> None:
     for second in range(int(PACE_WINDOW) + 1):
         pace.add(float(second), 7)
     assert pace.eta(PACE_WINDOW, 10) is None and pace.stalled(PACE_WINDOW)
+
+
+async def test_the_status_bar_says_how_far_behind_the_memory_is(home: Path) -> None:
+    from evertalk.tui.status import status_line
+
+    fake = AnthropicFake(script(slow(NEVER, summarizer(100))))
+    async with opened(home, fake) as agent:
+        behind = agent.status().catching_up
+        assert behind is not None and behind.to_go >= MESSAGES // 2
+        line = status_line(agent.status())
+        assert f"catching up: {behind.to_go:,} summaries to go, about" in line

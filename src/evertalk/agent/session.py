@@ -37,6 +37,7 @@ from anyio.abc import TaskGroup
 from evertalk.agent.catch_up import ViewWait
 from evertalk.agent.events import (
     AgentEvent,
+    CatchingUp,
     MemoryWarning,
     ReplyLogged,
     TurnEnded,
@@ -61,6 +62,7 @@ from evertalk.agent.turn import (
 )
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
+from evertalk.compactor.status import catch_up_seconds
 from evertalk.config import (
     AUTH_TOKEN_VARIABLE,
     KEY_VARIABLES,
@@ -132,6 +134,7 @@ class AgentStatus:
     subagents: int  # running now
     compactor_failed: int = 0  # nodes waiting to be tried again after a failure
     compactor_error: str | None = None  # the latest one, as `12+1: why`
+    catching_up: CatchingUp | None = None  # the memory is far behind: how far, how long
 
 
 @dataclass(frozen=True)
@@ -415,7 +418,18 @@ class Agent:
             subagents=len(self.subagents.running),
             compactor_failed=compactor.failed,
             compactor_error=compactor.last_error,
+            catching_up=self._behind(),
         )
+
+    def _behind(self) -> CatchingUp | None:
+        """How far the memory is behind, when it is far (`MemoryCore.catch_up`), with a time at
+        the compactor's measured pace (or a conservative default)."""
+        behind = self.chat.core.catch_up()
+        if not behind.behind:
+            return None
+        rate = self.compactor.rate()
+        seconds = catch_up_seconds(behind.to_go, rate, self.compactor.settings.concurrency)
+        return CatchingUp(behind.to_go, seconds)
 
     # -- the inside -------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from rich.cells import cell_len
 
+from evertalk.agent.events import catching_up_text
 from evertalk.agent.session import AgentStatus
 
 
@@ -83,7 +84,8 @@ def status_versions(status: AgentStatus) -> list[list[str]]:
 
 
 def compactor_part(status: AgentStatus) -> str:
-    """`summarizing 3, queued 12`, `memory idle`, and the nodes waiting to be tried again after
+    """`summarizing 3, queued 12`, `memory idle`, or when the memory is far behind
+    `catching up: 1,204 summaries to go, about 3 min`; and the nodes waiting to be tried again after
     a failure (the warning row said why): `summarizing 3, queued 12, 1 failed`, or
     `1 summary failed` alone."""
     running, queued, failed = (
@@ -91,6 +93,9 @@ def compactor_part(status: AgentStatus) -> str:
         status.compactor_queued,
         status.compactor_failed,
     )
+    if status.catching_up is not None:  # far behind: what a user wants is how long
+        text = catching_up_text(status.catching_up)
+        return text + (f", {failed} failed" if failed else "")
     if running or queued:
         text = f"summarizing {running}, queued {queued}"
         return text + (f", {failed} failed" if failed else "")
