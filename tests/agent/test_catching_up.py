@@ -83,7 +83,7 @@ def home(tmp_path: Path, template: Path) -> Path:
 
 @asynccontextmanager
 async def opened(
-    home: Path, fake: AnthropicFake, *, catch_up_timeout: float = 60
+    home: Path, fake: AnthropicFake, *, catch_up_timeout: float = 60, limits: Limits = WINDOW
 ) -> AsyncIterator[Agent]:
     provider = provider_for(fake)
     try:
@@ -93,7 +93,7 @@ async def opened(
             provider=provider,
             workdir=workdir_beside(home),
             clock=fixed_clock(DAY_ONE),
-            limits=WINDOW,
+            limits=limits,
             catch_up_timeout=catch_up_timeout,
         ) as agent:
             yield agent

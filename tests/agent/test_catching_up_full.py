@@ -8,21 +8,16 @@ import random
 from pathlib import Path
 
 import pytest
-from test_catching_up import caught, estimate
+from test_catching_up import caught, estimate, opened
 from test_turn_support import (
-    DAY_ONE,
     collect_turn,
-    fixed_clock,
     log_of,
-    provider_for,
     script,
     turn_bodies,
-    workdir_beside,
     write_config,
 )
 
 from evertalk.agent.events import TurnEnded, TurnStarted
-from evertalk.agent.session import Agent
 from evertalk.agent.turn import Limits
 from evertalk.store.records import encode_message
 from fakes import AnthropicFake, summarizer
@@ -58,20 +53,9 @@ async def test_a_3000_message_chat_with_no_tree_answers_its_first_message(tmp_pa
     home = tmp_path / "home"
     behind_home(home)
     fake = AnthropicFake(script(summarizer(200)).push(answer("Caught up.")), context_window=WINDOW)
-    provider = provider_for(fake)
-    try:
-        async with Agent.open(
-            home,
-            asker=None,
-            provider=provider,
-            workdir=workdir_beside(home),
-            clock=fixed_clock(DAY_ONE),
-            limits=Limits(context_budget=WINDOW),
-        ) as agent:
-            agent.submit("what did we decide about the backups?")
-            seen = await collect_turn(agent, timeout=600)
-    finally:
-        await provider.aclose()
+    async with opened(home, fake, limits=Limits(context_budget=WINDOW)) as agent:
+        agent.submit("what did we decide about the backups?")
+        seen = await collect_turn(agent, timeout=600)
     started = next(i for i, event in enumerate(seen) if isinstance(event, TurnStarted))
     assert caught(seen[:started]), "the wait was not shown"
     assert seen[-1] == TurnEnded("done")

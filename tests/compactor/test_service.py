@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor, CompactorSettings
@@ -36,6 +36,7 @@ from fakes import (
     Call,
     Fail,
     FakeClock,
+    InFlight,
     Script,
     async_client,
     constant,
@@ -67,24 +68,6 @@ WORDS = _WORDS.split()
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-class InFlight:
-    """Wraps a fake: counts the requests inside it, +1 when one arrives, -1 once its reply has
-    been sent in full (or failed). `peak` is the most there ever were at once."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.now = 0
-        self.peak = 0
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.now += 1
-        self.peak = max(self.peak, self.now)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.now -= 1
 
 
 def provider_for(app: ASGIApp, *, gated: bool = True, key: str = KEY) -> Provider:
