@@ -34,6 +34,7 @@ def main() -> int:
         f"(peak RSS {rebuild['rss_mb']:.0f} MB)",
         flush=True,
     )
+    subprocess.run([sys.executable, "-m", "bench.chat_probe", "rebuild", str(chat_dir)], check=True)
     warm = _probe("open", chat_dir)
     print(
         f"open with index: {warm['open_s'] * 1e3:.0f} ms, render view "

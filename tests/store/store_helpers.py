@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from evertalk.store import ChatStore
+from evertalk.store.lock import ChatLock
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
@@ -37,3 +40,13 @@ def crash(store: ChatStore) -> None:
     if store._lock is not None:
         store._lock.release()
     store._closed = True
+
+
+@contextmanager
+def lock_held(chat: Path) -> Iterator[None]:
+    """The chat's lock held, as by an owner: a reader opened meanwhile writes nothing."""
+    lock = ChatLock.acquire(chat)
+    try:
+        yield
+    finally:
+        lock.release()

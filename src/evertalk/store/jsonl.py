@@ -55,6 +55,18 @@ def torn_terminator(torn: bytes) -> bytes:
     return TERM_HASH
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Consecutive complete lines of a file, as one read found them."""
+
+    offset: int
+    """Byte offset of the first line."""
+    lineno: int
+    """Number of the first line."""
+    lines: list[bytes]
+    """The lines, without their newlines."""
+
+
 class Scan:
     """The complete lines of a file from `start`, read in large chunks.
 
@@ -62,6 +74,9 @@ class Scan:
     the last complete line, and `term` what the next append must write first (TERM_NONE when the
     file ends with a newline). Lines that are not JSON objects are yielded with a `reason`, and
     warned about only when `warnings` is given; so is a torn last line.
+
+    `batches()` gives the same lines as raw bytes, a chunk at a time, for readers that decode them
+    their own way (the index rebuild): a `Line` per line costs more than reading the file.
     """
 
     def __init__(
@@ -94,6 +109,15 @@ class Scan:
         return Line(offset, len(raw) + 1, lineno, None, reason)
 
     def __iter__(self) -> Iterator[Line]:
+        for batch in self.batches():
+            offset, lineno = batch.offset, batch.lineno
+            for raw in batch.lines:
+                yield self._line(offset, raw, lineno)
+                offset += len(raw) + 1
+                lineno += 1
+
+    def batches(self) -> Iterator[Batch]:
+        """The complete lines, a chunk at a time; `end`, `lines` and `term` as for iteration."""
         offset, lineno = self.start, self.first_lineno
         partial: list[bytes] = []  # the start of a line longer than what was read so far
         with open(self.path, "rb", buffering=0) as file:
@@ -102,15 +126,14 @@ class Scan:
                 if b"\n" not in chunk:
                     partial.append(chunk)
                     continue
-                if partial:
-                    chunk = b"".join([*partial, chunk])
+                lines = chunk.split(b"\n")
+                if partial:  # join only the line that spans chunks, not the whole chunk
+                    lines[0] = b"".join([*partial, lines[0]])
                     partial = []
-                parts = chunk.split(b"\n")
-                rest = parts.pop()
-                for raw in parts:
-                    yield self._line(offset, raw, lineno)
-                    offset += len(raw) + 1
-                    lineno += 1
+                rest = lines.pop()
+                yield Batch(offset, lineno, lines)
+                offset += sum(map(len, lines)) + len(lines)
+                lineno += len(lines)
                 self.end, self.lines = offset, lineno - 1
                 if rest:
                     partial.append(rest)

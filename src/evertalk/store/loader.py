@@ -6,15 +6,23 @@ is written, so that a log that refuses to open leaves the folder exactly as it w
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import sys
 from array import array
-from collections.abc import Callable, Iterator
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, compress, islice, repeat
+from operator import is_not
 from pathlib import Path
+from typing import cast
 
+from evertalk.memory.text import LINE_LIMIT
+from evertalk.memory.tree import BUILT, CUT, FREE
 from evertalk.store import keys, quarantine
 from evertalk.store.days import list_day_files
-from evertalk.store.errors import CorruptLog
+from evertalk.store.errors import ChatLocked, CorruptLog
 from evertalk.store.index import Index, Level
 from evertalk.store.index_files import (
     SIZE_CODE,
@@ -23,7 +31,8 @@ from evertalk.store.index_files import (
     StaleIndex,
     write_rebuild,
 )
-from evertalk.store.jsonl import TORN, Line, Scan
+from evertalk.store.jsonl import TORN, Batch, Scan
+from evertalk.store.lock import ChatLock
 from evertalk.store.meta import (
     META_NAME,
     Meta,
@@ -33,8 +42,16 @@ from evertalk.store.meta import (
     seal,
     tails_changed,
 )
-from evertalk.store.pages import verdicts
-from evertalk.store.records import claimed_id, decode_node
+from evertalk.store.pages import LOST_PAGE, PageGroup
+from evertalk.store.records import (
+    REFUSED,
+    MessageRecord,
+    claimed_id,
+    decode_message_line,
+    decode_node_line,
+    read_message_line,
+    read_node_line,
+)
 from evertalk.store.secure import make_dir
 from evertalk.store.skipped import Skipped
 from evertalk.store.tables import (
@@ -45,6 +62,7 @@ from evertalk.store.tables import (
     OverlayTable,
     Table,
     pack_loc,
+    pack_locs,
 )
 
 INDEX_DIR = "index"
@@ -67,7 +85,13 @@ class _Entry:
     i: int
     loc: bytes
     key: str | None
-    where: str
+    path: Path
+    lineno: int
+
+    @property
+    def where(self) -> str:
+        # Built only for an error message: a label per line costs a rebuild seconds.
+        return f"{self.path} line {self.lineno}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,24 +115,147 @@ class Beyond:
     length: int
 
 
+def _line_offsets(batch: Batch) -> list[int]:
+    """Where each line of `batch` starts."""
+    lengths = map((1).__add__, map(len, batch.lines))
+    return list(islice(accumulate(lengths, initial=batch.offset), len(batch.lines)))
+
+
+@dataclass(slots=True)
+class _Run:
+    """Lines of one message file read but not yet handed to `_Ids`: they wait there while the
+    pages of a long message may still turn out to be lost. Columns, one item per line, so that
+    a run of plain lines is handed over with no Python step per line."""
+
+    no: int
+    path: Path
+    lineno: int = 0
+    """The number of the run's first line."""
+    offsets: list[int] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    """Each line's length, its newline included."""
+    ids: list[int | None] = field(default_factory=list)
+    """The id of each line that counts; None for one that does not, or not yet (a page)."""
+    keys: dict[int, str] = field(default_factory=dict)
+    """Idempotency keys, by position in the run."""
+
+    def add(self, batch: Batch) -> None:
+        """Take a batch's places; its ids come line by line."""
+        if not self.ids:
+            self.lineno = batch.lineno
+        self.offsets += _line_offsets(batch)
+        self.lengths += map((1).__add__, map(len, batch.lines))
+
+    def flush(self, ids: _Ids) -> None:
+        """Hand the lines that count to `ids`, in file order, and start a new run."""
+        positions: Sequence[int] = range(len(self.ids))
+        counted = cast(list[int], self.ids)
+        if None in self.ids:
+            positions = list(compress(positions, map(is_not, self.ids, repeat(None))))
+            counted = cast(list[int], list(map(self.ids.__getitem__, positions)))
+        if ids.follows(counted):
+            offsets = map(self.offsets.__getitem__, positions)
+            lengths = map(self.lengths.__getitem__, positions)
+            keyed = [(key, self.ids[at]) for at, key in self.keys.items()]
+            ids.put_run(pack_locs(self.no, offsets, lengths), counted, keyed)
+        else:
+            for at in positions:
+                ids.take(self._entry(at))
+        self.offsets, self.lengths, self.ids, self.keys = [], [], [], {}
+
+    def _entry(self, at: int) -> _Entry:
+        i = self.ids[at]
+        assert i is not None
+        loc = pack_loc(self.no, self.offsets[at], self.lengths[at])
+        return _Entry(i, loc, self.keys.get(at), self.path, self.lineno + at)
+
+
+class _NewTree:
+    """The tree's levels in a rebuild: arrays as long as the level's existing nodes, made at
+    once and filled in place by `_Scanner._node_file`, since growing them a node at a time, and
+    a call per node, cost more than the parse.
+
+    `rows[level]` is (flags, sizes, words): `words` views the level's locations as uint64 words,
+    offset then length + (file no << 32), the layout of `pack_locs`. Every node placed has a flag
+    of 1 to 3, so a flag of 0 is a node not found yet.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.rows: list[tuple[bytearray, array[int], memoryview]] = []
+        self._locs: list[bytearray] = []
+
+    def grow(self, level: int) -> None:
+        """Make the rows up to `level`, a level that the caller knows has nodes."""
+        while len(self.rows) <= level:
+            count = self.total >> len(self.rows)
+            sizes = array(SIZE_CODE, [0]) * count
+            self._locs.append(bytearray(count * LOC_WIDTH))
+            self.rows.append((bytearray(count), sizes, memoryview(self._locs[-1]).cast("Q")))
+
+    def levels(self) -> list[Level]:
+        """The levels, each cut after its last built node, as node by node growth leaves them."""
+        levels = []
+        for (flags, sizes, words), loc in zip(self.rows, self._locs, strict=True):
+            words.release()
+            count = len(flags.rstrip(b"\0"))
+            del sizes[count:], flags[count:], loc[count * LOC_WIDTH :]
+            if sys.byteorder == "big":  # the words were stored native; the files are little-endian
+                swapped = array("Q", loc)
+                swapped.byteswap()
+                loc[:] = swapped.tobytes()
+            levels.append(Level(MemTable.adopt(LOC_WIDTH, loc), sizes, flags))
+        self.rows, self._locs = [], []
+        return levels
+
+
+class _TailTree:
+    """The tree's levels in a tail scan: the checkpoint's, with what the tail adds over them."""
+
+    def __init__(self, levels: list[Level]) -> None:
+        self._levels = levels
+
+    def place(self, level: int, i: int, where: tuple[int, int, int], size: int, flag: int) -> bool:
+        """Node (level, i) is at `where` (file no, offset, length); False when another record of
+        it was found first. The caller has checked that the node exists."""
+        while len(self._levels) <= level:
+            self._levels.append(_new_overlay_level())
+        row, loc = self._levels[level], pack_loc(*where)
+        held = row.loc.get(i)
+        # The same location is the same record, indexed after the checkpoint.
+        if held != ABSENT and held != loc:
+            return False
+        row.set(i, loc, size, flag)
+        return True
+
+    def levels(self) -> list[Level]:
+        return self._levels
+
+
 @dataclass(slots=True)
 class _Scanner:
-    """Reads what the index lacks into `msg`, `levels` and `keys`, and checks the ids."""
+    """Reads what the index lacks into `msg`, `tree` and `keys`, and checks the ids.
+
+    Lines are decoded by the fast decoders of records.py; a line they refuse goes to the
+    definition (`read_message_line`, `read_node_line`), which decides as it always has.
+    """
 
     chat_dir: Path
     meta: Meta
     msg: Table
-    levels: list[Level]
+    tree: _NewTree | _TailTree | None
+    """None until `messages` has counted them, for a rebuild."""
     keys: keys.KeyStore
-    new_level: Callable[[], Level]
     sizes: dict[str, int]
     skipped: Skipped = field(default_factory=Skipped)
     bad: list[BadLine] = field(default_factory=list)
     beyond: list[Beyond] = field(default_factory=list)
     terms: dict[str, bytes] = field(default_factory=dict)
     changed: bool = False
+    levels: list[Level] = field(default_factory=list)
+    """The tree's levels, once `nodes` has read them."""
 
-    def _lines(self, name: str) -> Iterator[Line]:
+    def _batches(self, name: str) -> Iterator[Batch]:
         """The new complete lines of `name`."""
         state = self.meta.entry(name)
         if self.sizes[name] == state.scanned:
@@ -120,61 +267,146 @@ class _Scanner:
             # them is off, and the tail would be read from the middle of a line.
             raise StaleIndex(f"{name} changed before the point it was indexed up to")
         scan = Scan(path, state.scanned, state.lines + 1)
-        yield from scan
+        yield from scan.batches()
         state.scanned, state.lines = scan.end, scan.lines
         if scan.term:
             self.terms[name] = scan.term
         if scan.torn_lineno is not None:
             self.skipped.add(str(path), scan.torn_lineno, f"{TORN}; skipped")
 
-    def _skip(self, name: str, line: Line, reason: str) -> None:
-        self.skipped.add(str(self.chat_dir / name), line.lineno, f"{reason}; skipped")
-
     def _where(self, i: int) -> str:
         loc = Loc.unpack(self.msg.get(i))
         name = self.meta.file_names().get(loc.file_no) if loc is not None else None
         return str(self.chat_dir / name) if name is not None else "?"
 
+    # Messages
+
     def messages(self) -> None:
         ids = _Ids(self, self.meta.messages)
         for name in sorted(n for n in self.sizes if n.startswith(MAIN + "/")):
-            no, path = self.meta.entry(name).no, self.chat_dir / name
-            for line, record, skip in verdicts(self._lines(name)):
-                if skip is not None:
-                    self._skip(name, line, skip)
-                    if record is None:
-                        self.bad.append(BadLine(name, line.lineno, line.offset, line.length, skip))
-                    continue
-                assert record is not None
-                loc = pack_loc(no, line.offset, line.length)
-                ids.take(_Entry(record.i, loc, record.key, f"{path} line {line.lineno}"))
+            self._message_file(name, ids)
         ids.check_complete()
         self.meta.messages = ids.expected
+        if self.tree is None:
+            self.tree = _NewTree(ids.expected)
+
+    def _message_file(self, name: str, ids: _Ids) -> None:
+        run = _Run(self.meta.entry(name).no, self.chat_dir / name)
+        group: PageGroup[tuple[int, int]] = PageGroup()  # (position in the run, id) of each page
+        pending, decode = False, decode_message_line  # pending: whether `group` holds pages
+        for batch in self._batches(name):
+            run.add(batch)
+            line_ids, keyed = run.ids, run.keys
+            # The hot loop of a rebuild: a plain message costs its parse and little else.
+            for raw in batch.lines:
+                try:
+                    record = decode(raw)
+                except REFUSED:  # damage, a page, a key it does not know
+                    pending = self._odd_message(name, run, group, raw)
+                    continue
+                if pending:
+                    self._lose(run, group.lose())
+                    pending = False
+                if record.key is not None:
+                    keyed[len(line_ids)] = record.key
+                line_ids.append(record.i)
+            if not pending:
+                run.flush(ids)
+        # After the torn last line's warning, as pages were always warned about.
+        self._lose(run, group.lose())
+        run.flush(ids)
+
+    def _odd_message(
+        self, name: str, run: _Run, group: PageGroup[tuple[int, int]], raw: bytes
+    ) -> bool:
+        """A line the fast decoder refused, as the definition reads it; whether `group` now
+        holds pages of a long message not yet complete."""
+        at = len(run.ids)
+        record = read_message_line(raw)
+        page = record.page if isinstance(record, MessageRecord) else None
+        if page is None:
+            self._lose(run, group.lose())
+        if isinstance(record, str):
+            run.ids.append(None)
+            lineno = run.lineno + at
+            self.skipped.add(str(run.path), lineno, f"{record}; skipped")
+            self.bad.append(BadLine(name, lineno, run.offsets[at], run.lengths[at], record))
+            return False
+        if record.key is not None:
+            run.keys[at] = record.key
+        if page is None:
+            run.ids.append(record.i)
+            return False
+        run.ids.append(None)  # a page counts once its group is complete
+        lost, complete = group.add((at, record.i), record.i, page)
+        self._lose(run, lost)
+        for page_at, i in complete:
+            run.ids[page_at] = i
+        return bool(group)
+
+    def _lose(self, run: _Run, pages: list[tuple[int, int]]) -> None:
+        for at, _ in pages:
+            run.keys.pop(at, None)
+            self.skipped.add(str(run.path), run.lineno + at, f"{LOST_PAGE}; skipped")
+
+    # Nodes
 
     def nodes(self) -> None:
-        total = self.meta.messages
         for name in sorted(n for n in self.sizes if n.startswith(TREE + "/")):
-            no = self.meta.entry(name).no
-            for line in self._lines(name):
-                if line.record is None:
-                    self._skip(name, line, line.reason or "not a valid tree record")
+            self._node_file(name)
+        assert self.tree is not None
+        self.levels = self.tree.levels()
+
+    def _node_file(self, name: str) -> None:
+        no, path, total = self.meta.entry(name).no, str(self.chat_dir / name), self.meta.messages
+        tree, decode = self.tree, decode_node_line
+        new = tree if isinstance(tree, _NewTree) else None
+        rows = new.rows if new is not None else []
+        word = (no << 32) + 1  # + a line's length: the second word of its location
+        for batch in self._batches(name):
+            offsets = _line_offsets(batch)
+            # The hot loop of a rebuild, written out: a call per node costs a tenth of it.
+            for raw, offset in zip(batch.lines, offsets, strict=True):
+                try:
+                    node = decode(raw)
+                except REFUSED:  # damage, a key it does not know
+                    found = read_node_line(raw)
+                    if isinstance(found, str):
+                        self._skip_node(path, batch, offsets, offset, found)
+                        continue
+                    level, i, size, flag = found.l, found.i, found.size, found.flag
+                else:
+                    # What decode_node checks beyond the types, which the decoder checked
+                    text = node.text
+                    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+                    if size > LINE_LIMIT or (node.free and node.cut):
+                        self._skip_node(path, batch, offsets, offset, "not a valid tree record")
+                        continue
+                    level, i = node.l, node.i
+                    flag = FREE if node.free else CUT if node.cut else BUILT
+                if level > 62 or (i + 1) << level > total:
+                    self.beyond.append(Beyond(name, offset, len(raw) + 1))
                     continue
-                node = decode_node(line.record)
-                if node is None:
-                    self._skip(name, line, "not a valid tree record")
-                    continue
-                if node.l > 62 or (node.i + 1) << node.l > total:
-                    self.beyond.append(Beyond(name, line.offset, line.length))
-                    continue
-                while len(self.levels) <= node.l:
-                    self.levels.append(self.new_level())
-                level, loc = self.levels[node.l], pack_loc(no, line.offset, line.length)
-                held = level.loc.get(node.i)
-                # The same location is the same record, indexed after the checkpoint.
-                if held != ABSENT and held != loc:
-                    self._skip(name, line, "a second record of a node already built")
-                    continue
-                level.set(node.i, loc, node.size, node.flag)
+                if new is None:
+                    assert isinstance(tree, _TailTree)
+                    placed = tree.place(level, i, (no, offset, len(raw) + 1), size, flag)
+                else:
+                    if level >= len(rows):
+                        new.grow(level)
+                    flags, sizes, words = rows[level]
+                    placed = not flags[i]
+                    if placed:
+                        flags[i], sizes[i] = flag, size
+                        words[2 * i], words[2 * i + 1] = offset, len(raw) + word
+                if not placed:
+                    why = "a second record of a node already built"
+                    self._skip_node(path, batch, offsets, offset, why)
+
+    def _skip_node(
+        self, path: str, batch: Batch, offsets: list[int], offset: int, reason: str
+    ) -> None:
+        lineno = batch.lineno + bisect_left(offsets, offset)  # found only now: skips are rare
+        self.skipped.add(path, lineno, f"{reason}; skipped")
 
 
 @dataclass(slots=True)
@@ -185,6 +417,18 @@ class _Ids:
     scanner: _Scanner
     expected: int
     pending: dict[int, _Entry] = field(default_factory=dict)
+
+    def follows(self, ids: list[int]) -> bool:
+        """Whether `ids` are exactly the next ones, in order: then `put_run` takes them."""
+        return not self.pending and ids == list(range(self.expected, self.expected + len(ids)))
+
+    def put_run(self, locs: bytes, ids: list[int], keyed: list[tuple[str, int | None]]) -> None:
+        """The next messages, `ids`, at `locs` (packed), with their keys (key, id)."""
+        self.scanner.msg.put_run(self.expected, locs)
+        for key, i in keyed:
+            if i is not None:
+                self.scanner.keys.stage(key, i)
+        self.expected += len(ids)
 
     def take(self, entry: _Entry) -> None:
         i, pending = entry.i, self.pending
@@ -247,10 +491,6 @@ def _ends_line(path: Path, offset: int) -> bool:
         return file.read(1) == b"\n"
 
 
-def _new_mem_level() -> Level:
-    return Level(MemTable(LOC_WIDTH), array(SIZE_CODE), bytearray())
-
-
 def _new_overlay_level() -> Level:
     return Level(OverlayTable(MemTable(LOC_WIDTH), 0), array(SIZE_CODE), bytearray())
 
@@ -261,6 +501,10 @@ class _Base:
     files: IndexFiles
     levels: list[Level]
     keys: keys.KeyStore
+
+    def close(self) -> None:
+        self.keys.close()
+        self.files.close()
 
 
 def _mtime_ns(path: Path) -> int:
@@ -330,18 +574,10 @@ def _scanner(chat_dir: Path, base: _Base | str, sizes: dict[str, int], readonly:
     """A scanner of what the checkpoint lacks, or of everything when there is no checkpoint."""
     if isinstance(base, _Base):
         msg = OverlayTable(base.files.msg_table(), base.meta.messages)
-        return _Scanner(
-            chat_dir, base.meta.copy(), msg, base.levels, base.keys, _new_overlay_level, sizes
-        )
-    return _Scanner(
-        chat_dir,
-        Meta(new_build()),
-        MemTable(LOC_WIDTH),
-        [],
-        keys.KeyStore(None, 0, track=not readonly),
-        _new_mem_level,
-        sizes,
-    )
+        tree = _TailTree(base.levels)
+        return _Scanner(chat_dir, base.meta.copy(), msg, tree, base.keys, sizes)
+    key_store = keys.KeyStore(None, 0, track=not readonly)
+    return _Scanner(chat_dir, Meta(new_build()), MemTable(LOC_WIDTH), None, key_store, sizes)
 
 
 def open_index(
@@ -349,15 +585,91 @@ def open_index(
 ) -> tuple[Index, dict[str, bytes]]:
     """The chat's index, brought up to date with the log, and the torn-line terminators.
 
-    A read-only open keeps what it scanned in memory; otherwise it is written, once checked.
-    `rebuild` gives a reason to build it from the whole log, whatever the checkpoint says.
+    What a scan finds is written once checked. A read-only open that must scan (the index is
+    missing, damaged or behind the log) writes what it found only if it can take the chat's lock
+    at once, and then under the lock, as the owner would have, so that every reader of a chat
+    another program wrote does not rebuild the index again; and only if the log held nothing to
+    warn about, since damage is the owner's to report and index. Otherwise it keeps what it
+    scanned in memory. `rebuild` gives a reason to build it from the whole log, whatever the
+    checkpoint says (a read that found the index wrong: a reader keeps that rebuild in memory).
     """
+    if not readonly:
+        return _open(chat_dir, readonly=False, warnings=warnings, rebuild=rebuild)
+    sizes = log_sizes(chat_dir)
+    base = rebuild or _load_base(chat_dir / INDEX_DIR, sizes, readonly=True)
+    if rebuild is not None or (isinstance(base, _Base) and not _behind(base.meta, sizes)):
+        return _open_loaded(chat_dir, base, sizes, readonly=True, warnings=warnings)
+    if isinstance(base, _Base):
+        base.close()  # the owner's open below loads it again, writable
+    opened = _open_as_owner(chat_dir, warnings)
+    if opened is not None:
+        return opened
+    return _open(chat_dir, readonly=True, warnings=warnings, rebuild=None)
+
+
+def _behind(meta: Meta, sizes: dict[str, int]) -> bool:
+    """Whether the log holds lines the checkpoint does not cover (a scan has work to do)."""
+    return any(
+        size != (meta.files[name].scanned if name in meta.files else 0)
+        for name, size in sizes.items()
+    )
+
+
+def _open_as_owner(chat_dir: Path, warnings: list[str]) -> tuple[Index, dict[str, bytes]] | None:
+    """For a reader: scan under the chat's lock as the owner would, saving the index when the
+    scan is clean; None, having written nothing but maybe the index, when the lock is taken or
+    the index cannot be written."""
+    index_dir = chat_dir / INDEX_DIR
+    for folder in (chat_dir, index_dir):
+        if folder.exists() and not os.access(folder, os.W_OK | os.X_OK):
+            return None  # a chat this user may read but not write
+    try:
+        lock = ChatLock.acquire(chat_dir)
+    except (ChatLocked, OSError):
+        return None
+    try:
+        found: list[str] = []
+        try:
+            index, terms = _open(
+                chat_dir, readonly=False, warnings=found, rebuild=None, owner=False
+            )
+            if not index.writable:  # the scan found damage: kept in memory
+                warnings += found
+                return index, terms
+            index.close()
+        except (OSError, sqlite3.Error):
+            return None
+        warnings += found
+        # What was saved, opened as any reader opens it: the lock kept an owner from starting
+        # meanwhile, so nothing is left to scan.
+        return _open(chat_dir, readonly=True, warnings=warnings, rebuild=None)
+    finally:
+        lock.release()
+
+
+def _open(
+    chat_dir: Path, *, readonly: bool, warnings: list[str], rebuild: str | None, owner: bool = True
+) -> tuple[Index, dict[str, bytes]]:
+    """Open the index as it is on disk, or rebuild it. `owner=False`: a reader that holds the
+    lock for the moment, which saves only a clean scan (see `_open_index`)."""
     sizes = log_sizes(chat_dir)
     base = rebuild or _load_base(chat_dir / INDEX_DIR, sizes, readonly)
+    return _open_loaded(chat_dir, base, sizes, readonly=readonly, warnings=warnings, owner=owner)
+
+
+def _open_loaded(
+    chat_dir: Path,
+    base: _Base | str,
+    sizes: dict[str, int],
+    *,
+    readonly: bool,
+    warnings: list[str],
+    owner: bool = True,
+) -> tuple[Index, dict[str, bytes]]:
     if isinstance(base, _Base):
         tail_warnings: list[str] = []
         try:
-            opened = _open_index(chat_dir, base, sizes, readonly, tail_warnings)
+            opened = _open_index(chat_dir, base, sizes, readonly, tail_warnings, owner)
         except (StaleIndex, CorruptLog) as error:
             # The log does not go on from where the checkpoint left it: scan all of it, which
             # either rebuilds the index or finds the log itself at fault (the same error then).
@@ -367,19 +679,31 @@ def open_index(
             return opened
     if sizes and not base.startswith(_QUIET):
         warnings.append(f"rebuilding the index of {chat_dir}: {base}")
-    return _open_index(chat_dir, base, sizes, readonly, warnings)
+    return _open_index(chat_dir, base, sizes, readonly, warnings, owner)
 
 
 _QUIET = "records were set aside"  # a rebuild that the set-aside warning already explains
 
 
 def _open_index(
-    chat_dir: Path, base: _Base | str, sizes: dict[str, int], readonly: bool, warnings: list[str]
+    chat_dir: Path,
+    base: _Base | str,
+    sizes: dict[str, int],
+    readonly: bool,
+    warnings: list[str],
+    owner: bool,
 ) -> tuple[Index, dict[str, bytes]]:
     try:
         scanner = _scanner(chat_dir, base, sizes, readonly)
         scanner.messages()
         scanner.nodes()
+        if not owner and (scanner.beyond or scanner.skipped.groups):
+            # A reader saves only a scan of a log with nothing wrong in it: damage is left for
+            # the owner's next open to report and index (and records to set aside, to move),
+            # as before. What it scanned serves it in memory.
+            readonly = True
+            if isinstance(base, _Base):
+                base.files.read_only()
         warnings += scanner.skipped.warnings()
         if scanner.beyond and not readonly:
             warnings.append(_set_aside(chat_dir, scanner))
@@ -401,14 +725,12 @@ def _open_index(
             index = _commit_rebuild(chat_dir, scanner)
     except BaseException:
         if isinstance(base, _Base):
-            base.keys.close()
-            base.files.close()
+            base.close()
         raise
     if index is None:  # the tree files changed: index them anew
         if isinstance(base, _Base):
-            base.keys.close()
-            base.files.close()
-        return open_index(chat_dir, readonly=False, warnings=warnings, rebuild=_QUIET)
+            base.close()
+        return _open(chat_dir, readonly=False, warnings=warnings, rebuild=_QUIET)
     return index, scanner.terms
 
 

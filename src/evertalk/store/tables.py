@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import repeat
+from operator import add
 from typing import Protocol
 
 from evertalk.store.secure import read_all, write_all
@@ -20,6 +25,22 @@ ABSENT = bytes(LOC_WIDTH)
 
 def pack_loc(file_no: int, offset: int, length: int) -> bytes:
     return _LOC.pack(offset, length, file_no)
+
+
+def pack_locs(file_no: int, offsets: Iterable[int], lengths: Iterable[int]) -> bytes:
+    """The locations of many lines of one file, each packed as `pack_loc` packs it, with no
+    Python step per line (a rebuild packs a million of them).
+
+    A record read as two little-endian uint64 is `offset`, then `length + (file_no << 32)`.
+    """
+    starts = array("Q", offsets)
+    sizes = array("I", lengths)  # as pack_loc, a length of 4 GiB or more is an OverflowError
+    words = array("Q", [0]) * (2 * len(starts))
+    words[0::2] = starts
+    words[1::2] = array("Q", map(add, sizes, repeat(file_no << 32)))
+    if sys.byteorder == "big":
+        words.byteswap()
+    return words.tobytes()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +66,9 @@ class Table(Protocol):
     def put(self, k: int, record: bytes) -> None:
         """Write record k, growing the table with zero records as needed."""
 
+    def put_run(self, k: int, records: bytes) -> None:
+        """Write consecutive records from record k on, as `put` would one by one."""
+
 
 class MemTable:
     """A table in a bytearray: a rebuild, and read-only opens that cannot trust the files."""
@@ -52,6 +76,13 @@ class MemTable:
     def __init__(self, width: int, data: bytes | bytearray = b"") -> None:
         self.width = width
         self.data = bytearray(data)
+
+    @classmethod
+    def adopt(cls, width: int, data: bytearray) -> MemTable:
+        """A table over `data` itself, not a copy: a rebuild's tables are tens of megabytes."""
+        table = cls(width)
+        table.data = data
+        return table
 
     def get(self, k: int) -> bytes:
         start = k * self.width
@@ -63,6 +94,12 @@ class MemTable:
         if len(self.data) < start:
             self.data.extend(bytes(start - len(self.data)))
         self.data[start : start + self.width] = record
+
+    def put_run(self, k: int, records: bytes) -> None:
+        start = k * self.width
+        if len(self.data) < start:
+            self.data.extend(bytes(start - len(self.data)))
+        self.data[start : start + len(records)] = records
 
 
 class FileTable:
@@ -84,9 +121,19 @@ class FileTable:
         write_all(self.fd, record, k * self.width)
         self.dirty = True
 
-    def head(self, count: int) -> bytes:
-        """The first `count` records in one read."""
-        return read_all(self.fd, count * self.width, 0)
+    def put_run(self, k: int, records: bytes) -> None:
+        self.put(k, records)
+
+    def read_into(self, buffer: memoryview) -> int:
+        """Fill `buffer` from the table's first byte on; the bytes read, fewer only at the end
+        of the file."""
+        done = 0
+        while done < len(buffer):
+            got = os.preadv(self.fd, [buffer[done:]], done)
+            if not got:
+                break
+            done += got
+        return done
 
     def truncate(self, count: int) -> None:
         # Only when it changes the file: every open cuts every file back to the checkpoint,
@@ -124,3 +171,8 @@ class OverlayTable:
 
     def put(self, k: int, record: bytes) -> None:
         self.changes[k] = record
+
+    def put_run(self, k: int, records: bytes) -> None:
+        width = self.width
+        for n in range(len(records) // width):
+            self.changes[k + n] = records[n * width : (n + 1) * width]
