@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,19 +14,18 @@ from typing import Any
 import anyio
 import pytest
 from test_service import (
-    MODEL,
     append_mixed,
     assert_built_once,
+    compactor_for,
     provider_for,
     text_of_size,
     tree_records,
 )
 
 from evertalk.chat import Chat
-from evertalk.compactor.service import Compactor, CompactorSettings
+from evertalk.compactor.service import Compactor
 from evertalk.memory import Budget, Node
 from evertalk.memory.view import render_lines
-from evertalk.prompts import TOOLS, system_text
 from evertalk.providers.base import Provider
 from fakes import AnthropicFake, Call, FakeClock, RequestRecord, summarizer
 from fakes.anthropic_fake import prompt_blocks
@@ -36,21 +34,9 @@ SMALL = Budget(ceiling=16_000, floor=8_000, cceiling=4_000, cfloor=2_000)
 
 
 def compactor(
-    chat: Chat,
-    provider: Provider,
-    warn: Callable[[str], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    **settings: Any,
+    chat: Chat, provider: Provider, warn: Callable[[str], None] | None = None, **settings: Any
 ) -> Compactor:
-    return Compactor(
-        chat,
-        provider,
-        CompactorSettings(model=MODEL, effort=None, **settings),
-        system=system_text(""),
-        tools=TOOLS,
-        on_warning=warn,
-        clock=clock,
-    )
+    return compactor_for(chat, provider, warn=warn, **settings)
 
 
 def prompt_tokens(record: RequestRecord) -> int:

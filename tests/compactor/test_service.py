@@ -80,6 +80,7 @@ def compactor_for(
     provider: Provider,
     *,
     ledger: Ledger | None = None,
+    warn: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     **settings: Any,
 ) -> Compactor:
@@ -90,6 +91,7 @@ def compactor_for(
         system=system_text(""),
         tools=TOOLS,
         ledger=ledger,
+        on_warning=warn,
         clock=clock,
     )
 
