@@ -1,18 +1,24 @@
 """The chat: the one place that glues the durable store to the pure memory core.
 
-Every change goes to disk first (append + fsync) and reaches the core only once it is
-durable; nodes the core builds by itself are written before the views that may name them.
+A message goes to disk first (append + fsync) and reaches the core only once it is durable;
+nodes are written before the views that may name them.
 
-Those nodes (free parents, cut nodes) are the one exception to "disk first": the core makes them
-as it takes an event, and they are written right after. If that write fails, the core holds
-nodes the disk does not, and anything built on them could name lines that a restart would not
-find. So the Chat stops there: every later change raises a StoreError asking for a reopen, which
-rebuilds the state from what is on disk (and builds the lost free nodes again).
+Nodes are the one exception to "disk first": a compactor's line goes to the core first, so that
+the free parents it completes (which the core makes as it takes the event) are written with it,
+in one write and one fsync. If that write fails, the core holds nodes the disk does not, and
+anything built on them could name lines that a restart would not find. So the Chat stops there:
+every later change raises a StoreError asking for a reopen, which rebuilds the state from what
+is on disk (and builds the lost free nodes again).
+
+The views are derived from the log and the tree: `view.json` is saved at checkpoints (see
+`ViewCheckpoints`), not at every message, and an open folds forward from it (SPEC §3.6 step 3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +31,12 @@ from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
 from evertalk.memory.view import render
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.errors import StoreError
+from evertalk.store.records import check_node_text
+from evertalk.store.views import ViewCheckpoints
+
+# Built nodes' texts kept for rendering: a built node never changes, and a view at a million
+# messages has a few hundred lines (its cview and a subagent's coarse view reuse most of them).
+TEXTS_KEPT = 4096
 
 
 class ToolInputError(ValueError):
@@ -51,12 +63,20 @@ class Status:
 
 
 class Chat:
-    def __init__(self, store: ChatStore, core: MemoryCore, readonly: bool) -> None:
+    def __init__(
+        self,
+        store: ChatStore,
+        core: MemoryCore,
+        readonly: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.core = core
         self.readonly = readonly
         self.warnings: list[str] = list(store.warnings)
         self.broken: str | None = None  # why the core and the disk may differ (see above)
+        self.checkpoints = ViewCheckpoints(clock)
+        self._texts: OrderedDict[Node, str] = OrderedDict()
 
     # -- opening and closing --------------------------------------------------------------
 
@@ -64,20 +84,30 @@ class Chat:
     def open(cls, chat_dir: Path, *, readonly: bool = False, budget: Budget | None = None) -> Chat:
         store = ChatStore.open(chat_dir, create=not readonly, readonly=readonly)
         try:
-            core, built, warning = _resume(store, budget)
+            core, built, warning, loaded = _resume(store, budget)
             chat = cls(store, core, readonly)
             if warning:
                 chat.warnings.append(warning)
             if not readonly:
                 chat._persist(built)
-                store.save_views(core.saved())
+                if loaded != core.saved():  # folded forward, or none were saved
+                    chat.checkpoints.changed(1)
+                    chat.save_views()
         except BaseException:
             store.close()
             raise
         return chat
 
     def close(self) -> None:
-        self.store.close()
+        """Save the views if they changed since the last checkpoint, then close the store. A
+        failed save only means a longer fold at the next open (SPEC §3.6 step 3)."""
+        try:
+            if not self.store.closed and not self.readonly and self.broken is None:
+                self.save_views()
+        except StoreError as error:
+            self.warnings.append(str(error))
+        finally:
+            self.store.close()
 
     def __enter__(self) -> Chat:
         return self
@@ -104,20 +134,31 @@ class Chat:
         before = self.store.message_count
         ids = self.store.append_pages(kind, pages, date=date, key=key, images=images, agent=agent)
         if self.store.message_count > before:  # not a re-sent key
+            core = self.core
+            batches = core.view.shrinking, core.cview.shrinking
+            built: list[Built] = []
             for page in pages:
-                self._persist(self.core.append(kind, page))
-            self.store.save_views(self.core.saved())
+                built += core.append(kind, page)
+            self._persist(built)
+            after = core.view.shrinking, core.cview.shrinking
+            ended = any(was and not now for was, now in zip(batches, after, strict=True))
+            self.checkpoints.changed(len(pages))
+            if ended or self.checkpoints.due():
+                self.save_views()
         return ids
 
     def build(self, node: Node, text: str) -> None:
-        """Record the compactor's line for a node, durably, then tell the core."""
+        """Record the compactor's line for a node with the free parents it completes, in one
+        durable write (the core takes it first: see the module's note)."""
         self._writable()
         text = valid_unicode(text)
+        check_node_text(text)
         error = self.core.pending_error(node)
         if error:
             raise StoreError(error)
-        self.store.append_node(node[0], node[1], text, BUILT)
-        self._persist(self.core.build(node, text))
+        parents = self.core.build(node, text)
+        self._persist([Built(node[0], node[1], text, BUILT), *parents])
+        self.tick()
 
     def fail(self, node: Node) -> None:
         """One failed compaction; the third builds the cut node."""
@@ -135,16 +176,34 @@ class Chat:
         self._writable()
         changed = self.core.resume_batch()
         if changed:
-            self.store.save_views(self.core.saved())
+            self.checkpoints.changed(1)
+            self.save_views()
         return changed
 
+    def save_views(self) -> None:
+        """Save view.json now if the views changed since it was last saved (a checkpoint)."""
+        self._writable()
+        if self.checkpoints.pending:
+            self.store.save_views(self.core.saved())
+            self.checkpoints.saved()
+
+    def tick(self) -> None:
+        """Save view.json if a checkpoint is due by time: for owners to call when idle (after a
+        turn, after a compaction), so that a quiet chat's views do not wait for the next
+        message."""
+        if self.checkpoints.due():
+            self.save_views()
+
     def _persist(self, built: list[Built]) -> None:
-        """Write the nodes the core just built by itself; the core already counts them built."""
+        """Write the nodes the core just built, in one write; the core already counts them."""
+        if not built:
+            return
         try:
-            for node in built:
-                self.store.append_node(node.level, node.index, node.text, node.flag)
+            self.store.append_nodes([(b.level, b.index, b.text, b.flag) for b in built])
         except Exception as error:
-            self.broken = f"{node_name(node.node)} could not be written ({error})"
+            names = ", ".join(node_name(b.node) for b in built[:3])
+            more = f" and {len(built) - 3} more" if len(built) > 3 else ""
+            self.broken = f"{names}{more} could not be written ({error})"
             raise
 
     def _writable(self) -> None:
@@ -160,14 +219,25 @@ class Chat:
         return self.core.t
 
     def text_of(self, node: Node) -> str | None:
-        """A built node's text (from the core when it holds it, else from the store)."""
+        """A built node's text: from the core when it holds it, else from the texts kept, else
+        from the store (then kept: a built node never changes)."""
         if not self.core.tree.is_built(node):
             return None
         held = self.core.tree.text_of(node)
         if held is not None:
             return held
+        kept = self._texts
+        text = kept.get(node)
+        if text is not None:
+            kept.move_to_end(node)
+            return text
         record = self.store.read_node(node[0], node[1])
-        return None if record is None else record.text
+        if record is None:
+            return None
+        kept[node] = record.text
+        if len(kept) > TEXTS_KEPT:
+            kept.popitem(last=False)
+        return record.text
 
     def render_view(self) -> str:
         return render(self.core.view, self.text_of)
@@ -245,7 +315,10 @@ def format_date(iso: str) -> str:
     return moment.strftime("%Y-%m-%d %A %H:%M:%S ") + f"{offset[:3]}:{offset[3:]}"
 
 
-def _resume(store: ChatStore, budget: Budget | None) -> tuple[MemoryCore, list[Built], str | None]:
+def _resume(
+    store: ChatStore, budget: Budget | None
+) -> tuple[MemoryCore, list[Built], str | None, SavedViews | None]:
+    """The core, the free nodes it had to build, a warning, and the views as loaded."""
     try:
         tree = _load_tree(store)
     except StoreError:
@@ -257,8 +330,9 @@ def _resume(store: ChatStore, budget: Budget | None) -> tuple[MemoryCore, list[B
     saved = store.load_views()
     if isinstance(saved, str):
         core, built, _ = MemoryCore.resume(tree, None, budget)
-        return core, built, f"{saved}: folded the views again from message 0"
-    return MemoryCore.resume(tree, saved, budget)
+        return core, built, f"{saved}: folded the views again from message 0", None
+    core, built, warning = MemoryCore.resume(tree, saved, budget)
+    return core, built, warning, saved
 
 
 def _load_tree(store: ChatStore) -> Tree:

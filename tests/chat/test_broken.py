@@ -16,15 +16,15 @@ LONG = "the restore drill took forty minutes; " * 20  # over 512 bytes: no leaf 
 
 
 def failing_flag(chat: Chat, monkeypatch: pytest.MonkeyPatch, flag: int) -> None:
-    """Writes of nodes with this flag fail as a full disk would."""
-    append_node = chat.store.append_node
+    """Writes that hold a node with this flag fail as a full disk would."""
+    append_nodes = chat.store.append_nodes
 
-    def append(level: int, index: int, text: str, node_flag: int, **options: Any) -> None:
-        if node_flag == flag:
+    def append(nodes: list[tuple[int, int, str, int]], **options: Any) -> None:
+        if any(node[3] == flag for node in nodes):
             raise StoreError("cannot append to the log: No space left on device")
-        append_node(level, index, text, node_flag, **options)
+        append_nodes(nodes, **options)
 
-    monkeypatch.setattr(chat.store, "append_node", append)
+    monkeypatch.setattr(chat.store, "append_nodes", append)
 
 
 def test_a_free_parent_that_cannot_be_written_stops_the_chat_until_reopened(
@@ -38,8 +38,8 @@ def test_a_free_parent_that_cannot_be_written_stops_the_chat_until_reopened(
         chat.build((0, 0), "a" * 100)
         failing_flag(chat, monkeypatch, FREE)
         with pytest.raises(StoreError, match="No space left"):
-            chat.build((0, 1), "b" * 100)  # its line is written; the free parent (1, 0) is not
-        assert chat.core.tree.is_built((1, 0))  # the core counts it built: it differs now
+            chat.build((0, 1), "b" * 100)  # its line and the free parent (1, 0): one write
+        assert chat.core.tree.is_built((1, 0))  # the core counts them built: it differs now
         for change in (
             lambda: chat.append("user", "one more"),
             lambda: chat.build((0, 2), "c" * 100),
@@ -48,7 +48,9 @@ def test_a_free_parent_that_cannot_be_written_stops_the_chat_until_reopened(
             with pytest.raises(StoreError, match="reopen the chat"):
                 change()
         assert chat.t == 3
-    with Chat.open(chat_dir) as chat:  # the reopen writes the lost free parent
+    with Chat.open(chat_dir) as chat:  # neither is on disk: (0, 1) waits for the compactor again
+        assert not chat.core.tree.is_built((0, 1)) and not chat.core.tree.is_built((1, 0))
+        chat.build((0, 1), "b" * 100)
         assert chat.text_of((1, 0)) == "a" * 100 + "\n" + "b" * 100
         chat.append("user", "one more")
         assert chat.t == 4

@@ -41,3 +41,26 @@ def test_lookups_per_message_stay_flat_as_the_tree_grows() -> None:
     late = _lookups_per_message(core, rng, 4_000)
     assert core.t == 60_000
     assert late < early * 1.5, (early, late)
+
+
+def _behind(count: int) -> Tree:
+    """A chat whose leaves are all free and whose parents are all unbuilt (say, just
+    imported): its views stay over their floors, so every batch waits, at every message."""
+    core = MemoryCore()
+    core.tree = CountingTree()
+    for k in range(count):
+        core.append("user", f"message {k} " + "w" * 300)
+    return core.tree
+
+
+def test_a_fold_at_open_over_a_chat_that_is_behind_is_linear() -> None:
+    """The batch waits at every message of the fold: looking again at every line each time
+    made opening such a chat quadratic (3,000 messages took seconds)."""
+    per_message = []
+    for count in (1_000, 4_000):
+        tree = _behind(count)
+        CountingTree.lookups = 0
+        core, _, _ = MemoryCore.resume(tree, None)
+        assert core.view.shrinking and len(core.view) > count // 3
+        per_message.append(CountingTree.lookups / count)
+    assert per_message[1] < per_message[0] * 1.5, per_message

@@ -78,6 +78,7 @@ from evertalk.memory.text import valid_unicode
 from evertalk.prompts import TOOLS, turn_header
 from evertalk.providers.base import Image, Provider
 from evertalk.runtime import Runtime, cache_key
+from evertalk.store.errors import StoreError
 
 RESTART_SECONDS = 5.0
 """A compactor stopped by a bug starts again after this long: a session without one would
@@ -584,7 +585,14 @@ class Agent:
         finally:
             self._scope = None
             self._turning = False
+            self._checkpoint_views()
         self._emit(ended)
+
+    def _checkpoint_views(self) -> None:
+        """After a turn, off its hot path: view.json if a checkpoint is due by time."""
+        # A chat that cannot save says so at its next change; the next open folds forward.
+        with suppress(StoreError):
+            self.chat.tick()
 
     async def _open_turn(self) -> TurnEnded:
         """The settle wait (or catching up), the view, the message logged, then the loop (SPEC

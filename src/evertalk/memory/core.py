@@ -175,7 +175,7 @@ class MemoryCore:
         merged = False
         if view.shrinking:
             floor = self.budget.floor
-            merged = merge_down(view, self.t, self.tree, lambda v: v.size > floor) > 0
+            merged = self._merge(view, self.t, lambda v: v.size > floor) > 0
             view.shrinking = view.size > floor
         if merged:
             self.cview = view.copy()  # as at a message whose batch merged (SPEC §3.5)
@@ -258,7 +258,7 @@ class MemoryCore:
             view.shrinking = True
         if view.shrinking:
             floor = budget.floor
-            merged = merge_down(view, t + 1, self.tree, lambda v: v.size > floor) > 0
+            merged = self._merge(view, t + 1, lambda v: v.size > floor) > 0
             view.shrinking = view.size > floor
         self.merged = merged
         if merged:
@@ -272,8 +272,22 @@ class MemoryCore:
     def _fit_cview(self, count: int) -> None:
         """fit(cview) of SPEC §3.5 with `count` messages in the chat."""
         cfloor = self.budget.cfloor
-        merge_down(self.cview, count, self.tree, lambda v: v.size > cfloor)
+        self._merge(self.cview, count, lambda v: v.size > cfloor)
         self.cview.shrinking = self.cview.size > cfloor
+
+    def _merge(self, view: View, count: int, over: Callable[[View], bool]) -> int:
+        """merge_down, looking only where a pair can be. A chat that is behind has thousands
+        of lines and a batch that waits at every message: scanning them all at each message
+        made a fold at open quadratic. A batch that ran out of pairs stays out of them until a
+        node is built, but for pairs of the leaf lines appended since (a fold at open meets
+        leaves whose parent was built before it started)."""
+        stuck, tree = view.stuck, self.tree
+        starts: range | None = None
+        if stuck is not None and stuck[0] == tree.builds:
+            starts = range(stuck[1] & ~1, count, 2)  # the left leaf of each new pair
+        merges = merge_down(view, count, tree, over, starts=starts)
+        view.stuck = (tree.builds, count) if over(view) else None
+        return merges
 
     # -- restoring ----------------------------------------------------------------------
 

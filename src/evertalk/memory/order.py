@@ -7,7 +7,7 @@ Keys are exact integers: the due scaled by 2^SCALE, so no division ever truncate
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from evertalk.memory.view import View
@@ -36,12 +36,20 @@ def due_from_first(t: int, level: int, index: int) -> int:
 
 
 def _pairs(
-    lines: dict[int, int], t: int, is_built: Callable[[int, int], bool], key: DueKey
+    lines: dict[int, int],
+    t: int,
+    is_built: Callable[[int, int], bool],
+    key: DueKey,
+    starts: Iterable[int] | None,
 ) -> list[tuple[int, int, int]]:
-    """Heap entries (−due, start, level) of the view's sibling pairs whose parent is built."""
+    """Heap entries (−due, start, level) of the view's sibling pairs whose parent is built,
+    among the lines at `starts` (all lines when None)."""
     heap: list[tuple[int, int, int]] = []
     get = lines.get
-    for start, level in lines.items():
+    found = lines.items() if starts is None else ((s, get(s, -1)) for s in starts)
+    for start, level in found:
+        if level < 0:
+            continue
         index = start >> level
         if index & 1 or get(start + (1 << level)) != level or not is_built(level + 1, index >> 1):
             continue
@@ -55,16 +63,21 @@ def merge_down(
     nodes: BuiltNodes,
     over: Callable[[View], bool],
     key: DueKey = due_key,
+    starts: Iterable[int] | None = None,
 ) -> int:
     """Merge the most due pair with a built parent while `over(view)`; return the merge count.
+    `starts`, when given, are the only lines that may begin such a pair now (the caller knows
+    the others cannot), so that only they are looked at.
 
     Each line belongs to exactly one sibling pair, so a heap entry can only leave the heap by
     being merged: no entry ever goes stale. A merge may create one new pair (the parent and
     its sibling), which is pushed then.
     """
+    if not over(view):
+        return 0
     lines = view.lines
     is_built = nodes.built_at
-    heap = _pairs(lines, t, is_built, key)
+    heap = _pairs(lines, t, is_built, key, starts)
     heapq.heapify(heap)
     merges = 0
     while heap and over(view):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from evertalk.memory.nodes import Node
 from evertalk.memory.text import LINE_LIMIT, PLACEHOLDER_SIZE, cut_utf8, merge_input, utf8_len
@@ -42,6 +43,9 @@ class Tree:
         self.flags: list[bytearray] = []
         self.texts: dict[Node, str] = {}
         self.inputs: dict[int, str] = {}
+        self.builds = 0
+        """Nodes marked built so far: a view that found no pair to merge knows it still has
+        none while this stays the same (see MemoryCore._merge)."""
 
     # -- reading ------------------------------------------------------------------------
 
@@ -116,6 +120,7 @@ class Tree:
 
     def mark_built(self, node: Node, text: str, flag: int) -> None:
         level, index = node
+        self.builds += 1
         self.sizes[level][index] = utf8_len(text)
         self.flags[level][index] = flag
         if not self.built_at(level + 1, index >> 1):  # else a lost child, built again: no use
@@ -147,16 +152,17 @@ class Tree:
 
     @classmethod
     def from_arrays(cls, t: int, sizes: list[array[int]], flags: list[bytearray]) -> Tree:
+        """A tree of `t` messages over the given rows, one per level. A row of the right length
+        is taken as it is, not copied (at a million messages a copy of them all is ten
+        megabytes): the caller hands it over. Short rows are padded, long ones cut."""
         tree = cls()
         tree.t = t
         for level in range(t.bit_length()):
             count = t >> level
-            size_row = array("I", sizes[level][:count]) if level < len(sizes) else array("I")
-            flag_row = bytearray(flags[level][:count]) if level < len(flags) else bytearray()
-            size_row.extend([0] * (count - len(size_row)))
-            flag_row.extend(bytes(count - len(flag_row)))
-            tree.sizes.append(size_row)
-            tree.flags.append(flag_row)
+            size_row = sizes[level] if level < len(sizes) else array("I")
+            flag_row = flags[level] if level < len(flags) else bytearray()
+            tree.sizes.append(_fitted(size_row, count))
+            tree.flags.append(_fitted(flag_row, count))
         return tree
 
     def unbuilt(self, level: int) -> Iterator[int]:
@@ -185,3 +191,16 @@ class Tree:
     def supply(self, texts: dict[Node, str], inputs: dict[int, str]) -> None:
         self.texts.update(texts)
         self.inputs.update(inputs)
+
+
+_Row = TypeVar("_Row", "array[int]", bytearray)
+
+
+def _fitted(row: _Row, count: int) -> _Row:
+    if len(row) > count:
+        del row[count:]
+    elif len(row) < count:
+        row.extend(
+            bytes(count - len(row)) if isinstance(row, bytearray) else [0] * (count - len(row))
+        )
+    return row

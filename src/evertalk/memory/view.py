@@ -15,13 +15,16 @@ class View:
     line and relabels the left one in place, so the dict stays ordered oldest first.
     """
 
-    __slots__ = ("lines", "shrinking", "size", "sizes")
+    __slots__ = ("lines", "shrinking", "size", "sizes", "stuck")
 
     def __init__(self) -> None:
         self.lines: dict[int, int] = {}
         self.sizes: dict[int, int] = {}  # start → the line's size as counted
         self.size = 0
         self.shrinking = False
+        self.stuck: tuple[int, int] | None = None
+        """The tree's build count and the message count when a batch last ran out of pairs
+        to merge (see MemoryCore._merge); None when unknown."""
 
     def copy(self) -> View:
         other = View()
@@ -29,6 +32,7 @@ class View:
         other.sizes = dict(self.sizes)
         other.size = self.size
         other.shrinking = self.shrinking
+        other.stuck = self.stuck
         return other
 
     def nodes(self) -> list[Node]:

@@ -116,6 +116,10 @@ class ChatStore:
         self.close()
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def message_count(self) -> int:
         """T: the number of messages logged."""
         return self._index.message_count
@@ -150,13 +154,6 @@ class ChatStore:
                 # The line is logged; a late checkpoint only means a longer scan at the next open.
                 self.warnings.append(f"the index of {self.path} was not checkpointed: {error}")
         return result
-
-    def _append_node(self, name: str, data: bytes) -> tuple[str, int, int, int]:
-        """Append a line to log file `name`: (name, offset, length, lines written)."""
-        prefix = self._terms.get(name, b"")
-        offset, length = self._appender.append(self.path / name, data, prefix)
-        self._terms.pop(name, None)
-        return name, offset, length, 2 if prefix else 1
 
     def append_message(
         self,
@@ -236,16 +233,38 @@ class ChatStore:
         date: datetime | None = None,
     ) -> None:
         """Log node (l, i) as built (flag 1: by the model, 2: free, 3: cut)."""
+        self.append_nodes([(l, i, text, flag)], date=date)
+
+    def append_nodes(
+        self, nodes: Sequence[tuple[int, int, str, int]], *, date: datetime | None = None
+    ) -> None:
+        """Log nodes (l, i, text, flag) as built, in one write and one fsync: a build and the
+        free parents it completes are one durable step, not one per node."""
         self._writable()
-        if l < 0 or i < 0 or l > 62 or (i + 1) << l > self.message_count:
-            raise ValueError(f"node ({l}, {i}) does not exist yet")
-        if self._index.node_flag(l, i):
-            raise ValueError(f"node ({l}, {i}) is already built")
-        data = encode_node(l, i, text, flag)
+        if not nodes:
+            return
+        seen: set[tuple[int, int]] = set()
+        for l, i, _, _ in nodes:  # noqa: E741
+            if l < 0 or i < 0 or l > 62 or (i + 1) << l > self.message_count:
+                raise ValueError(f"node ({l}, {i}) does not exist yet")
+            if self._index.node_flag(l, i) or (l, i) in seen:
+                raise ValueError(f"node ({l}, {i}) is already built")
+            seen.add((l, i))
+        lines = [encode_node(l, i, text, flag) for l, i, text, flag in nodes]  # noqa: E741
         when = as_local(date) if date is not None else local_now()
-        where = self._append_node(f"{TREE}/{day_file_name(when)}", data)
-        size = len(text.encode("utf-8"))
-        self._indexed(lambda: self._index.add_node((l, i), size, flag, where))
+        name = f"{TREE}/{day_file_name(when)}"
+        prefix = self._terms.get(name, b"")
+        spans = self._appender.append_lines(self.path / name, lines, prefix)
+        self._terms.pop(name, None)
+
+        def index() -> None:
+            for n, ((l, i, text, flag), (offset, length)) in enumerate(  # noqa: E741
+                zip(nodes, spans, strict=True)
+            ):
+                where = (name, offset, length, 1 + (n == 0 and bool(prefix)))
+                self._index.add_node((l, i), len(text.encode("utf-8")), flag, where)
+
+        self._indexed(index)
 
     # Reads
 

@@ -4,6 +4,7 @@ views tile the chat and name built nodes is the memory core's to judge."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,46 @@ from evertalk.memory.core import SavedViews
 from evertalk.store.secure import write_atomic
 
 VIEW_NAME = "view.json"
+
+# view.json is derived (an open folds forward from it), so it is saved at checkpoints rather than
+# at every message: two fsyncs and a rename per message were most of an append's cost.
+SAVE_EVERY = 64
+"""Messages after which the views are saved."""
+SAVE_AFTER = 2.0
+"""Seconds after which views changed since the last save are saved."""
+
+
+class ViewCheckpoints:
+    """When view.json is due: SAVE_EVERY messages, or SAVE_AFTER seconds since the first change
+    not yet saved (the owner also saves at a batch's end and at close)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.messages = 0
+        """Messages since the last save."""
+        self._since: float | None = None
+        self.pending = False
+        """The views changed since the last save."""
+
+    def changed(self, messages: int) -> None:
+        self.messages += messages
+        self.pending = True
+        if self._since is None:
+            self._since = self._clock()
+
+    def due(self) -> bool:
+        if not self.pending:
+            return False
+        if self.messages >= SAVE_EVERY:
+            return True
+        return self._since is not None and self._clock() - self._since >= SAVE_AFTER
+
+    def saved(self) -> None:
+        self.messages = 0
+        self._since = None
+        self.pending = False
+
+
 _MAX_LEVEL = 62  # a node of a higher level would cover more messages than any log can hold
 
 
