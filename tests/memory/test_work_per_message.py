@@ -64,3 +64,15 @@ def test_a_fold_at_open_over_a_chat_that_is_behind_is_linear() -> None:
         assert core.view.shrinking and len(core.view) > count // 3
         per_message.append(CountingTree.lookups / count)
     assert per_message[1] < per_message[0] * 1.5, per_message
+
+
+def test_appending_to_a_chat_that_is_behind_is_linear() -> None:
+    """Each message of such a chat builds its free leaf, and its batch waits: looking again at
+    every line made each message cost as much as the view has lines."""
+    per_message = []
+    for count in (1_000, 4_000):
+        CountingTree.lookups = 0
+        tree = _behind(count)
+        per_message.append(CountingTree.lookups / count)
+        assert tree.t == count
+    assert per_message[1] < per_message[0] * 1.5, per_message

@@ -180,11 +180,41 @@ def test_append_creating_a_file_also_syncs_its_folder(
 
 
 def test_reader_reads_ranges_across_many_files(tmp_path: Path) -> None:
-    reader = Reader(max_open=2)
+    reader = Reader(tmp_path, max_open=2)
     try:
         for k in range(5):
             (tmp_path / f"{k}.jsonl").write_bytes(f"line {k}\n".encode())
         for k in (0, 3, 1, 4, 0, 2):
-            assert reader.read(tmp_path / f"{k}.jsonl", 5, 1) == str(k).encode()
+            assert reader.read(f"{k}.jsonl", 5, 1) == str(k).encode()
     finally:
         reader.close()
+
+
+def test_a_derived_write_is_synced_later_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write of records an open can rebuild skips its fsync; `sync` (before view.json) and
+    closing the file make it durable, once however many such writes came before."""
+    calls: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        calls.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        real(fd)
+
+    path = tmp_path / "tree.jsonl"
+    path.write_bytes(b"")
+    monkeypatch.setattr(os, "fsync", fsync)
+    appender = Appender()
+    try:
+        for _ in range(3):
+            appender.append_lines(path, [b"{}"], durable=False)
+        assert calls == []
+        appender.sync()
+        appender.sync()  # nothing new to sync
+        assert calls == ["tree.jsonl"]
+        appender.append_lines(path, [b"{}"], durable=False)
+    finally:
+        appender.close()
+    assert calls == ["tree.jsonl", "tree.jsonl"]
+    assert path.read_bytes() == b"{}\n" * 4

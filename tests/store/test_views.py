@@ -11,7 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evertalk.store import ChatStore, SavedViews, StoreError
-from evertalk.store.views import encode_views, load_views, parse_views, save_views
+from evertalk.store.views import (
+    SAVE_AFTER,
+    SAVE_EVERY,
+    ViewCheckpoints,
+    encode_views,
+    load_views,
+    parse_views,
+    save_views,
+)
 
 pairs = st.lists(st.tuples(st.integers(0, 62), st.integers(0, 2**40)), max_size=50)
 
@@ -120,3 +128,19 @@ def test_the_store_saves_and_loads_views(chat: Path) -> None:
         assert reader.load_views() == saved
         with pytest.raises(StoreError, match="read-only"):
             reader.save_views(saved)
+
+
+def test_views_changed_long_enough_ago_are_due() -> None:
+    now = [100.0]
+    checkpoints = ViewCheckpoints(lambda: now[0])
+    assert not checkpoints.due()
+    checkpoints.changed(1)
+    now[0] += SAVE_AFTER - 0.1
+    checkpoints.changed(1)
+    assert not checkpoints.due()
+    now[0] += 0.1  # measured from the first change not saved, not the latest
+    assert checkpoints.due()
+    checkpoints.saved()
+    assert not checkpoints.due() and not checkpoints.pending
+    checkpoints.changed(SAVE_EVERY)
+    assert checkpoints.due()

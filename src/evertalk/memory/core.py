@@ -16,7 +16,7 @@ from evertalk.memory.order import BuiltNodes, due_key, merge_down
 from evertalk.memory.queues import Queues
 from evertalk.memory.text import leaf_input
 from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
-from evertalk.memory.view import View, coarsens, tiles
+from evertalk.memory.view import Stuck, View, coarsens, tiles
 
 FAILURES_BEFORE_CUT = 3  # the third failure builds the node from its cut input (SPEC §2.5)
 
@@ -139,7 +139,7 @@ class MemoryCore:
     def build(self, node: Node, text: str) -> list[Built]:
         """The compactor's line for a node. Returns the free parents this completes."""
         self._check_pending(node)
-        self.tree.mark_built(node, text, BUILT)
+        self._mark(node, text, BUILT)
         return self._after_build(node)
 
     def fail(self, node: Node) -> list[Built]:
@@ -157,7 +157,7 @@ class MemoryCore:
         make it fit. Returns it and the free parents it completes."""
         self._check_pending(node)
         built = Built(node[0], node[1], self.tree.cut_text(node), CUT)
-        self.tree.mark_built(node, built.text, CUT)
+        self._mark(node, built.text, CUT)
         return [built, *self._after_build(node)]
 
     def resume_batch(self) -> bool:
@@ -213,7 +213,7 @@ class MemoryCore:
                 else:
                     self.queues.add_leaf(node[1])
                 return built
-            self.tree.mark_built(node, text, FREE)
+            self._mark(node, text, FREE)
             built.append(Built(node[0], node[1], text, FREE))
             self._resize_lines(node)
             up = self._complete_parent(node)
@@ -278,16 +278,24 @@ class MemoryCore:
     def _merge(self, view: View, count: int, over: Callable[[View], bool]) -> int:
         """merge_down, looking only where a pair can be. A chat that is behind has thousands
         of lines and a batch that waits at every message: scanning them all at each message
-        made a fold at open quadratic. A batch that ran out of pairs stays out of them until a
-        node is built, but for pairs of the leaf lines appended since (a fold at open meets
-        leaves whose parent was built before it started)."""
-        stuck, tree = view.stuck, self.tree
-        starts: range | None = None
-        if stuck is not None and stuck[0] == tree.builds:
-            starts = range(stuck[1] & ~1, count, 2)  # the left leaf of each new pair
-        merges = merge_down(view, count, tree, over, starts=starts)
-        view.stuck = (tree.builds, count) if over(view) else None
+        made appending to it, or folding it at open, quadratic. Once a batch ran out of pairs,
+        a pair can only come from a node built since (its children's lines) or from the leaf
+        lines appended since (a fold at open meets leaves whose parent was built before it)."""
+        stuck = view.stuck
+        starts: set[int] | None = None
+        if stuck is not None:
+            starts = set(range(stuck.count & ~1, count, 2))  # the left leaf of each new pair
+            starts.update(index << level for level, index in stuck.built if level)
+        merges = merge_down(view, count, self.tree, over, starts=starts)
+        view.stuck = Stuck(count) if over(view) else None
         return merges
+
+    def _mark(self, node: Node, text: str, flag: int) -> None:
+        """Mark a node built, and tell the views whose batch waits for one."""
+        self.tree.mark_built(node, text, flag)
+        for view in (self.view, self.cview):
+            if view.stuck is not None:
+                view.stuck.built.append(node)
 
     # -- restoring ----------------------------------------------------------------------
 

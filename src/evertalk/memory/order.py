@@ -67,7 +67,7 @@ def merge_down(
 ) -> int:
     """Merge the most due pair with a built parent while `over(view)`; return the merge count.
     `starts`, when given, are the only lines that may begin such a pair now (the caller knows
-    the others cannot), so that only they are looked at.
+    the others cannot), so that only they are looked at; each once.
 
     Each line belongs to exactly one sibling pair, so a heap entry can only leave the heap by
     being merged: no entry ever goes stale. A merge may create one new pair (the parent and

@@ -43,9 +43,6 @@ class Tree:
         self.flags: list[bytearray] = []
         self.texts: dict[Node, str] = {}
         self.inputs: dict[int, str] = {}
-        self.builds = 0
-        """Nodes marked built so far: a view that found no pair to merge knows it still has
-        none while this stays the same (see MemoryCore._merge)."""
 
     # -- reading ------------------------------------------------------------------------
 
@@ -120,7 +117,6 @@ class Tree:
 
     def mark_built(self, node: Node, text: str, flag: int) -> None:
         level, index = node
-        self.builds += 1
         self.sizes[level][index] = utf8_len(text)
         self.flags[level][index] = flag
         if not self.built_at(level + 1, index >> 1):  # else a lost child, built again: no use

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 from evertalk.memory.nodes import Node, node_name
 from evertalk.memory.text import PLACEHOLDER, flatten
+
+
+@dataclass(slots=True)
+class Stuck:
+    """A batch that ran out of pairs to merge with `count` messages in the chat, and the nodes
+    built since: only they, and the leaf lines appended since, can make a pair now."""
+
+    count: int
+    built: list[Node] = field(default_factory=list)
 
 
 class View:
@@ -22,9 +32,8 @@ class View:
         self.sizes: dict[int, int] = {}  # start → the line's size as counted
         self.size = 0
         self.shrinking = False
-        self.stuck: tuple[int, int] | None = None
-        """The tree's build count and the message count when a batch last ran out of pairs
-        to merge (see MemoryCore._merge); None when unknown."""
+        self.stuck: Stuck | None = None
+        """Set when a batch ran out of pairs to merge (see MemoryCore._merge)."""
 
     def copy(self) -> View:
         other = View()
@@ -32,7 +41,9 @@ class View:
         other.sizes = dict(self.sizes)
         other.size = self.size
         other.shrinking = self.shrinking
-        other.stuck = self.stuck
+        other.stuck = (
+            None if self.stuck is None else Stuck(self.stuck.count, list(self.stuck.built))
+        )
         return other
 
     def nodes(self) -> list[Node]:

@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from evertalk.memory.core import SavedViews
+from evertalk.memory.tree import FREE
 from evertalk.store import views
 from evertalk.store.days import as_local, day_file_name, iso, local_now
 from evertalk.store.errors import IndexMismatch, StoreError, describe
@@ -66,7 +67,7 @@ class ChatStore:
         self._terms = terms  # per log file, what its next append must write first (SPEC §1.4)
         self._lock = lock
         self._appender = Appender()
-        self._reader = Reader()
+        self._reader = Reader(path)
         self._closed = False
         self._failed: str | None = None
         self._rebuilt = False  # the index was rebuilt from the log after a mismatch
@@ -149,8 +150,9 @@ class ChatStore:
             raise StoreError(f"the chat at {self.path}: {self._failed}") from None
         if self._index.checkpoint_due:
             try:
+                self._appender.sync()  # a checkpoint vouches for every line it has seen
                 self._index.checkpoint()
-            except (OSError, sqlite3.Error) as error:
+            except (StoreError, OSError, sqlite3.Error) as error:
                 # The line is logged; a late checkpoint only means a longer scan at the next open.
                 self.warnings.append(f"the index of {self.path} was not checkpointed: {error}")
         return result
@@ -239,7 +241,9 @@ class ChatStore:
         self, nodes: Sequence[tuple[int, int, str, int]], *, date: datetime | None = None
     ) -> None:
         """Log nodes (l, i, text, flag) as built, in one write and one fsync: a build and the
-        free parents it completes are one durable step, not one per node."""
+        free parents it completes are one durable step, not one per node. Free nodes alone are
+        not synced: an open builds a lost one again (they are made durable before view.json,
+        which may name them, and at close)."""
         self._writable()
         if not nodes:
             return
@@ -254,7 +258,8 @@ class ChatStore:
         when = as_local(date) if date is not None else local_now()
         name = f"{TREE}/{day_file_name(when)}"
         prefix = self._terms.get(name, b"")
-        spans = self._appender.append_lines(self.path / name, lines, prefix)
+        durable = any(flag != FREE for _, _, _, flag in nodes)
+        spans = self._appender.append_lines(self.path / name, lines, prefix, durable=durable)
         self._terms.pop(name, None)
 
         def index() -> None:
@@ -305,7 +310,7 @@ class ChatStore:
 
     def _read(self, location: Location) -> dict[str, object]:
         try:
-            raw = self._reader.read(self.path / location.file, location.offset, location.length)
+            raw = self._reader.read(location.file, location.offset, location.length)
         except OSError as error:
             raise StoreError(f"cannot read the log: {describe(error)}") from None
         parsed = parse_object(raw[:-1]) if raw.endswith(b"\n") else None
@@ -389,6 +394,7 @@ class ChatStore:
     def save_views(self, saved: SavedViews) -> None:
         """Replace view.json atomically (SPEC §3.6)."""
         self._writable()
+        self._appender.sync()  # the free nodes it may name go first
         try:
             views.save_views(self.path, saved)
         except OSError as error:
@@ -399,6 +405,7 @@ class ChatStore:
     def checkpoint(self) -> None:
         """Save the index's checkpoint now (it is also saved every 1000 appends and on close)."""
         if self._failed is None:  # else it would vouch for an index the log does not match
+            self._appender.sync()
             self._index.checkpoint()
 
     def close(self) -> None:
@@ -409,7 +416,10 @@ class ChatStore:
         try:
             # After a failed update the checkpoint would vouch for a state the log does not
             # match; without it, the next open scans from the last good one.
-            self._index.close(checkpoint=self._failed is None)
+            sound = self._failed is None
+            if sound:
+                self._appender.sync()
+            self._index.close(checkpoint=sound)
         except (OSError, sqlite3.Error) as error:
             raise StoreError(f"cannot save the index of {self.path}: {error}") from None
         finally:

@@ -6,6 +6,7 @@ import json
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,19 +146,25 @@ class Scan:
 
 
 class Appender:
-    """Appends whole lines, one write and one fsync each, keeping recent files open."""
+    """Appends whole lines, one write and one fsync each, keeping recent files open.
+
+    A write of derived records (`durable=False`: free nodes, which an open builds again when
+    they are lost) skips its fsync; `sync` makes such writes durable when something that may
+    name them is about to be (view.json), and so does closing the file.
+    """
 
     def __init__(self, max_open: int = 4) -> None:
         self._fds: OrderedDict[Path, int] = OrderedDict()
         self._max_open = max_open  # a chat that runs for weeks moves on to new day files
         self._failed: str | None = None
+        self._unsynced: set[int] = set()
 
     def append(self, path: Path, data: bytes, prefix: bytes = b"") -> tuple[int, int]:
         """Write `prefix + data + \n` and make it durable; returns (offset of data, its length)."""
         return self.append_lines(path, [data], prefix)[0]
 
     def append_lines(
-        self, path: Path, lines: list[bytes], prefix: bytes = b""
+        self, path: Path, lines: list[bytes], prefix: bytes = b"", *, durable: bool = True
     ) -> list[tuple[int, int]]:
         """Write `prefix` and each line with its `\n`, in one write and one fsync; returns each
         line's (offset, length with its newline).
@@ -178,7 +185,11 @@ class Appender:
                 self._failed = f"{path}: short write ({done} of {len(data)} bytes); disk full?"
                 raise StoreError(self._failed)
             offset = os.lseek(fd, 0, os.SEEK_CUR) - len(data) + len(prefix)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
+                self._unsynced.discard(fd)
+            else:
+                self._unsynced.add(fd)
             if created:
                 fsync_dir(path.parent)
         except OSError as error:
@@ -197,30 +208,53 @@ class Appender:
             return fd, False
         fd, created = open_file(path, os.O_WRONLY | os.O_APPEND)
         while len(self._fds) >= self._max_open:
-            os.close(self._fds.popitem(last=False)[1])
+            self._close(self._fds.popitem(last=False)[1])
         self._fds[path] = fd
         return fd, created
+
+    def sync(self) -> None:
+        """Make every write so far durable."""
+        if self._failed is not None:
+            raise StoreError(f"the log cannot be synced until reopened: {self._failed}")
+        try:
+            for fd in sorted(self._unsynced):
+                os.fsync(fd)
+                self._unsynced.discard(fd)
+        except OSError as error:
+            self._failed = f"cannot sync the log: {describe(error)}"
+            raise StoreError(self._failed) from None
+
+    def _close(self, fd: int) -> None:
+        try:
+            if fd in self._unsynced:
+                self._unsynced.discard(fd)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         fds, self._fds = self._fds, OrderedDict()
         for fd in fds.values():
-            os.close(fd)
+            with suppress(OSError):  # a free node lost here is built again at the next open
+                self._close(fd)
 
 
 class Reader:
-    """Reads byte ranges of log files, keeping a few descriptors open (a chat has many days)."""
+    """Reads byte ranges of a folder's log files, keeping a few descriptors open (a chat has
+    many days). Files are named relative to the folder, as the index names them."""
 
-    def __init__(self, max_open: int = 16) -> None:
-        self._fds: OrderedDict[Path, int] = OrderedDict()
+    def __init__(self, folder: Path, max_open: int = 16) -> None:
+        self._folder = folder
+        self._fds: OrderedDict[str, int] = OrderedDict()
         self._max_open = max_open
 
-    def read(self, path: Path, offset: int, length: int) -> bytes:
-        fd = self._fds.pop(path, None)
+    def read(self, name: str, offset: int, length: int) -> bytes:
+        fd = self._fds.pop(name, None)
         if fd is None:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(self._folder / name, os.O_RDONLY)
             while len(self._fds) >= self._max_open:
                 os.close(self._fds.popitem(last=False)[1])
-        self._fds[path] = fd
+        self._fds[name] = fd
         return read_all(fd, length, offset)
 
     def close(self) -> None:

@@ -1,0 +1,68 @@
+"""What each change costs in fsyncs: one per durable record, none for what an open rebuilds."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from evertalk.chat import Chat
+
+REAL_FSYNC = os.fsync
+
+
+def count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Each fsync from now on, counted by the name of the file or folder it was for."""
+    counts: Counter[str] = Counter()
+
+    def fsync(fd: int) -> None:
+        counts[Path(os.readlink(f"/proc/self/fd/{fd}")).name] += 1
+        REAL_FSYNC(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return counts
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names fds through /proc")
+def test_a_message_costs_one_fsync_and_its_free_nodes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Chat.open(tmp_path / "chat") as chat:
+        chat.append("user", "the first message of the day makes the day files")
+        counts = count_fsyncs(monkeypatch)
+        for k in range(60):  # short: each is a free leaf, and some make free parents
+            chat.append("user", f"message {k}")
+        assert chat.status().free > 60
+        day = next((tmp_path / "chat" / "main").iterdir()).name
+        assert counts == {day: 60}, counts  # no view.json, no tree file, no folder
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names fds through /proc")
+def test_a_build_and_its_free_parents_share_one_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = "the backup ran for an hour and then failed on the last volume; " * 10
+    with Chat.open(tmp_path / "chat") as chat:
+        for _ in range(4):
+            chat.append("user", long)
+        chat.build((0, 0), "backup failed on the last volume")
+        counts = count_fsyncs(monkeypatch)
+        chat.build((0, 1), "it failed again")  # completes the free parent (1, 0)
+        assert chat.core.tree.is_built((1, 0))
+        day = next((tmp_path / "chat" / "tree").iterdir()).name
+        assert counts == {day: 1}, counts
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names fds through /proc")
+def test_view_json_is_saved_at_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Chat.open(tmp_path / "chat") as chat:
+        chat.append("user", "first")
+        counts = count_fsyncs(monkeypatch)
+        for k in range(130):
+            chat.append("user", f"message {k}")
+        assert counts["view.json.tmp"] == 2  # every 64 messages
+    assert counts["view.json.tmp"] == 3  # and at close
+    with Chat.open(tmp_path / "chat") as chat:
+        assert chat.t == 131 and not chat.warnings
