@@ -1,24 +1,25 @@
 """The chat: the one place that glues the durable store to the pure memory core.
 
-A message goes to disk first (append + fsync) and reaches the core only once it is durable;
-nodes are written before the views that may name them.
+Every change goes to disk first (append + fsync) and reaches the core only once it is
+durable; nodes the core builds by itself are written before the views that may name them.
 
-Nodes are the one exception to "disk first": a compactor's line goes to the core first, so that
-the free parents it completes (which the core makes as it takes the event) are written with it,
-in one write and one fsync. If that write fails, the core holds nodes the disk does not, and
-anything built on them could name lines that a restart would not find. So the Chat stops there:
-every later change raises a StoreError asking for a reopen, which rebuilds the state from what
-is on disk (and builds the lost free nodes again).
+Those nodes (free parents, cut nodes) are the one exception to "disk first": the core makes them
+as it takes an event, and they are written right after. If that write fails, the core holds
+nodes the disk does not, and anything built on them could name lines that a restart would not
+find. So the Chat stops there: every later change raises a StoreError asking for a reopen, which
+rebuilds the state from what is on disk (and builds the lost free nodes again).
 
-The views are derived from the log and the tree: `view.json` is saved at checkpoints (see
-`ViewCheckpoints`), not at every message, and an open folds forward from it (SPEC §3.6 step 3).
+Free nodes are derived (an open builds a lost one again), so their write is not synced on its
+own: a message or a compactor's line costs one fsync with the free nodes it completes. The
+views are derived too: `view.json` is saved at checkpoints (see `ViewCheckpoints`), not at every
+message, and an open folds forward from it (SPEC §3.6 step 3).
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,14 +29,13 @@ from evertalk.memory import Budget, MemoryCore, Node, node_name
 from evertalk.memory.core import SavedViews
 from evertalk.memory.text import PLACEHOLDER, flatten, leaf_input, split_text, valid_unicode
 from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
-from evertalk.memory.view import render
+from evertalk.memory.view import frame, render_line
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.errors import StoreError
-from evertalk.store.records import check_node_text
 from evertalk.store.views import ViewCheckpoints
 
-# Built nodes' texts kept for rendering: a built node never changes, and a view at a million
-# messages has a few hundred lines (its cview and a subagent's coarse view reuse most of them).
+# Built nodes' texts and rendered lines kept: a built node never changes, and a view at a million
+# messages has a few hundred lines (its cview and the view fitted for a turn reuse most of them).
 TEXTS_KEPT = 4096
 
 
@@ -77,6 +77,7 @@ class Chat:
         self.broken: str | None = None  # why the core and the disk may differ (see above)
         self.checkpoints = ViewCheckpoints(clock)
         self._texts: OrderedDict[Node, str] = OrderedDict()
+        self._lines: OrderedDict[Node, str] = OrderedDict()
 
     # -- opening and closing --------------------------------------------------------------
 
@@ -148,16 +149,14 @@ class Chat:
         return ids
 
     def build(self, node: Node, text: str) -> None:
-        """Record the compactor's line for a node with the free parents it completes, in one
-        durable write (the core takes it first: see the module's note)."""
+        """Record the compactor's line for a node, durably, then tell the core."""
         self._writable()
         text = valid_unicode(text)
-        check_node_text(text)
         error = self.core.pending_error(node)
         if error:
             raise StoreError(error)
-        parents = self.core.build(node, text)
-        self._persist([Built(node[0], node[1], text, BUILT), *parents])
+        self.store.append_node(node[0], node[1], text, BUILT)
+        self._persist(self.core.build(node, text))
         self.tick()
 
     def fail(self, node: Node) -> None:
@@ -239,11 +238,31 @@ class Chat:
             kept.popitem(last=False)
         return record.text
 
+    def line_of(self, node: Node) -> str | None:
+        """A built node's rendered line (`id+n|text`), None for an unbuilt node; kept, so that
+        rendering a view reads nothing from disk and flattens nothing again."""
+        lines = self._lines
+        line = lines.get(node)
+        if line is not None:
+            lines.move_to_end(node)
+            return line
+        text = self.text_of(node)
+        if text is None:
+            return None
+        line = lines[node] = render_line(node, text)
+        if len(lines) > TEXTS_KEPT:
+            lines.popitem(last=False)
+        return line
+
     def render_view(self) -> str:
-        return render(self.core.view, self.text_of)
+        return self._render(self.core.view)
 
     def render_cview(self) -> str:
-        return render(self.core.cview, self.text_of)
+        return self._render(self.core.cview)
+
+    def _render(self, nodes: Iterable[Node]) -> str:
+        line_of = self.line_of
+        return frame(line_of(node) or render_line(node, None) for node in nodes)
 
     def zoom(self, start: int, count: int) -> str:
         """`zoom(id, n)` of SPEC §6.5: a node's two halves, or message `id` whole when n = 1."""

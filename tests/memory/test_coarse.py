@@ -6,6 +6,7 @@ never changes."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,7 +26,7 @@ from evertalk.memory.coarse import (
     summaries_to_go,
 )
 from evertalk.memory.text import PLACEHOLDER
-from evertalk.memory.view import coarsens, tiles
+from evertalk.memory.view import coarsens, render_line, tiles
 
 ROOMY = 10_000_000  # budgets the core's own views never reach: no batch ever runs
 LONG = "x" * 600  # `user: ` + 600 bytes: never a free leaf
@@ -43,6 +44,12 @@ def behind(messages: int, text: str = FREE) -> MemoryCore:
 def texts_of(core: MemoryCore) -> dict[Node, str]:
     """What Chat.text_of would give: the core holds every text these small chats need."""
     return dict(core.tree.texts)
+
+
+def lines_of(core: MemoryCore) -> Callable[[Node], str | None]:
+    """What Chat.line_of would give."""
+    texts = texts_of(core)
+    return lambda node: None if node not in texts else render_line(node, texts[node])
 
 
 # -- the cover -----------------------------------------------------------------------------
@@ -91,7 +98,7 @@ def test_the_rendered_size_is_the_size_of_the_rendered_text() -> None:
     core = behind(5)
     core.append("user", LONG)  # an unbuilt leaf: the placeholder
     lines = [(2, 0), (0, 4), (0, 5)]  # (2, 0) is unbuilt: a coarse line
-    text = render(lines, texts_of(core).get)
+    text = render(lines, lines_of(core))
     assert text.split("\n") == [
         "<chat>",
         "0+4|[not yet summarized: messages 0–3]",
@@ -100,7 +107,7 @@ def test_the_rendered_size_is_the_size_of_the_rendered_text() -> None:
         "</chat>",
     ]
     assert rendered_size(lines, shown_size(core.tree)) == len(text.encode())
-    assert rendered_size([], shown_size(core.tree)) == len(render([], texts_of(core).get))
+    assert rendered_size([], shown_size(core.tree)) == len(render([], lines_of(core)))
 
 
 # -- merging by the batch rule -------------------------------------------------------------
@@ -179,7 +186,7 @@ def test_a_built_cover_node_shows_its_own_text() -> None:
     room = rendered_size([(2, 0), (0, 4), (0, 5)], size_of)
     fitted, end = coarsened(core.view.nodes(), size_of, room)
     assert fitted == [(2, 0), (0, 4), (0, 5)] and end == 4
-    assert render(fitted, texts_of(core).get).split("\n")[1] == "0+4|" + "c" * 100
+    assert render(fitted, lines_of(core)).split("\n")[1] == "0+4|" + "c" * 100
 
 
 def test_fit_merges_what_it_can_then_coarsens_the_oldest() -> None:
@@ -192,7 +199,7 @@ def test_fit_merges_what_it_can_then_coarsens_the_oldest() -> None:
     fitted = fit(core.view, core.t, core.tree, room)
     # merged by the built parents, then the oldest eight messages as one coarse line
     assert fitted.lines == [(3, 0), *leaves, (1, 6), (1, 7)] and fitted.coarse_end == 8
-    assert render(fitted.lines, texts_of(core).get).split("\n")[1] == (
+    assert render(fitted.lines, lines_of(core)).split("\n")[1] == (
         "0+8|[not yet summarized: messages 0–7]"
     )
     assert core.view.nodes() == [(0, i) for i in range(16)]  # the core's view is not touched

@@ -620,7 +620,7 @@ class Agent:
     def _render(self, fitted: Fitted) -> str:
         """The view as the turn sees it: the core's, unless it had to be fitted to the window
         (then for this turn only: the core's view stays as view.json has it)."""
-        return render(fitted.lines, self.chat.text_of)
+        return render(fitted.lines, self.chat.line_of)
 
     async def _run_subagent(self, name: str, task: str, agent_log: AgentLog) -> Ending:
         log = GuardedLog(agent_log, self.secrets)

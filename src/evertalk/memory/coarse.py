@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 from evertalk.memory.nodes import Node, node_name
 from evertalk.memory.order import BuiltNodes, merge_down
-from evertalk.memory.text import PLACEHOLDER, PLACEHOLDER_SIZE, flatten, utf8_len
+from evertalk.memory.text import PLACEHOLDER, PLACEHOLDER_SIZE, utf8_len
 from evertalk.memory.tree import UNBUILT, Tree
-from evertalk.memory.view import View
+from evertalk.memory.view import View, frame
 
 FRAME = len("<chat>") + len("\n</chat>")
 """The bytes of a rendered view around its lines, each of which brings its own newline (an
@@ -85,19 +85,18 @@ def rendered_size(nodes: Iterable[Node], size_of: SizeOf) -> int:
     return FRAME + sum(line_bytes(node, size_of(node)) for node in nodes)
 
 
-def render(nodes: Iterable[Node], text_of: Callable[[Node], str | None]) -> str:
+def render(nodes: Iterable[Node], line_of: Callable[[Node], str | None]) -> str:
     """Like the view's rendering (SPEC §3.2), but an unbuilt node above the leaves shows which
-    messages it stands for: it is a coarse line."""
-    lines = ["<chat>"]
+    messages it stands for: it is a coarse line. `line_of` gives a built node's rendered line
+    (`view.render_line`), None for an unbuilt one."""
+    lines = []
     for node in nodes:
-        text = text_of(node)
-        if text is not None:
-            shown = flatten(text)
-        else:
+        line = line_of(node)
+        if line is None:
             shown = PLACEHOLDER if node[0] == 0 else coarse_text(node)
-        lines.append(f"{node_name(node)}|{shown}")
-    lines.append("</chat>")
-    return "\n".join(lines)
+            line = f"{node_name(node)}|{shown}"
+        lines.append(line)
+    return frame(lines)
 
 
 def _over(room: int, t: int) -> Callable[[View], bool]:

@@ -88,15 +88,23 @@ class View:
         return view
 
 
+def render_line(node: Node, text: str | None) -> str:
+    """`id+n|text`, flattened; the placeholder for an unbuilt line (SPEC §3.2)."""
+    return f"{node_name(node)}|{PLACEHOLDER if text is None else flatten(text)}"
+
+
 def render_lines(nodes: Iterable[Node], text_of: Callable[[Node], str | None]) -> Iterator[str]:
-    """`id+n|text` per node, flattened; the placeholder for an unbuilt line (SPEC §3.2)."""
     for node in nodes:
-        text = text_of(node)
-        yield f"{node_name(node)}|{PLACEHOLDER if text is None else flatten(text)}"
+        yield render_line(node, text_of(node))
+
+
+def frame(lines: Iterable[str]) -> str:
+    """The rendered lines inside the view's frame."""
+    return "\n".join(["<chat>", *lines, "</chat>"])
 
 
 def render(nodes: Iterable[Node], text_of: Callable[[Node], str | None]) -> str:
-    return "\n".join(["<chat>", *render_lines(nodes, text_of), "</chat>"])
+    return frame(render_lines(nodes, text_of))
 
 
 def tiles(nodes: Iterable[Node], t: int) -> bool:
