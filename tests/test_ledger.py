@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from evertalk.ledger import (
+    REASON_LIMIT,
     Ledger,
+    Rejections,
     Totals,
     UsageRecord,
     ledger_path,
@@ -57,6 +59,7 @@ def record(
         cost=cost,
         duration_ms=1000,
         node=node,
+        reported=usage.reported,
     )
 
 
@@ -183,6 +186,8 @@ def test_a_record_whose_newline_was_lost_still_counts(tmp_path: Path) -> None:
         record().to_json().replace('"role":"turn"', '"role":7'),
         record().to_json()[:-1] + ',"node":8}',
         record().to_json()[:-1] + ',"turn":[1]}',
+        record().to_json()[:-1] + ',"reported":"no"}',
+        record().to_json()[:-1] + ',"rejected":5}',
     ],
 )
 def test_lines_that_are_not_records_are_skipped(tmp_path: Path, line: str) -> None:
@@ -352,3 +357,132 @@ def test_a_failed_call_is_marked_and_counted_as_a_call(tmp_path: Path) -> None:
     printed = format_summary(summary)
     assert "compaction" in printed and " 3 " in printed
     assert parse_record(lines[0].replace("true", '"yes"').encode()) is None
+
+
+# --- usage not reported, replies rejected ---------------------------------------------------
+
+
+def test_usage_not_reported_is_kept_as_such(tmp_path: Path) -> None:
+    path = ledger_path(tmp_path)
+    with Ledger(path) as ledger:
+        for usage in (Usage(reported=False), Usage(40, 4), Usage(reported=False)):
+            ledger.record(
+                role="turn",
+                provider="llamacpp",
+                model="smollm2",
+                usage=usage,
+                cost=None,
+                duration_ms=30,
+            )
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line.get("reported") for line in lines] == [False, None, False]
+    assert lines[0]["input"] == 0  # the counts stay numbers, for readers that predate the flag
+    records = read_records(path).records
+    assert [r.reported for r in records] == [False, True, False]
+    summary = summarize(records)
+    assert summary.total.unreported == 2 and summary.total.calls == 3
+    assert summary.by_model["llamacpp/smollm2"].unreported == 2
+    assert summarize([record()]).total.unreported == 0  # a line without the flag was reported
+    assert json.loads(json.dumps(summary.as_dict()))["total"]["unreported"] == 2
+
+
+def test_unreported_tokens_are_shown_unknown_not_zero() -> None:
+    unknown = Usage(reported=False)
+    records = [
+        record("turn", "smollm2", unknown, None, provider="llamacpp"),
+        record("turn", "smollm2", unknown, None, provider="llamacpp"),
+        record("compaction", "claude-haiku-5-5", Usage(10, 5, 80, 0), 0.01, node="0+1"),
+    ]
+    lines = format_summary(summarize(records)).splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ")}
+    assert rows["llamacpp/smollm2"] == ["2", "?", "?", "?", "?", "-", "?"]
+    assert rows["turn"] == rows["llamacpp/smollm2"]
+    assert rows["anthropic/claude-haiku-5-5"][:5] == ["1", "10", "5", "80", "0"]
+    # a day with both: its sums are lower bounds
+    assert rows["2026-10-20"][:5] == ["3", "10+", "5+", "80+", "0+"]
+    # the table stays aligned: every row as long as the header
+    table = [line for line in lines if line.startswith(("  ", "by day", "total"))]
+    assert len({len(line) for line in table}) == 1
+    text = "\n".join(lines)
+    assert "of 90+ prompt tokens" in text
+    assert "usage not reported               2 of 3 calls" in text
+    everything_unknown = format_summary(summarize(records[:2]))
+    assert "cache read share                 - (no call had its usage reported)" in (
+        everything_unknown
+    )
+    assert "0 prompt tokens" not in everything_unknown
+
+
+def test_a_rejected_reply_is_marked_and_rated_per_compactor_model(tmp_path: Path) -> None:
+    path = ledger_path(tmp_path)
+    reasons = [None, "not in its input: 4412, ~/trip.md", None, None]
+    with Ledger(path) as ledger:
+        for k, rejected in enumerate(reasons):
+            ledger.record(
+                role="compaction",
+                provider="llamacpp" if k < 2 else "anthropic",
+                model="smollm2" if k < 2 else "claude-haiku-5-5",
+                usage=Usage(10, 5),
+                cost=None,
+                duration_ms=10,
+                node=f"{k}+1",
+                rejected=rejected,
+            )
+        ledger.record(
+            role="turn",  # a turn on the same model is no compaction call
+            provider="llamacpp",
+            model="smollm2",
+            usage=Usage(10, 5),
+            cost=None,
+            duration_ms=10,
+        )
+        long = ledger.record(
+            role="compaction",
+            provider="llamacpp",
+            model="smollm2",
+            usage=Usage(10, 5),
+            cost=None,
+            duration_ms=10,
+            node="9+1",
+            rejected="shares too few words\nwith its input " + "x" * 500,
+        )
+    assert long.rejected is not None and "\n" not in long.rejected
+    assert len(long.rejected) == REASON_LIMIT and long.rejected.startswith("shares too few words")
+    lines = path.read_text().splitlines()
+    assert ['"rejected"' in line for line in lines] == [False, True, False, False, False, True]
+    records = read_records(path).records
+    assert records[1].rejected == "not in its input: 4412, ~/trip.md"
+    summary = summarize(records)
+    assert summary.rejections == {
+        "anthropic/claude-haiku-5-5": Rejections(calls=2, rejected=0),
+        "llamacpp/smollm2": Rejections(calls=3, rejected=2),
+    }
+    assert summary.rejections["llamacpp/smollm2"].rate == pytest.approx(2 / 3)
+    # a rejected reply built no node: nodes 1+1 and 9+1 are not built by these calls
+    assert (summary.compaction_calls, summary.built_nodes) == (5, 3)
+    data = json.loads(json.dumps(summary.as_dict()))
+    assert data["rejections"]["llamacpp/smollm2"] == {
+        "calls": 3,
+        "rejected": 2,
+        "rate": pytest.approx(2 / 3),
+    }
+    printed = format_summary(summary).splitlines()
+    assert "rejected compaction replies      66.7% (2 of 3 calls) llamacpp/smollm2" in printed
+    assert "rejected compaction replies      0.0% (0 of 2 calls) anthropic/claude-haiku-5-5" in (
+        printed
+    )
+
+
+def test_an_empty_reason_still_marks_a_rejection(tmp_path: Path) -> None:
+    with Ledger(ledger_path(tmp_path)) as ledger:
+        entry = ledger.record(
+            role="compaction",
+            provider="p",
+            model="m",
+            usage=Usage(1, 1),
+            cost=None,
+            duration_ms=1,
+            rejected=" \n ",
+        )
+    assert entry.rejected
+    assert read_records(ledger_path(tmp_path)).records[0].rejected == entry.rejected

@@ -169,3 +169,104 @@ def test_calls_with_no_known_price_at_all(tmp_path: Path) -> None:
     assert total[-1] == "?"
     assert lines[-1] == "? no known price for these models: what they cost is not counted"
     assert not any("*" in line for line in lines)
+
+
+def make_local_ledger(home: Path) -> None:
+    """A local model whose server reports no usage, and its compactions, one of them rejected;
+    a remote compactor beside it."""
+    calls: list[tuple[str, str, str, Usage, str | None, str | None]] = [
+        ("turn", "llamacpp", "smollm2", Usage(reported=False), None, None),
+        ("compaction", "llamacpp", "smollm2", Usage(reported=False), "0+1", None),
+        ("compaction", "llamacpp", "smollm2", Usage(reported=False), "1+1", "no 4412 in input"),
+        ("compaction", "llamacpp", "smollm2", Usage(reported=False), "1+1", None),
+        ("compaction", "anthropic", "claude-haiku-5-5", Usage(100, 40, 900, 0), "2+1", None),
+    ]
+    with Ledger(ledger_path(home)) as ledger:
+        for role, provider, model, usage, node, rejected in calls:
+            ledger.record(
+                role=role,
+                provider=provider,
+                model=model,
+                usage=usage,
+                cost=None,
+                duration_ms=2_000,
+                node=node,
+                date=datetime(2026, 10, 20, 12, 0, tzinfo=PLUS1),
+                rejected=rejected,
+            )
+
+
+def test_usage_not_reported_is_shown_as_unknown(tmp_path: Path) -> None:
+    make_local_ledger(tmp_path)
+    result = run("usage", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ")}
+    assert rows["llamacpp/smollm2"] == ["4", "?", "?", "?", "?", "-", "?"]
+    assert rows["anthropic/claude-haiku-5-5"][:5] == ["1", "100", "40", "900", "0"]
+    total = next(line for line in lines if line.startswith("total")).split()
+    assert total[:6] == ["total", "5", "100+", "40+", "900+", "0+"]
+    assert "cache read share                 90.0% of 1,000+ prompt tokens" in lines
+    assert (
+        "usage not reported               4 of 5 calls (their tokens are unknown, not 0)" in lines
+    )
+    assert "+ token sums leave out calls whose usage was not reported; ? none was" in lines
+
+
+def test_only_unreported_usage_never_reads_as_zero_tokens(tmp_path: Path) -> None:
+    with Ledger(ledger_path(tmp_path)) as ledger:
+        ledger.record(
+            role="turn",
+            provider="llamacpp",
+            model="smollm2",
+            usage=Usage(reported=False),
+            cost=None,
+            duration_ms=10,
+        )
+    out = run("usage", home=tmp_path).stdout
+    assert "0 prompt tokens" not in out
+    assert "cache read share                 - (no call had its usage reported)" in out
+    assert "usage not reported               1 of 1 calls" in out
+
+
+def test_the_rejection_rate_per_compactor_model(tmp_path: Path) -> None:
+    make_local_ledger(tmp_path)
+    lines = run("usage", home=tmp_path).stdout.splitlines()
+    assert "rejected compaction replies      33.3% (1 of 3 calls) llamacpp/smollm2" in lines
+    assert (
+        "rejected compaction replies      0.0% (0 of 1 calls) anthropic/claude-haiku-5-5" in lines
+    )
+    data = json.loads(run("usage", "--json", home=tmp_path).stdout)
+    assert data["rejections"]["llamacpp/smollm2"] == {
+        "calls": 3,
+        "rejected": 1,
+        "rate": 1 / 3,
+    }
+    assert data["total"]["unreported"] == 4
+    assert data["by_model"]["llamacpp/smollm2"]["unreported"] == 4
+    # nodes 0+1 and 1+1 (its second, kept reply) and 2+1: the rejected reply built none
+    assert (data["compaction_calls"], data["built_nodes"]) == (4, 3)
+
+
+def test_lines_written_before_these_fields_read_as_before(tmp_path: Path) -> None:
+    """An older ledger line has neither `reported` nor `rejected`: reported, not rejected."""
+    line = {
+        "date": "2026-10-20T12:00:00.000+01:00",
+        "role": "compaction",
+        "provider": "anthropic",
+        "model": "claude-haiku-5-5",
+        "input": 10,
+        "output": 5,
+        "cache_read": 0,
+        "cache_write": 0,
+        "cost": 0.01,
+        "duration_ms": 100,
+        "node": "0+1",
+    }
+    ledger_path(tmp_path).write_text(json.dumps(line) + "\n")
+    result = run("usage", home=tmp_path)
+    assert result.returncode == 0 and result.stderr == ""
+    assert "usage not reported" not in result.stdout and "+" not in result.stdout
+    data = json.loads(run("usage", "--json", home=tmp_path).stdout)
+    assert data["total"]["unreported"] == 0
+    assert data["rejections"]["anthropic/claude-haiku-5-5"]["rejected"] == 0

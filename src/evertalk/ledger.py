@@ -9,8 +9,14 @@ A call that failed once its response had begun (a cut stream, an error event, a 
 a record too, with `failed: true` and the tokens its response had reported by then (zero when
 none): it was made, and may be billed, so the counts of calls (per node, per day) stay true.
 
+Two more fields are written only when they say something, so that older lines read the same:
+`reported: false` for a call whose server never said what it used (many local servers send no
+usage in a stream): its zeros are unknown, not free; and `rejected` (a short reason) for a
+compaction reply that a check refused, such as the grounding check (SPEC §4.8).
+
 This module imports no model SDK (`evertalk usage` must start fast), and not even the provider
-types at run time: `record` takes anything with the four token counts of `Usage`.
+types at run time: `record` takes anything with the four token counts of `Usage` (and its
+`reported`, which is taken as true when missing).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ if TYPE_CHECKING:
 
 LEDGER_FILE: Final = "usage.jsonl"
 ROLES: Final = ("turn", "compaction", "subagent")
+REASON_LIMIT: Final = 200
+"""Longest `rejected` reason kept, in characters: a line of the ledger is a figure, not a log."""
 
 
 def ledger_path(home: Path) -> Path:
@@ -55,6 +63,8 @@ class UsageRecord:
     node: str | None = None
     turn: int | str | None = None
     failed: bool = False
+    reported: bool = True  # False: the server said nothing of the call's tokens
+    rejected: str | None = None  # why a check refused this compaction reply
 
     @property
     def day(self) -> str:
@@ -63,11 +73,13 @@ class UsageRecord:
 
     def to_json(self) -> str:
         fields = asdict(self)
-        for optional in ("node", "turn"):
+        for optional in ("node", "turn", "rejected"):
             if fields[optional] is None:
                 del fields[optional]
         if not self.failed:  # written only when true: most calls succeed
             del fields["failed"]
+        if self.reported:  # written only when false: lines before it were all reported
+            del fields["reported"]
         return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -98,10 +110,13 @@ class Ledger:
         turn: int | str | None = None,
         date: datetime | None = None,
         failed: bool = False,
+        rejected: str | None = None,
     ) -> UsageRecord:
         """Append one call's line and return its record. `cost` is in USD, None when the price is
         unknown; `date` defaults to now, in local time with its offset; `failed` marks a call
-        that failed after its response began (`usage` then holds what was known of it)."""
+        that failed after its response began (`usage` then holds what was known of it);
+        `rejected` says why a check refused a compaction reply (kept to one short line). A
+        `usage` whose `reported` is false is written with `reported: false`."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         if cost is not None and not (math.isfinite(cost) and cost >= 0):
@@ -123,6 +138,8 @@ class Ledger:
             node=node,
             turn=turn,
             failed=failed,
+            reported=bool(getattr(usage, "reported", True)),
+            rejected=None if rejected is None else _reason(rejected),
         )
         line = (entry.to_json() + "\n").encode("utf-8")
         try:
@@ -174,6 +191,12 @@ def _tokens(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"token counts are whole numbers >= 0, not {value!r}")
     return value
+
+
+def _reason(text: str) -> str:
+    """One line, short; never empty, since an empty reason still marks a rejection."""
+    line = " ".join(text.split()) or "no reason given"
+    return line if len(line) <= REASON_LIMIT else line[: REASON_LIMIT - 1] + "…"
 
 
 def _end_torn_line(fd: int) -> None:
@@ -230,9 +253,13 @@ def parse_record(raw: bytes) -> UsageRecord | None:
         node = data.get("node")
         turn = data.get("turn")
         failed = data.get("failed", False)
+        reported = data.get("reported", True)
+        rejected = data.get("rejected")
         if node is not None and not isinstance(node, str):
             return None
-        if not isinstance(failed, bool):
+        if not isinstance(failed, bool) or not isinstance(reported, bool):
+            return None
+        if rejected is not None and not isinstance(rejected, str):
             return None
         if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int | str)):
             return None
@@ -250,6 +277,8 @@ def parse_record(raw: bytes) -> UsageRecord | None:
             node=node,
             turn=turn,
             failed=failed,
+            reported=reported,
+            rejected=rejected,
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -281,7 +310,9 @@ def _is_amount(value: object) -> bool:
 @dataclass(frozen=True)
 class Totals:
     """Sums over a group of calls. `cost` adds the known costs; `unpriced` counts the calls
-    whose cost is unknown, so a cost with unpriced calls is a lower bound."""
+    whose cost is unknown, so a cost with unpriced calls is a lower bound. `unreported` counts
+    the calls whose server reported no usage: token sums with such calls are lower bounds too,
+    and unknown when every call is one."""
 
     calls: int = 0
     input: int = 0
@@ -290,6 +321,7 @@ class Totals:
     cache_write: int = 0
     cost: float = 0.0
     unpriced: int = 0
+    unreported: int = 0
 
     @property
     def prompt(self) -> int:
@@ -316,9 +348,11 @@ class _Sum:
     cache_write: int = 0
     cost: float = 0.0
     unpriced: int = 0
+    unreported: int = 0
 
     def add(self, record: UsageRecord) -> None:
         self.calls += 1
+        self.unreported += not record.reported
         self.input += record.input
         self.output += record.output
         self.cache_read += record.cache_read
@@ -333,6 +367,21 @@ class _Sum:
 
 
 @dataclass(frozen=True)
+class Rejections:
+    """A compactor model's replies that a check refused, out of its compaction calls."""
+
+    calls: int = 0
+    rejected: int = 0
+
+    @property
+    def rate(self) -> float | None:
+        return self.rejected / self.calls if self.calls else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "rate": self.rate}
+
+
+@dataclass(frozen=True)
 class Summary:
     """The ledger summed up: by day (oldest first), by role, by model (keyed `provider/model`)."""
 
@@ -342,8 +391,10 @@ class Summary:
     by_model: dict[str, Totals] = field(default_factory=dict)
     compaction_calls: int = 0
     built_nodes: int = 0
-    """Distinct nodes named by compaction calls that did not fail (failed ones still count in
-    `compaction_calls`: they were made)."""
+    """Distinct nodes named by compaction calls that did not fail and whose reply was not
+    rejected (the others still count in `compaction_calls`: they were made)."""
+    rejections: dict[str, Rejections] = field(default_factory=dict)
+    """Per compactor model (keyed `provider/model`): its compaction calls and rejected replies."""
 
     @property
     def cache_read_share(self) -> float | None:
@@ -367,6 +418,7 @@ class Summary:
             "compaction_calls": self.compaction_calls,
             "built_nodes": self.built_nodes,
             "calls_per_node": self.calls_per_node,
+            "rejections": {key: value.as_dict() for key, value in self.rejections.items()},
         }
 
 
@@ -377,15 +429,20 @@ def summarize(records: Iterable[UsageRecord]) -> Summary:
     models: dict[str, _Sum] = {}
     compactions = 0
     nodes: set[str] = set()
+    rejections: dict[str, list[int]] = {}  # model: [calls, rejected]
     for record in records:
+        model = f"{record.provider}/{record.model}"
         total.add(record)
         days.setdefault(record.day, _Sum()).add(record)
         roles.setdefault(record.role, _Sum()).add(record)
-        models.setdefault(f"{record.provider}/{record.model}", _Sum()).add(record)
+        models.setdefault(model, _Sum()).add(record)
         if record.role == "compaction":
             compactions += 1
-            if record.node is not None and not record.failed:  # a node a model gave a line
-                nodes.add(record.node)
+            counts = rejections.setdefault(model, [0, 0])
+            counts[0] += 1
+            counts[1] += record.rejected is not None
+            if record.node is not None and not record.failed and record.rejected is None:
+                nodes.add(record.node)  # a node a model answered, its reply not refused
 
     def role_order(role: str) -> tuple[int, str]:
         return (ROLES.index(role) if role in ROLES else len(ROLES), role)
@@ -397,4 +454,5 @@ def summarize(records: Iterable[UsageRecord]) -> Summary:
         by_model={model: models[model].freeze() for model in sorted(models)},
         compaction_calls=compactions,
         built_nodes=len(nodes),
+        rejections={model: Rejections(*rejections[model]) for model in sorted(rejections)},
     )

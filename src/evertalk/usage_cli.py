@@ -48,6 +48,12 @@ def as_json(summary: Summary, path: Path, contents: LedgerContents | None) -> di
     }
 
 
+LABEL_WIDTH = 33
+"""Width of the labels of the lines under the table (`cache read share`, …)."""
+
+TOKEN_COLUMNS = frozenset({"input", "output", "cache read", "cache write"})
+
+
 def format_summary(summary: Summary) -> str:
     sections = [
         ("by day", summary.by_day),
@@ -56,18 +62,18 @@ def format_summary(summary: Summary) -> str:
     ]
     labels = [f"  {key}" for _, groups in sections for key in groups]
     width = max(len(label) for label in [*labels, "by model", "total"])
-    header_widths = [max(len(name), 6) for name in COLUMNS]
+    # token sums end in a mark or a space once a call went unreported, as costs always do
+    marked = summary.total.unreported > 0
+    header_widths = [max(len(heading(name, marked)), 6) for name in COLUMNS]
 
     def row(label: str, totals: Totals | None) -> str:
         if totals is None:
-            cells = [*COLUMNS[:-1], COLUMNS[-1] + " "]  # costs end in a mark or a space
+            cells = [heading(name, marked) for name in COLUMNS]
         else:
+            counts = (totals.input, totals.output, totals.cache_read, totals.cache_write)
             cells = [
                 f"{totals.calls:,}",
-                tokens(totals.input),
-                tokens(totals.output),
-                tokens(totals.cache_read),
-                tokens(totals.cache_write),
+                *(token_cell(count, totals, marked) for count in counts),
                 share(totals.cache_read_share),
                 money(totals),
             ]
@@ -82,27 +88,72 @@ def format_summary(summary: Summary) -> str:
         lines.extend(row(f"  {key}", totals) for key, totals in groups.items())
     lines.append(row("total", summary.total))
     lines.append("")
-    read_share = share(summary.cache_read_share)
-    lines.append(
-        f"cache read share                 {read_share} of {tokens(summary.total.prompt)} "
-        "prompt tokens"
-    )
+    lines += _figures(summary)
+    lines += _footnotes(summary.total)
+    return "\n".join(lines)
+
+
+def _figures(summary: Summary) -> list[str]:
+    """The lines under the table: cache reuse, usage not reported, compaction figures."""
+    total = summary.total
+    lines: list[str] = []
+    if total.calls and total.unreported == total.calls:
+        lines.append(f"{'cache read share':<{LABEL_WIDTH}}- (no call had its usage reported)")
+    else:
+        prompt = tokens(total.prompt) + ("+" if total.unreported else "")
+        read_share = share(summary.cache_read_share)
+        lines.append(f"{'cache read share':<{LABEL_WIDTH}}{read_share} of {prompt} prompt tokens")
+    if total.unreported:
+        lines.append(
+            f"{'usage not reported':<{LABEL_WIDTH}}{total.unreported:,} of {total.calls:,} "
+            "calls (their tokens are unknown, not 0)"
+        )
     per_node = summary.calls_per_node
     if per_node is None:
-        lines.append("compaction calls per built node  - (no compactions yet)")
+        lines.append(f"{'compaction calls per built node':<{LABEL_WIDTH}}- (no compactions yet)")
     else:
         lines.append(
-            f"compaction calls per built node  {per_node:.2f} "
+            f"{'compaction calls per built node':<{LABEL_WIDTH}}{per_node:.2f} "
             f"({summary.compaction_calls:,} calls, {summary.built_nodes:,} nodes)"
         )
-    unpriced = summary.total.unpriced
-    if unpriced and unpriced == summary.total.calls:
+    for model, counts in summary.rejections.items():
+        lines.append(
+            f"{'rejected compaction replies':<{LABEL_WIDTH}}{share(counts.rate)} "
+            f"({counts.rejected:,} of {counts.calls:,} calls) {model}"
+        )
+    return lines
+
+
+def _footnotes(total: Totals) -> list[str]:
+    """What the marks of the table mean, for the marks it holds."""
+    lines: list[str] = []
+    if total.unreported:
+        lines.append("+ token sums leave out calls whose usage was not reported; ? none was")
+    unpriced = total.unpriced
+    if unpriced and unpriced == total.calls:
         lines.append("? no known price for these models: what they cost is not counted")
     elif unpriced:
         lines.append(
             f"* leaves out {unpriced:,} call{'s' if unpriced != 1 else ''} with no known price"
         )
-    return "\n".join(lines)
+    return lines
+
+
+def heading(name: str, marked: bool) -> str:
+    """A column's heading, ending in a space where its cells end in a mark or a space."""
+    return name + " " if name == "cost" or (marked and name in TOKEN_COLUMNS) else name
+
+
+def token_cell(count: int, totals: Totals, marked: bool) -> str:
+    """A token sum: `?` when no call of the group reported its usage (the zeros are unknown),
+    a `+` after it when some did not (it is a lower bound)."""
+    if not marked:
+        return tokens(count)
+    if not totals.unreported:
+        return tokens(count) + " "
+    if totals.unreported == totals.calls and count == 0:
+        return "? "
+    return tokens(count) + "+"
 
 
 def tokens(count: int) -> str:

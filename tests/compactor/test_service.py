@@ -71,7 +71,7 @@ WORDS = _WORDS.split()
 
 
 def provider_for(app: ASGIApp, *, gated: bool = True, key: str = KEY) -> Provider:
-    inner = AnthropicProvider(key, IN_PROCESS_URL, http_client=async_client(app))
+    inner = AnthropicProvider(key, IN_PROCESS_URL, http_client=async_client(app), max_retries=4)
     return GatedProvider(inner, PrefixGate(), prefix_keys) if gated else inner
 
 

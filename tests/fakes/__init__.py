@@ -23,7 +23,9 @@ from .behaviours import (
     empty,
     fail,
     fenced,
+    interrupted_by_next,
     never_shortens,
+    refuses_null_content,
     reply,
     sequence,
     sized_line,
@@ -31,6 +33,7 @@ from .behaviours import (
     summarizer,
     thinking_only,
     with_head,
+    without_stream_usage,
 )
 from .common import FakeClock, RequestRecord, Totals, tokens_of
 from .openai_fake import OpenAIFake
@@ -74,9 +77,11 @@ __all__ = [
     "empty",
     "fail",
     "fenced",
+    "interrupted_by_next",
     "never_shortens",
     "openai_async",
     "raw_client",
+    "refuses_null_content",
     "reply",
     "sequence",
     "serve",
@@ -87,4 +92,5 @@ __all__ = [
     "thinking_only",
     "tokens_of",
     "with_head",
+    "without_stream_usage",
 ]

@@ -10,6 +10,12 @@ behaviour per call; `Script` routes calls by predicate, then by a queue of one-s
 then to a default. `flaky` makes a server that fails some tries of each request (faults:
 `overloaded`, `rate_limited`, `server_error`, `cut_at_start`, `dropped`, `error_event`,
 `cut_in_text`) and answers the next.
+
+Local servers' ways (OpenAI fake; opt-in, per reply): `interrupted_by_next` (a stream that a
+newer request stops, ending with `[DONE]` and no finish reason, as llama-cpp-python's server
+does), `without_stream_usage` (no usage in streams, or llama.cpp's own `timings` instead), and
+`refuses_null_content` (an HTTP 500 validation error for a message whose content is null).
+The fake's `context_window` models the fourth: an empty 200 for a prompt over the window.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from typing import Any, Literal
 from .common import canonical
 
 Api = Literal["anthropic", "openai"]
-CutMode = Literal["abort", "eof", "error"]
+CutMode = Literal["abort", "eof", "error", "done"]
+StreamUsage = Literal["usage", "none", "timings"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,13 @@ class Reply:
     then). `chunk_delay`: seconds between streamed events. `cut_after`: the number of streamed
     events (message_start / first chunk included) sent before the stream is cut; `cut_mode` says
     how: "abort" drops the connection mid-body, "eof" ends the body cleanly without message_stop
-    (OpenAI: without finish_reason, usage and [DONE]), "error" sends an SSE error event and ends.
+    (OpenAI: without finish_reason, usage and [DONE]), "error" sends an SSE error event and ends,
+    "done" (OpenAI) sends `data: [DONE]` without finish_reason or usage (Anthropic: as "eof").
+
+    OpenAI fake only: `interruptible`: the stream stops as with "done" once a newer request has
+    reached the fake; `stream_usage`: "usage" sends the usage chunk when the request asks for it,
+    "none" never does, "timings" never does either but puts a llama.cpp server's own `timings`
+    (prompt_n, cache_n, predicted_n) in the chunk with the finish_reason.
     """
 
     pieces: tuple[Piece, ...] = ()
@@ -66,6 +79,8 @@ class Reply:
     chunk_delay: float = 0.0
     cut_after: int | None = None
     cut_mode: CutMode = "abort"
+    interruptible: bool = False
+    stream_usage: StreamUsage = "usage"
 
     @property
     def stop_reason(self) -> str:
@@ -321,6 +336,52 @@ def cut(inner: Behaviour, after_events: int = 3, mode: CutMode = "abort") -> Beh
         if isinstance(outcome, Fail):
             return outcome
         return replace(outcome, cut_after=after_events, cut_mode=mode)
+
+    return behave
+
+
+def interrupted_by_next(inner: Behaviour) -> Behaviour:
+    """`inner`'s reply, whose stream stops, with `[DONE]` and no finish_reason, when another
+    request reaches the server while it streams: a llama-cpp-python server with its default
+    `interrupt_requests`. Give the reply a pace (`slow`) so that it is still streaming then."""
+
+    def behave(call: Call) -> Outcome:
+        outcome = inner(call)
+        return outcome if isinstance(outcome, Fail) else replace(outcome, interruptible=True)
+
+    return behave
+
+
+def without_stream_usage(inner: Behaviour, *, timings: bool = False) -> Behaviour:
+    """`inner`'s reply streamed with no usage chunk, though the request asks for one (as
+    llama-cpp-python's server does); `timings`: with a llama.cpp server's own counts in the
+    finish chunk instead."""
+    how: StreamUsage = "timings" if timings else "none"
+
+    def behave(call: Call) -> Outcome:
+        outcome = inner(call)
+        return outcome if isinstance(outcome, Fail) else replace(outcome, stream_usage=how)
+
+    return behave
+
+
+NULL_CONTENT_ERROR = (
+    "1 validation error for ChatCompletionRequestAssistantMessage\ncontent\n"
+    "  Input should be a valid string [type=string_type, input_value=None, input_type=NoneType]"
+)
+"""The kind of text a pydantic-based server sends back for a null content (with an HTTP 500)."""
+
+
+def refuses_null_content(inner: Behaviour | None = None) -> Behaviour:
+    """A server that takes only strings as content: a request with a message whose `content`
+    is null (an assistant message that only calls tools) gets an HTTP 500 whose body is a
+    validation error, as llama-cpp-python's server answers; the others go to `inner`."""
+    after = inner if inner is not None else chat()
+
+    def behave(call: Call) -> Outcome:
+        if any("content" in m and m["content"] is None for m in call._messages):
+            return Fail(500, message=NULL_CONTENT_ERROR, retry_after_ms=None)
+        return after(call)
 
     return behave
 

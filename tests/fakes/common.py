@@ -57,6 +57,7 @@ class RequestRecord:
     output_tokens: int = 0
     started: bool = False  # the response began: message_start / first chunk sent
     finished: bool = False  # the stream ended normally (message_stop / [DONE] sent)
+    interrupted: bool = False  # a newer request stopped the stream (`interrupted_by_next`)
 
 
 @dataclass(frozen=True)

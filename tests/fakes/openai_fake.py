@@ -12,6 +12,12 @@ usage (`prompt_tokens_details.cached_tokens`), then `data: [DONE]`. Checks: bear
 message before it and every such id is answered (400). The cache is cache.PrefixCache, per model
 and `prompt_cache_key`. `records`/`totals` as for AnthropicFake (`input_tokens` = uncached
 prompt tokens, `cache_read` = cached tokens, `cache_write` always 0).
+
+Local servers (opt-in): with `context_window` set, a prompt over it (in the fake's tokens) gets
+OpenAI's 400 `context_length_exceeded`, or with `overflow="empty"` (llama-cpp-python, which
+fails only once the stream's response has begun) a streamed request gets a 200 with an empty
+body. The behaviours `interrupted_by_next`, `without_stream_usage` and `refuses_null_content`
+script the rest (see behaviours).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from starlette.applications import Starlette
@@ -59,6 +65,7 @@ ERRORS: dict[int, tuple[str, str | None, str]] = {
     ),
     503: ("server_error", None, "The engine is currently overloaded, please try again later."),
 }
+Overflow = Literal["error", "empty"]
 NO_KEY = (
     "You didn't provide an API key. You need to provide your API key in an Authorization header "
     "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
@@ -130,12 +137,16 @@ class OpenAIFake:
         api_key: str | None = None,
         text_chunk: int = 24,
         json_chunk: int = 10,
+        context_window: int | None = None,
+        overflow: Overflow = "error",
     ) -> None:
         self.behaviour: Behaviour = behaviour if behaviour is not None else chat()
         self.cache = PrefixCache(clock, ttl=cache_ttl, min_tokens=min_cache_tokens, step=cache_step)
         self.api_key = api_key  # None: any bearer token is accepted
         self.text_chunk = text_chunk
         self.json_chunk = json_chunk
+        self.context_window = context_window  # tokens; None: any prompt is taken
+        self.overflow = overflow
         self.recorder = Recorder()
         routes = [
             Route(path, self._completions, methods=["POST"])
@@ -202,6 +213,8 @@ class OpenAIFake:
         if problem is not None:
             message, param, code = problem
             return self._error(record, 400, message, param=param, code=code)
+        if (tokens := self._over_window(body)) is not None:
+            return self._overflowed(record, tokens, bool(body.get("stream")))
         outcome = self.behaviour(Call("openai", body, record.index, headers))
         if isinstance(outcome, Fail):
             await anyio.sleep(outcome.delay)
@@ -218,6 +231,27 @@ class OpenAIFake:
         self.cache.commit(plan)
         record.started = record.finished = True
         return JSONResponse(self._completion(record, outcome, body["model"]), headers=headers)
+
+    def _over_window(self, body: dict[str, Any]) -> int | None:
+        """The prompt's tokens when they are more than the window holds (checked before the
+        behaviour or the cache sees the request), else None."""
+        if self.context_window is None:
+            return None
+        tokens = tokens_of(render(body))
+        return tokens if tokens > self.context_window else None
+
+    def _overflowed(self, record: RequestRecord, tokens: int, stream: bool) -> Response:
+        """A prompt over the window: OpenAI's 400, or the empty 200 of a server that only finds
+        out once its stream has begun (recorded as status 200, never started)."""
+        if self.overflow == "empty" and stream:
+            headers = {"x-request-id": f"req_fake{record.index:06d}"}
+            return EventStreamResponse(_nothing(), headers=headers)
+        message = (
+            f"This model's maximum context length is {self.context_window} tokens. However, "
+            f"your messages resulted in {tokens} tokens. Please reduce the length "
+            "of the messages."
+        )
+        return self._error(record, 400, message, param="messages", code="context_length_exceeded")
 
     def _usage(self, record: RequestRecord, reply: Reply) -> dict[str, Any]:
         reasoning = sum(tokens_of(p.text) for p in reply.pieces if isinstance(p, Thinking))
@@ -265,10 +299,23 @@ class OpenAIFake:
             "system_fingerprint": "fp_fake",
         }
 
+    def _timings(self, record: RequestRecord) -> dict[str, Any]:
+        """A llama.cpp server's own counts: prompt tokens evaluated and taken from its cache,
+        tokens generated, with times made up from them."""
+        prompt, predicted = record.input_tokens, record.output_tokens
+        return {
+            "cache_n": record.cache_read,
+            "prompt_n": prompt,
+            "prompt_ms": prompt * 0.5,
+            "predicted_n": predicted,
+            "predicted_ms": predicted * 20.0,
+        }
+
     def _chunks(
         self, record: RequestRecord, reply: Reply, body: dict[str, Any]
     ) -> Iterator[dict[str, Any] | str]:
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        asked = bool((body.get("stream_options") or {}).get("include_usage"))
+        include_usage = asked and reply.stream_usage == "usage"
         base = {
             "id": f"chatcmpl-fake{record.index:06d}",
             "object": "chat.completion.chunk",
@@ -299,7 +346,10 @@ class OpenAIFake:
                 for part in pieces_of(call["function"]["arguments"], self.json_chunk):
                     yield chunk({"tool_calls": [{"index": k, "function": {"arguments": part}}]})
                 k += 1
-        yield chunk({}, FINISH.get(reply.stop_reason, reply.stop_reason))
+        last = chunk({}, FINISH.get(reply.stop_reason, reply.stop_reason))
+        if reply.stream_usage == "timings":
+            last["timings"] = self._timings(record)
+        yield last
         if include_usage:
             yield {**base, "choices": [], "usage": self._usage(record, reply)}
         yield "[DONE]"
@@ -312,6 +362,8 @@ class OpenAIFake:
                 if reply.cut_mode == "error":
                     error = {"message": "The server had an error.", "type": "server_error"}
                     yield sse(None, {"error": {**error, "param": None, "code": None}})
+                if reply.cut_mode == "done":
+                    yield sse(None, "[DONE]")
                 if reply.cut_mode == "abort":
                     raise StreamCut
                 return
@@ -320,5 +372,20 @@ class OpenAIFake:
                 record.started = True
             elif reply.chunk_delay:
                 await anyio.sleep(reply.chunk_delay)
+            if sent and reply.interruptible and self._newer_than(record):
+                record.interrupted = True
+                yield sse(None, "[DONE]")  # no finish_reason, no usage: stopped, not done
+                return
             yield sse(None, data)
         record.finished = True
+
+    def _newer_than(self, record: RequestRecord) -> bool:
+        """Whether a request reached the fake after `record`'s."""
+        return len(self.records) > record.index + 1
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    """An empty body: the response ends right after its headers."""
+    chunks: tuple[bytes, ...] = ()
+    for chunk in chunks:
+        yield chunk

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -11,6 +12,7 @@ import pytest
 
 from fakes import (
     OpenAIFake,
+    Script,
     Text,
     Thinking,
     ToolCall,
@@ -20,8 +22,13 @@ from fakes import (
     constant,
     cut,
     fail,
+    interrupted_by_next,
     openai_async,
+    raw_client,
+    refuses_null_content,
     reply,
+    slow,
+    without_stream_usage,
 )
 
 from .conftest import Expose
@@ -218,3 +225,152 @@ async def test_cut_streams(expose: Expose) -> None:
         await client.close()
         assert len(chunks) == 3 and all(c.choices[0].finish_reason is None for c in chunks)
         assert fake.records[0].started and not fake.records[0].finished
+
+
+# --- local servers' ways (opt-in) ------------------------------------------------------------
+
+
+async def raw_stream(http: httpx2.AsyncClient, body: dict[str, Any]) -> tuple[int, bytes]:
+    """Status and whole body of a request sent as the SDK would, read to its end."""
+    headers = {"authorization": "Bearer k"}
+    async with http.stream("POST", "/v1/chat/completions", json=body, headers=headers) as answer:
+        return answer.status_code, await answer.aread()
+
+
+def sse_data(raw: bytes) -> list[str]:
+    """The `data:` payloads of an SSE body, in order."""
+    return [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
+
+
+STREAMED: Any = {"model": "m", "messages": [USER], "stream": True}
+
+
+async def test_a_cut_that_ends_with_done_has_no_finish_reason(expose: Expose) -> None:
+    fake = OpenAIFake(cut(chat("a reply long enough to be cut " * 4), after_events=3, mode="done"))
+    async with raw_client(expose(fake)) as http:
+        status, raw = await raw_stream(http, STREAMED)
+    data = sse_data(raw)
+    assert status == 200 and data[-1] == "[DONE]" and len(data) == 4
+    assert all(json.loads(d)["choices"][0]["finish_reason"] is None for d in data[:-1])
+    assert fake.records[0].started and not fake.records[0].finished
+
+
+async def test_a_newer_request_interrupts_an_interruptible_stream(expose: Expose) -> None:
+    """As a llama-cpp-python server: the stream in flight ends with [DONE] and no finish reason
+    once another request comes; the newer one is answered in full."""
+    paced = interrupted_by_next(slow(0, chat("word " * 200), chunk_delay=0.01))
+    fake = OpenAIFake(Script(chat("second")).route(lambda c: c.index == 0, paced), text_chunk=5)
+    target = expose(fake)
+    client = openai_async(target, max_retries=0)
+    async with raw_client(target) as http:
+        headers = {"authorization": "Bearer k"}
+        request = http.stream("POST", "/v1/chat/completions", json=STREAMED, headers=headers)
+        async with request as first:
+            lines = first.aiter_lines()
+            seen = [line async for line in _until_content(lines)]
+            second = await client.chat.completions.create(model="m", messages=[USER])
+            seen += [line async for line in lines]
+    await client.close()
+    data = [line[6:] for line in seen if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks)
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) != "word " * 200
+    assert second.choices[0].message.content == "second"
+    assert second.choices[0].finish_reason == "stop"
+    assert fake.records[0].interrupted and not fake.records[0].finished
+    assert not fake.records[1].interrupted
+
+
+async def _until_content(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The lines up to and including the first that carries some content."""
+    async for line in lines:
+        yield line
+        if '"content": "w' in line:
+            return
+
+
+async def test_a_stream_alone_is_never_interrupted(expose: Expose) -> None:
+    fake = OpenAIFake(interrupted_by_next(chat("all of it")))
+    async with raw_client(expose(fake)) as http:
+        status, raw = await raw_stream(http, STREAMED)
+    data = sse_data(raw)
+    assert status == 200 and data[-1] == "[DONE]"
+    assert json.loads(data[-2])["choices"][0]["finish_reason"] == "stop"
+    assert fake.records[0].finished and not fake.records[0].interrupted
+
+
+async def test_a_prompt_over_the_window_gets_an_empty_200_when_streamed(expose: Expose) -> None:
+    fake = OpenAIFake(chat("fits"), context_window=40, overflow="empty")
+    short: Any = {**STREAMED, "messages": [{"role": "user", "content": "hi"}]}
+    async with raw_client(expose(fake)) as http:
+        assert (await raw_stream(http, short))[0] == 200
+        status, raw = await raw_stream(http, {**STREAMED, "messages": [LONG_SYSTEM, USER]})
+        plain = await http.post(
+            "/v1/chat/completions",
+            json={"model": "m", "messages": [LONG_SYSTEM, USER]},
+            headers={"authorization": "Bearer k"},
+        )
+    assert (status, raw) == (200, b"")
+    assert not fake.records[1].started and fake.records[1].input_tokens == 0
+    # not streamed, the same server can answer with its error
+    assert plain.status_code == 400
+    assert plain.json()["error"]["code"] == "context_length_exceeded"
+
+
+async def test_by_default_a_prompt_over_the_window_gets_openais_400(expose: Expose) -> None:
+    client = openai_async(expose(OpenAIFake(context_window=40)), max_retries=0)
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.chat.completions.create(model="m", messages=[LONG_SYSTEM, USER], stream=True)
+    await client.close()
+    body = raised.value.body
+    assert isinstance(body, dict) and body["code"] == "context_length_exceeded"
+    assert "maximum context length is 40 tokens" in body["message"]
+
+
+async def test_null_content_gets_a_500_validation_error(expose: Expose) -> None:
+    fake = OpenAIFake(refuses_null_content(chat("fine")))
+    client = openai_async(expose(fake), max_retries=0)
+    call = {"id": "call_1", "type": "function", "function": {"name": "zoom", "arguments": "{}"}}
+    answer: Any = {"role": "tool", "tool_call_id": "call_1", "content": "2 lines"}
+
+    def asked(content: str | None) -> Any:
+        return {"role": "assistant", "content": content, "tool_calls": [call]}
+
+    with pytest.raises(openai.InternalServerError) as raised:
+        await client.chat.completions.create(model="m", messages=[USER, asked(None), answer])
+    body = raised.value.body
+    assert raised.value.status_code == 500
+    assert isinstance(body, dict) and "validation error" in body["message"]
+    accepted = await client.chat.completions.create(model="m", messages=[USER, asked(""), answer])
+    await client.close()
+    assert accepted.choices[0].message.content == "fine"
+    assert [r.status for r in fake.records] == [500, 200]
+
+
+@pytest.mark.parametrize("timings", [False, True])
+async def test_streams_without_usage(expose: Expose, timings: bool) -> None:
+    """No usage chunk though the request asks for one; llama.cpp's server tells its own counts
+    in `timings` instead."""
+    fake = OpenAIFake(without_stream_usage(chat("hi there"), timings=timings))
+    client = openai_async(expose(fake), max_retries=0)
+    stream = await client.chat.completions.create(
+        model="m", messages=[USER], stream=True, stream_options={"include_usage": True}
+    )
+    chunks = [chunk async for chunk in stream]
+    await client.close()
+    assert all(chunk.usage is None and chunk.choices for chunk in chunks)
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop"
+    record = fake.records[0]
+    counts = (last.model_extra or {}).get("timings")
+    if not timings:
+        assert counts is None
+        return
+    assert isinstance(counts, dict)
+    assert (counts["prompt_n"], counts["cache_n"], counts["predicted_n"]) == (
+        record.input_tokens,
+        record.cache_read,
+        record.output_tokens,
+    )
+    assert record.input_tokens > 0 and record.output_tokens > 0

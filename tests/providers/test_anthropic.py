@@ -400,10 +400,24 @@ async def test_rate_limit_then_success_through_sdk_retries() -> None:
         {"retry-after-ms": "1"},
     )
     script = Script([limited, limited, ok()])
-    finished = await collect(provider(script), simple_request())
+    finished = await collect(provider(script, max_retries=2), simple_request())
     assert finished.text == "hi"
     assert len(script.requests) == 3
     assert script.requests[0].raw == script.requests[2].raw
+
+
+async def test_the_sdk_retries_nothing_unless_asked() -> None:
+    """evertalk's RetryingProvider is the one retry policy: the adapter alone tries once."""
+    limited = error_answer(
+        429,
+        {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+        {"retry-after-ms": "1"},
+    )
+    script = Script([limited, ok()])
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(script), simple_request())
+    assert info.value.kind == "rate_limit" and info.value.transient
+    assert len(script.requests) == 1
 
 
 async def test_server_error_after_retries_is_a_server_error() -> None:

@@ -10,9 +10,12 @@ import pytest
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import Message, ProviderError, Request, Text, collect
 from evertalk.providers.errors import (
+    MESSAGE_LIMIT,
     address,
     at_address,
     clean,
+    cut_by_server,
+    is_validation_error,
     retry_after_seconds,
     should_retry,
 )
@@ -69,3 +72,39 @@ def test_a_placeholder_key_leaves_an_address_as_it_is() -> None:
         "could not connect (at http://localhost:11434/v1)"
     )
     assert clean("bad key sk-some-real-key-1", ["sk-some-real-key-1"]) == "bad key [redacted]"
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        (500, "1 validation error for ChatCompletionRequestAssistantMessage", True),
+        (500, "3 Validation Errors for CreateChatCompletionRequest", True),
+        (500, "pydantic_core._pydantic_core.ValidationError: content", True),
+        (500, "The server had an error while processing your request.", False),
+        (503, "The engine is currently overloaded", False),
+        (400, "1 validation error for X", False),  # a 400 is never retried anyway
+    ],
+)
+def test_a_validation_error_is_told_from_a_failing_server(
+    status: int, message: str, expected: bool
+) -> None:
+    assert is_validation_error(status, message) is expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "named"),
+    [
+        ("llamacpp", ["--parallel", "-np", "--ctx-size", "-c", "--interrupt_requests", "--n_ctx"]),
+        ("ollama", ["OLLAMA_NUM_PARALLEL", "OLLAMA_CONTEXT_LENGTH"]),
+        ("vllm", ["--max-model-len"]),
+        ("openai", ["more requests at once", "a larger context"]),
+    ],
+)
+def test_a_reply_cut_short_names_what_prevents_it(kind: str, named: list[str]) -> None:
+    line = cut_by_server(kind)
+    assert line.startswith(
+        "the server cut the reply short: another request interrupted it, "
+        "or the prompt exceeded its context; "
+    )
+    assert all(option in line for option in named)
+    assert "\n" not in line and len(line) <= MESSAGE_LIMIT and clean(line, []) == line

@@ -388,6 +388,34 @@ async def test_stream_without_finish_reason_is_cut() -> None:
         with pytest.raises(ProviderError) as info:
             await collect(provider(script), simple_request())
         assert info.value.kind == "cut"
+        assert str(info.value).startswith("the server cut the reply short")
+
+
+async def test_an_empty_body_is_a_reply_cut_short() -> None:
+    """An HTTP 200 with nothing in it: a local server that failed once it had answered."""
+    script = Script([stream_answer(b"")])
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(script, name="llamacpp"), simple_request())
+    assert info.value.kind == "cut" and info.value.transient and info.value.usage is None
+    assert "the prompt exceeded its context" in str(info.value)
+    assert "--ctx-size" in str(info.value) and "--n_ctx" in str(info.value)
+
+
+async def test_a_500_whose_body_is_a_validation_error_is_a_refused_request() -> None:
+    detail = (
+        "2 validation errors for ChatCompletionRequestAssistantMessage\ncontent\n"
+        "  Input should be a valid string"
+    )
+    refused = error_answer(500, {"error": {"message": detail, "type": "internal_server_error"}})
+    plain = error_answer(500, {"error": {"message": "out of memory", "type": "server_error"}})
+    script = Script([refused, plain])
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(script), simple_request())
+    assert (info.value.kind, info.value.status, info.value.transient) == ("bad_request", 500, False)
+    assert "2 validation errors for" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(script), simple_request())
+    assert (info.value.kind, info.value.status, info.value.transient) == ("server", 500, True)
 
 
 async def test_stream_broken_mid_way_is_cut() -> None:
@@ -416,9 +444,21 @@ async def test_rate_limit_then_success_through_sdk_retries() -> None:
         429, {"error": {"message": "slow down", "type": "rate_limit"}}, {"retry-after-ms": "1"}
     )
     script = Script([limited, ok()])
-    finished = await collect(provider(script), simple_request())
+    finished = await collect(provider(script, max_retries=1), simple_request())
     assert finished.text == "hi"
     assert len(script.requests) == 2
+
+
+async def test_the_sdk_retries_nothing_unless_asked() -> None:
+    """evertalk's RetryingProvider is the one retry policy: the adapter alone tries once."""
+    limited = error_answer(
+        429, {"error": {"message": "slow down", "type": "rate_limit"}}, {"retry-after-ms": "1"}
+    )
+    script = Script([limited, ok()])
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(script), simple_request())
+    assert info.value.kind == "rate_limit" and info.value.transient
+    assert len(script.requests) == 1
 
 
 async def test_server_error_after_retries_is_a_server_error() -> None:
@@ -503,6 +543,43 @@ async def test_a_stream_without_its_usage_chunk_has_unknown_usage() -> None:
     reported = await collect(provider(Script([ok()])), simple_request())
     assert reported.usage == Usage(input=100, output=7) and reported.usage.reported
     assert not (reported.usage + finished.usage).reported
+
+
+def timed(timings: dict[str, Any], **usage_kw: Any) -> list[dict[str, Any]]:
+    """A reply whose finish chunk carries a llama.cpp server's `timings` (and a usage chunk
+    only when `usage_kw` is given)."""
+    last = openai_chunk({}, finish="stop")
+    last["timings"] = timings
+    chunks = [openai_chunk({"content": "hi"}), last]
+    return chunks + ([openai_chunk(usage=usage(**usage_kw))] if usage_kw else [])
+
+
+async def test_llamacpp_timings_are_the_usage_when_none_is_sent() -> None:
+    timings = {"cache_n": 96, "prompt_n": 20, "prompt_ms": 8.5, "predicted_n": 7}
+    finished = await collect(provider(Script([ok(timed(timings))])), simple_request())
+    assert finished.usage == Usage(input=20, output=7, cache_read=96)
+    assert finished.usage.reported
+    # a server's own usage object wins over its timings
+    both = await collect(
+        provider(Script([ok(timed(timings, prompt=500, completion=9))])), simple_request()
+    )
+    assert both.usage == Usage(input=500, output=9)
+
+
+@pytest.mark.parametrize(
+    "timings",
+    [
+        {"prompt_n": 20},  # no output count
+        {"predicted_n": 7},  # no prompt count
+        {"prompt_n": "20", "predicted_n": 7},
+        {"prompt_n": 20, "predicted_n": -1},
+        {"prompt_n": 20, "predicted_n": 7, "cache_n": True},
+        {"prompt_n": 20.5, "predicted_n": 7},
+    ],
+)
+async def test_timings_that_are_not_counts_leave_the_usage_unknown(timings: Any) -> None:
+    finished = await collect(provider(Script([ok(timed(timings))])), simple_request())
+    assert finished.usage == Usage(reported=False)
 
 
 async def test_a_broken_stream_carries_the_usage_reported_before_it() -> None:

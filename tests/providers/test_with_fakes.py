@@ -171,7 +171,7 @@ async def test_error_event_mid_stream() -> None:
 async def test_retries_then_success_and_exhausted_retries() -> None:
     fake = AnthropicFake(fail(429, times=2, then=chat("ok")))
     finished = await collect(
-        anthropic(fake), turn_request(MODEL, "S", [], view(3), [Text("q")], [], 50)
+        anthropic(fake, max_retries=2), turn_request(MODEL, "S", [], view(3), [Text("q")], [], 50)
     )
     assert finished.text == "ok" and len(fake.records) == 3
     fake = AnthropicFake(fail(529))

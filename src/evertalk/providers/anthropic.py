@@ -406,14 +406,15 @@ class AnthropicProvider:
         base_url: str | None,
         *,
         http_client: httpx2.AsyncClient | None = None,
-        max_retries: int = 4,
+        max_retries: int = 0,
         timeout: float = 600,
         adaptive_thinking: bool | None = None,
     ) -> None:
         """`api_key` and `base_url` None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
         `adaptive_thinking` None: chosen by the model name (`uses_adaptive_thinking`).
-        `max_retries`: the SDK's own; `make_provider` sets 0 and wraps the adapter in a
-        `retry.RetryingProvider`, which also retries a cut stream, and says so."""
+        `max_retries`: the SDK's own, off by default: `make_provider` wraps the adapter in a
+        `retry.RetryingProvider`, the one retry policy, which also retries a cut stream and
+        says so; the SDK's retries would come on top of it, silently."""
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import urlsplit
@@ -135,3 +136,40 @@ def at_address(kind: ErrorKind, message: str, base_url: str) -> str:
     if kind in ("connection", "not_found"):
         return f"{message} (at {address(base_url)})"
     return message
+
+
+_VALIDATION = re.compile(r"\bvalidation errors?\b|\bValidationError\b", re.IGNORECASE)
+"""How pydantic-based servers (llama-cpp-python, FastAPI) word a request they could not
+validate: `1 validation error for ChatCompletionRequestAssistantMessage …`."""
+
+
+def is_validation_error(status: int, message: str) -> bool:
+    """Whether an HTTP 5xx is in fact the server refusing the request's shape. Some servers
+    (llama-cpp-python) answer a request they cannot validate with a 500, which looks
+    transient; the same request sent again is certain to fail the same way."""
+    return status >= 500 and _VALIDATION.search(message) is not None
+
+
+CUT_BY_SERVER = (
+    "the server cut the reply short: another request interrupted it, "
+    "or the prompt exceeded its context"
+)
+"""What a stream that ends without a finish reason (`data: [DONE]` or the end of the body), or
+a 200 with an empty body, most likely means: local servers do both, silently, when a second
+request takes their only slot or when the prompt does not fit their context."""
+
+_PREVENTION: dict[str, str] = {
+    "llamacpp": (
+        "llama.cpp's server: more slots (--parallel/-np) or a larger context (--ctx-size/-c); "
+        "llama-cpp-python's server: --interrupt_requests False or a larger --n_ctx"
+    ),
+    "ollama": "raise OLLAMA_NUM_PARALLEL or OLLAMA_CONTEXT_LENGTH",
+    "vllm": "start vLLM with a larger --max-model-len",
+}
+_GENERIC_PREVENTION = "let the server take more requests at once, or give it a larger context"
+
+
+def cut_by_server(provider: str) -> str:
+    """The one line for a reply the server ended without saying why, with what prevents it on
+    the server `provider` names (llamacpp, ollama, vllm), or in general terms for the others."""
+    return f"{CUT_BY_SERVER}; to prevent it: {_PREVENTION.get(provider, _GENERIC_PREVENTION)}"

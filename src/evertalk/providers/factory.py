@@ -84,6 +84,7 @@ def _adapter(
             http_client=http_client,
             max_retries=0,
             send_cache_key=False,
+            empty_content=True,  # llama-cpp-python refuses a null content with an HTTP 500
             name=kind,
         )
     raise ValueError(f"unknown provider kind {kind!r} (one of {', '.join(KINDS)})")

@@ -40,7 +40,7 @@ from .base import (
     ToolUseStarted,
     Usage,
 )
-from .errors import at_address, kind_for_status, provider_error
+from .errors import at_address, cut_by_server, is_validation_error, kind_for_status, provider_error
 from .relay import connect_failed, relay
 
 MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
@@ -66,11 +66,13 @@ def request_params(
     *,
     send_cache_key: bool = True,
     max_tokens_field: MaxTokensField = "max_completion_tokens",
+    empty_content: bool = False,
 ) -> dict[str, Any]:
-    """The Chat Completions body for a request (streaming, with usage in the last chunk)."""
+    """The Chat Completions body for a request (streaming, with usage in the last chunk).
+    `empty_content`: see `chat_messages`."""
     params: dict[str, Any] = {
         "model": request.model,
-        "messages": chat_messages(request),
+        "messages": chat_messages(request, empty_content=empty_content),
         max_tokens_field: request.max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -98,19 +100,22 @@ def request_params(
     return params
 
 
-def chat_messages(request: Request) -> list[dict[str, Any]]:
+def chat_messages(request: Request, *, empty_content: bool = False) -> list[dict[str, Any]]:
+    """The messages of the body. `empty_content`: an assistant message that only calls tools
+    gets `"content": ""` rather than null, which OpenAI documents but some compatible servers
+    refuse (llama-cpp-python answers it with an HTTP 500)."""
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": "".join(b.text for b in request.system)})
     for message in request.messages:
         if message.role == "assistant":
-            messages.append(_assistant(message))
+            messages.append(_assistant(message, empty_content))
         else:
             messages.extend(_user(message))
     return messages
 
 
-def _assistant(message: Message) -> dict[str, Any]:
+def _assistant(message: Message, empty_content: bool) -> dict[str, Any]:
     """Texts joined; thoughts dropped (Chat Completions takes none back); tool calls."""
     text = "".join(part.text for part in message.parts if isinstance(part, Text))
     calls = [
@@ -122,7 +127,8 @@ def _assistant(message: Message) -> dict[str, Any]:
         for part in message.parts
         if isinstance(part, ToolUse)
     ]
-    out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    no_text = "" if empty_content else None
+    out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else no_text}
     if calls:
         out["tool_calls"] = calls
     return out
@@ -229,6 +235,8 @@ class _Reply:
                 events += self.end_text()
         if chunk.usage is not None:
             self.usage = _usage(chunk.usage)
+        elif not self.usage.reported:
+            self.usage = _timings_usage(chunk.model_extra) or self.usage
         return events
 
     def end_text(self) -> list[Event]:
@@ -277,6 +285,20 @@ def _usage(usage: CompletionUsage) -> Usage:
     )
 
 
+def _timings_usage(extra: dict[str, Any] | None) -> Usage | None:
+    """The usage a llama.cpp server tells in its own `timings` (the last chunk of a stream),
+    for when it sends no `usage`: `prompt_n` prompt tokens evaluated, `cache_n` taken from its
+    cache, `predicted_n` generated. None when there are none, or they are not counts."""
+    timings = (extra or {}).get("timings")
+    if not isinstance(timings, dict) or not {"prompt_n", "predicted_n"} <= timings.keys():
+        return None
+    counts = [timings["prompt_n"], timings["predicted_n"], timings.get("cache_n", 0)]
+    if not all(type(count) is int and count >= 0 for count in counts):  # not bool, not float
+        return None
+    prompt, predicted, cached = counts
+    return Usage(input=prompt, output=predicted, cache_read=cached)
+
+
 def _arguments(call: _Call, *, cut: bool) -> dict[str, Any] | None:
     """The call's arguments; None when `cut` (the reply stopped short in this call) and they
     are missing or incomplete JSON, which is the limit's doing, not a server's fault."""
@@ -309,18 +331,23 @@ class OpenAIProvider:
         base_url: str | None,
         *,
         http_client: httpx2.AsyncClient | None = None,
-        max_retries: int = 4,
+        max_retries: int = 0,
         timeout: float = 600,
         send_cache_key: bool = True,
         max_tokens_field: MaxTokensField | None = None,
+        empty_content: bool = False,
         name: str = "openai",
     ) -> None:
         """`api_key` and `base_url` None: the SDK reads OPENAI_API_KEY / OPENAI_BASE_URL.
         `max_tokens_field` None: `max_completion_tokens` for api.openai.com (its reasoning models
         refuse `max_tokens`), `max_tokens` for other servers (some know only that one).
-        `name`: the provider kind for the ledger (openai, openrouter, ollama, …).
-        `max_retries`: the SDK's own; `make_provider` sets 0 and wraps the adapter in a
-        `retry.RetryingProvider`, which also retries a cut stream, and says so."""
+        `empty_content`: send `""` for the content of an assistant message that only calls
+        tools, where the server refuses null (local servers; see `chat_messages`).
+        `name`: the provider kind for the ledger (openai, openrouter, ollama, …), and the
+        server the error for a reply cut short names the settings of.
+        `max_retries`: the SDK's own, off by default: `make_provider` wraps the adapter in a
+        `retry.RetryingProvider`, the one retry policy, which also retries a cut stream and
+        says so; the SDK's retries would come on top of it, silently."""
         self.name = name
         error: ProviderError | None = None
         try:
@@ -337,6 +364,7 @@ class OpenAIProvider:
             raise error
         self._secrets = (api_key, self._client.api_key)
         self._send_cache_key = send_cache_key
+        self._empty_content = empty_content
         self._url = str(self._client.base_url)
         if max_tokens_field is None:
             official = is_openai_api(str(self._client.base_url))
@@ -348,7 +376,10 @@ class OpenAIProvider:
 
     def params(self, request: Request) -> dict[str, Any]:
         return request_params(
-            request, send_cache_key=self._send_cache_key, max_tokens_field=self._max_tokens_field
+            request,
+            send_cache_key=self._send_cache_key,
+            max_tokens_field=self._max_tokens_field,
+            empty_content=self._empty_content,
         )
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
@@ -362,7 +393,9 @@ class OpenAIProvider:
             async for event in relay(open_stream, reply.feed, lambda: False, self._mapped):
                 yield event
             if reply.finish is None:
-                raise ProviderError("cut", "the reply stream ended without a finish_reason")
+                # the body ended ([DONE], or just its end; or it was empty) and no finish reason
+                # came: what local servers do when another request or the context stops them
+                raise ProviderError("cut", cut_by_server(self.name))
         except ProviderError as error:
             # usage comes in the last chunk, so a broken stream has rarely reported any
             error.usage = reply.usage if reply.usage.reported else None
@@ -380,6 +413,12 @@ class OpenAIProvider:
             return exc
         if isinstance(exc, openai.APIStatusError):
             detail = _body_message(exc.body) or exc.message
+            if is_validation_error(exc.status_code, detail):
+                # a 500 that is a refused request: another try would be refused again
+                message = f"OpenAI: the server refused the request as invalid: {detail}"
+                return provider_error(
+                    "bad_request", message, exc.status_code, secrets=secrets, transient=False
+                )
             kind = kind_for_status(exc.status_code)
             message = at_address(kind, f"OpenAI: {detail}", self._url)
             headers = exc.response.headers

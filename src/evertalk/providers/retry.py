@@ -8,7 +8,9 @@ caller nothing; here every try is seen, and each retry is announced by a `Retryi
 
 What. An error is tried again when it is transient (`ProviderError.transient`: 429, 500–529
 but 501 and 505, an error event in a stream, a stream cut off, a connection that broke before
-the response; the server's `x-should-retry` has the last word). A refused connection is not:
+the response; the server's `x-should-retry` has the last word). A 500 whose body is a validation
+error is not: some local servers answer a request they cannot parse that way, and would refuse
+each try alike (`errors.is_validation_error`). A refused connection is not:
 nothing listens at that address, which is a wrong URL or a server that is down, and another
 try a second later meets the same; it is said at once, naming the address. A timeout of our
 own is not either: the call already waited as long as it may.
