@@ -107,13 +107,15 @@ class TurnEnded:
 
 @dataclass(frozen=True)
 class CallUsage:
-    """One model call of the turn finished: its cost, for the status bar."""
+    """One model call of the turn finished: its cost, for the status bar. `reported` False:
+    the server said nothing of its tokens (the zeros are unknown, not free)."""
 
     input: int
     output: int
     cache_read: int
     cache_write: int
     cost: float | None
+    reported: bool = True
 
 
 @dataclass(frozen=True)

@@ -385,12 +385,14 @@ class TurnLoop:
                 raise ProviderError("cut", "the reply stream ended before the reply was complete")
         except ProviderError as error:
             if answered:  # a cut stream, an error event: a call all the same (SPEC §1.8)
-                self._account(error.usage or Usage(), started, turn_id, failed=True)
+                self._account(error.usage or Usage(reported=False), started, turn_id, failed=True)
             raise
         usage = finished.usage
         cost = self._account(usage, started, turn_id)
         self.emit(
-            events.CallUsage(usage.input, usage.output, usage.cache_read, usage.cache_write, cost)
+            events.CallUsage(
+                usage.input, usage.output, usage.cache_read, usage.cache_write, cost, usage.reported
+            )
         )
         return finished
 
