@@ -337,7 +337,8 @@ def format_date(iso: str) -> str:
 def _resume(
     store: ChatStore, budget: Budget | None
 ) -> tuple[MemoryCore, list[Built], str | None, SavedViews | None]:
-    """The core, the free nodes it had to build, a warning, and the views as loaded."""
+    """The core, the free nodes it had to build, a warning, and the views as loaded. `budget`
+    None: the one view.json records (a reader that knows no model keeps the views as they are)."""
     try:
         tree = _load_tree(store)
     except StoreError:
@@ -350,6 +351,8 @@ def _resume(
     if isinstance(saved, str):
         core, built, _ = MemoryCore.resume(tree, None, budget)
         return core, built, f"{saved}: folded the views again from message 0", None
+    if budget is None and saved is not None and saved.budget is not None:
+        budget = Budget(*saved.budget)
     core, built, warning = MemoryCore.resume(tree, saved, budget)
     return core, built, warning, saved
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -42,13 +43,13 @@ class Chat:
         return tree.t, [array("I", r) for r in tree.sizes], [bytearray(r) for r in tree.flags]
 
     def reopen(
-        self, saved: SavedViews | None, arrays: Any = None
+        self, saved: SavedViews | None, arrays: Any = None, budget: Budget | None = None
     ) -> tuple[MemoryCore, list[Built], str | None]:
         t, sizes, flags = arrays or self.arrays()
         tree = Tree.from_arrays(t, sizes, flags)
         nodes, leaves = tree.wanted()
         tree.supply({n: self.ref.texts[n] for n in nodes}, {i: self.ref.inputs[i] for i in leaves})
-        return MemoryCore.resume(tree, saved, self.budget)
+        return MemoryCore.resume(tree, saved, budget or self.budget)
 
     def render(self, core: MemoryCore, cview: bool = False) -> str:
         return render((core.cview if cview else core.view).nodes(), self.ref.texts.get)
@@ -258,7 +259,7 @@ def test_a_different_valid_tiling_is_kept_as_it_is() -> None:
     assert warning is None and built == []
     assert core.view.nodes() == leaves and core.cview.nodes() == cview
     assert core.view.shrinking and not core.cview.shrinking
-    assert core.saved() == saved
+    assert core.saved() == replace(saved, budget=BUDGET.sizes())
     assert_valid(core)
     # and it goes on from there by the rules (the open batch continues at the next message)
     chat.core = core

@@ -144,3 +144,15 @@ def test_views_changed_long_enough_ago_are_due() -> None:
     assert not checkpoints.due() and not checkpoints.pending
     checkpoints.changed(SAVE_EVERY)
     assert checkpoints.due()
+
+
+def test_the_budget_is_recorded_and_read_back(tmp_path: Path) -> None:
+    saved = SavedViews(2, [(0, 0), (0, 1)], [(1, 0)], False, False, (9_828, 4_914, 2_457, 1_228))
+    save_views(tmp_path, saved)
+    assert load_views(tmp_path) == saved
+    (tmp_path / "view.json").write_text(
+        '{"t":1,"view":[[0,0]],"cview":null,"shrinking":false,"cshrinking":false,'
+        '"budget":[10,20,5,1]}'
+    )
+    loaded = load_views(tmp_path)
+    assert isinstance(loaded, str) and "floor over its ceiling" in loaded

@@ -62,6 +62,9 @@ class SavedViews:
     cview: list[Node] | None
     shrinking: bool
     cshrinking: bool
+    budget: tuple[int, int, int, int] | None = None
+    """The sizes the views were shaped by (`Budget.sizes`); None: not recorded (a view.json
+    from before they were), taken as the current ones."""
 
 
 class MemoryCore:
@@ -103,7 +106,12 @@ class MemoryCore:
 
     def saved(self) -> SavedViews:
         return SavedViews(
-            self.t, self.view.nodes(), self.cview.nodes(), self.view.shrinking, self.cview.shrinking
+            self.t,
+            self.view.nodes(),
+            self.cview.nodes(),
+            self.view.shrinking,
+            self.cview.shrinking,
+            self.budget.sizes(),
         )
 
     def context(self, node: Node) -> list[Node]:
@@ -323,7 +331,27 @@ class MemoryCore:
         for t in range(start, tree.t):
             core._step_views(t)
         warning = f"{problem}: folded the views again from message 0" if problem else None
+        if saved is not None and saved.budget is not None and not problem:
+            warning = core._refit(saved.budget)
         return core, built, warning
+
+    def _refit(self, sizes: tuple[int, int, int, int]) -> str | None:
+        """The views were shaped by other budgets (another model, another window): a batch
+        starts for each view over its new ceiling, and one under its new floor stops, then the
+        batches go on with the nodes built now (as `resume_batch`). A planned change, said once:
+        the views are kept, not folded again."""
+        if sizes == self.budget.sizes():
+            return None
+        budget = self.budget
+        for view, ceiling, floor in (
+            (self.view, budget.ceiling, budget.floor),
+            (self.cview, budget.cceiling, budget.cfloor),
+        ):
+            view.shrinking = view.size > (floor if view.shrinking else ceiling)
+        self.resume_batch()
+        old = f"{sizes[0]:,}/{sizes[1]:,} bytes"
+        new = f"{budget.ceiling:,}/{budget.floor:,} bytes"
+        return f"the view's budget changed from {old} to {new} (ceiling/floor): views refitted"
 
     def _requeue(self) -> list[Built]:
         """Rebuild the ready queues in one pass, building any free node a crash left out."""

@@ -63,6 +63,8 @@ def encode_views(views: SavedViews) -> bytes:
         "shrinking": views.shrinking,
         "cshrinking": views.cshrinking,
     }
+    if views.budget is not None:
+        obj["budget"] = list(views.budget)
     return json.dumps(obj, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
@@ -113,7 +115,20 @@ def parse_views(raw: bytes) -> SavedViews:
         None if cview is None else _pairs(cview, "'cview'"),
         _flag(obj, "shrinking"),
         _flag(obj, "cshrinking"),
+        _budget(obj.get("budget")),
     )
+
+
+def _budget(value: object) -> tuple[int, int, int, int] | None:
+    """The four sizes of `budget` (absent in files written before it was recorded)."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 4 and all(map(_is_count, value))):
+        raise ValueError("'budget' is not four sizes")
+    ceiling, floor, cceiling, cfloor = value
+    if floor > ceiling or cfloor > cceiling:
+        raise ValueError("'budget' has a floor over its ceiling")
+    return ceiling, floor, cceiling, cfloor
 
 
 def load_views(chat_dir: Path) -> SavedViews | str | None:
