@@ -372,6 +372,145 @@ def test_concurrency_is_at_most_eight_calls(tmp_path: Path, calls: int) -> None:
     assert load_config(tmp_path, {}).memory.concurrency == calls
 
 
+# --- the compactor's server --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["ollama", "llamacpp", "vllm"])
+def test_a_local_server_gets_one_compaction_at_a_time_and_turns_first(
+    tmp_path: Path, provider: str
+) -> None:
+    write(tmp_path, f'provider = "{provider}"\nmodel = "qwen3:8b"\n')
+    memory = load_config(tmp_path, {}).memory
+    assert (memory.concurrency, memory.yield_to_turns) == (1, True)
+
+
+def test_a_hosted_provider_keeps_eight_calls_and_no_lane(tmp_path: Path) -> None:
+    memory = load_config(tmp_path, {}).memory
+    assert (memory.concurrency, memory.yield_to_turns) == (8, False)
+    assert (memory.max_tokens, memory.min_shared_words) == (1_000, 0.5)
+
+
+def test_the_files_concurrency_and_lane_win(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        'provider = "llamacpp"\nmodel = "smol"\n'
+        "[memory]\nconcurrency = 4\nyield_to_turns = false\n",
+    )
+    memory = load_config(tmp_path, {}).memory
+    assert (memory.concurrency, memory.yield_to_turns) == (4, False)
+    write(tmp_path, "[memory]\nyield_to_turns = true\n")
+    assert load_config(tmp_path, {}).memory.yield_to_turns
+
+
+def test_a_local_turn_model_with_a_hosted_summarizer(tmp_path: Path) -> None:
+    """The compactor's own provider: its usual address, its cheap model, its own key variable;
+    eight calls at once and no lane, since it shares no server with the turns."""
+    write(
+        tmp_path,
+        f'provider = "llamacpp"\nmodel = "smol"\napi_key = "{KEY}"\n'
+        '[memory]\nprovider = "anthropic"\n',
+    )
+    env = {"ANTHROPIC_API_KEY": "sk-ant-memory-key-0123456789", "OPENAI_API_KEY": "sk-other"}
+    config = load_config(tmp_path, env)
+    assert config.memory_provider == "anthropic" and config.memory_base_url is None
+    assert config.memory.model == "claude-haiku-5-5" and not config.memory_shares_server
+    assert config.memory_api_key == Secret("sk-ant-memory-key-0123456789")
+    assert (config.memory.concurrency, config.memory.yield_to_turns) == (8, False)
+    assert config.base_url == "http://localhost:8080/v1" and config.api_key == Secret(KEY)
+
+
+def test_a_hosted_turn_model_with_a_local_summarizer(tmp_path: Path) -> None:
+    write(tmp_path, '[memory]\nprovider = "ollama"\n')
+    message = error_of(tmp_path, {"ANTHROPIC_API_KEY": KEY})
+    assert "the compactor's provider 'ollama' needs a model" in message
+    write(tmp_path, '[memory]\nprovider = "ollama"\nmodel = "qwen3:8b"\n')
+    config = load_config(tmp_path, {"ANTHROPIC_API_KEY": KEY})
+    assert config.memory_base_url == "http://localhost:11434/v1"
+    assert config.memory_api_key is None  # the Anthropic key is not sent to the local server
+    assert (config.memory.concurrency, config.memory.yield_to_turns) == (1, False)
+
+
+def test_a_second_local_server_for_the_compactor(tmp_path: Path) -> None:
+    """Same kind of server at another address: its own model, one call at a time, no lane."""
+    write(
+        tmp_path,
+        'provider = "llamacpp"\nmodel = "big"\n[memory]\nbase_url = "http://localhost:8081/v1"\n'
+        'model = "small"\n',
+    )
+    config = load_config(tmp_path, {})
+    assert config.memory_provider == "llamacpp" and not config.memory_shares_server
+    assert config.memory_base_url == "http://localhost:8081/v1"
+    assert (config.memory.concurrency, config.memory.yield_to_turns) == (1, False)
+
+
+def test_the_compactor_follows_the_turns_server_by_default(tmp_path: Path) -> None:
+    write(tmp_path, 'provider = "vllm"\nmodel = "m"\nbase_url = "http://gpu:8000/v1"\n')
+    config = load_config(tmp_path, {})
+    assert config.memory_shares_server and config.memory_base_url == "http://gpu:8000/v1"
+    assert config.memory_api_key is None and config.memory.yield_to_turns
+
+
+def test_a_switch_by_environment_keeps_a_compactor_of_its_own(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        'provider = "anthropic"\nbase_url = "https://proxy.example"\n[memory]\n'
+        'provider = "anthropic"\nmodel = "claude-haiku-5-5"\nbase_url = "https://memory.example"\n',
+    )
+    env = {"EVERTALK_PROVIDER": "llamacpp", "EVERTALK_MODEL": "smol", "ANTHROPIC_API_KEY": KEY}
+    config = load_config(tmp_path, env)
+    assert config.base_url == "http://localhost:8080/v1"  # the file's belongs to anthropic
+    assert (config.memory.model, config.memory_base_url) == (
+        "claude-haiku-5-5",
+        "https://memory.example",
+    )
+    assert config.memory_api_key == Secret(KEY)
+
+
+def test_saving_a_local_config_does_not_pin_its_defaults(tmp_path: Path) -> None:
+    write(tmp_path, 'provider = "llamacpp"\nmodel = "smol"\n')
+    save_config(tmp_path, load_config(tmp_path, {}))
+    assert tomllib.loads((tmp_path / "config.toml").read_text()) == {
+        "provider": "llamacpp",
+        "model": "smol",
+    }
+
+
+def test_the_compactors_settings_round_trip(tmp_path: Path) -> None:
+    config = Config(
+        provider="llamacpp",
+        model="smol",
+        base_url="http://localhost:8080/v1",
+        memory=MemoryConfig(
+            "qwen",
+            provider="ollama",
+            base_url="http://box:11434/v1",
+            concurrency=2,
+            yield_to_turns=True,
+            min_shared_words=0.25,
+            max_tokens=4_000,
+        ),
+    )
+    save_config(tmp_path, config)
+    assert load_config(tmp_path, {}) == config
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[memory]\nprovider = "gemini"', "`memory.provider` must be one of anthropic"),
+        ('[memory]\nbase_url = "localhost"', "`memory.base_url` must be an http://"),
+        ('[memory]\nyield_to_turns = "yes"', "`memory.yield_to_turns` must be true or false"),
+        ("[memory]\nmin_shared_words = 1.5", "`memory.min_shared_words` must be a share from 0"),
+        ("[memory]\nmin_shared_words = true", "`memory.min_shared_words` must be a share"),
+        ("[memory]\nmax_tokens = 100", "`memory.max_tokens` must be a whole number of tokens >="),
+        ("[memory]\nmax_tokens = 2000.0", "`memory.max_tokens` must be a whole number"),
+    ],
+)
+def test_bad_compactor_values(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, text + "\n")
+    assert error_of(tmp_path).startswith(f"{path}: {expected}")
+
+
 def test_a_bad_variable_is_named(tmp_path: Path) -> None:
     assert error_of(tmp_path, {"EVERTALK_PROVIDER": "gemini"}).startswith(
         "EVERTALK_PROVIDER: `provider` must be one of"

@@ -99,13 +99,14 @@ def test_section_contents() -> None:
     assert "no tools" in compactions.lower() and "`id+n|` head" in compactions
     assert "user's own words first" in compactions
     assert "unchanged" in compactions and "overstate" in compactions
+    assert "`<input>` lacks is rejected" in compactions  # the grounding check (SPEC §4.8)
     assert "too long" in compactions
     assert "512 bytes" in compactions and "70" in compactions and "170" in compactions
 
 
 def test_is_tight() -> None:
     """The prompt and the tools go with every call: they must not grow unnoticed."""
-    assert len(SYSTEM_PROMPT.encode()) <= 4_700
+    assert len(SYSTEM_PROMPT.encode()) <= 4_750
     tools = json.dumps([[t.name, t.description, t.input_schema] for t in TOOLS])
     assert len(tools) <= 3_300
 

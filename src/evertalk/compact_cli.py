@@ -21,6 +21,7 @@ from evertalk.compactor.service import Compactor
 from evertalk.compactor.status import catch_up_seconds
 from evertalk.config import ConfigError, secret_values
 from evertalk.ledger import Ledger, ledger_path
+from evertalk.memory.budget import Budget
 from evertalk.memory_cli import report_warnings
 from evertalk.prompts import TOOLS
 from evertalk.providers.base import ProviderError
@@ -34,7 +35,7 @@ def run_compact(home: Path) -> int:
         return _fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
     try:
         runtime = Runtime.load(home)
-        chat = Chat.open(chat_dir)
+        chat = Chat.open(chat_dir, budget=Budget.for_window(runtime.config.turn.context_window))
     except (ConfigError, StoreError) as error:
         return _fail(str(error))
     report_warnings(chat)
@@ -50,7 +51,7 @@ def run_compact(home: Path) -> int:
     ledger = Ledger(ledger_path(home))
     compactor: Compactor | None = None
     try:
-        provider = runtime.provider()
+        provider = runtime.memory_provider()
         compactor = Compactor(
             chat,
             provider,

@@ -97,6 +97,15 @@ credential: it is never redacted (`localhost` would read `[redacted]host` in eve
 PLACEHOLDER_KEYS: Final = frozenset({LOCAL_API_KEY})
 MAX_CONCURRENCY: Final = 8
 """The most compaction calls in flight at once (SPEC §4.1)."""
+LOCAL_CONCURRENCY: Final = 1
+"""The compactor's calls at once on a local server: it serves one request at a time, and a
+default llama-cpp-python server cuts the stream it is sending when another request arrives."""
+MIN_SHARED_WORDS: Final = 0.5
+"""The default `memory.min_shared_words` (`compactor.grounding.MIN_SHARED`, not imported)."""
+COMPACTION_TOKENS: Final = 1_000
+"""The default `memory.max_tokens` (`compactor.window.REPLY_TOKENS`, not imported)."""
+MIN_COMPACTION_TOKENS: Final = 200
+"""The smallest `memory.max_tokens`: a line needs about 170 tokens."""
 MIN_CONTEXT_WINDOW: Final = 8_000
 """The smallest `turn.context_window`: below it no system prompt and view fit."""
 
@@ -138,7 +147,19 @@ class Secret:
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    """`[memory]`: the compactor. An empty `model` means the provider's default."""
+    """`[memory]`: the compactor. An empty `model` means the provider's default.
+
+    The compactor may call another provider or server than the turns (`provider`, `base_url`):
+    a local turn model can pair with a hosted summarizer, or the other way round. Left unset,
+    they are the turns'; `base_url` unset with another provider is that provider's usual
+    address. `api_key` is no setting: the compactor's key when its provider is not the turns',
+    read from that provider's key variable (the turns' key is never sent to another provider).
+
+    `load_config` fills in the defaults that depend on the compactor's provider: `concurrency`
+    is 1 on a local server, 8 otherwise, and `yield_to_turns` (a compaction call gives way to a
+    turn's call on the server they share, SPEC §4.1) is on when the compactor shares a local
+    server with the turns. A value in the file wins.
+    """
 
     model: str = ""
     effort: str = "high"
@@ -147,6 +168,16 @@ class MemoryConfig:
     deadline: float = 600
     context_window: int = 200_000  # tokens: no compaction request passes it (SPEC §3.7)
     catch_up_timeout: float = 300  # seconds a turn waits at most for a chat that is behind
+    provider: ProviderName | None = None  # None: the turns' provider
+    base_url: str | None = None  # None: the turns' (same provider) or the provider's usual one
+    yield_to_turns: bool = False
+    # the least share of a summary's content words its input must hold (SPEC §4.8); 0 leaves
+    # only the check of its names, numbers, codes and paths
+    min_shared_words: float = MIN_SHARED_WORDS
+    # the output cap of a compaction's reply, in tokens (room for thoughts is added for a hosted
+    # model asked to think); raise it for a local model that thinks before it answers
+    max_tokens: int = COMPACTION_TOKENS
+    api_key: Secret | None = None
 
 
 @dataclass(frozen=True)
@@ -210,12 +241,41 @@ class Config:
     def __post_init__(self) -> None:
         if self.provider not in DEFAULT_MODELS:
             raise ValueError(f"unknown provider {self.provider!r}")
-        turn_default, memory_default = DEFAULT_MODELS[self.provider]
+        turn_default = DEFAULT_MODELS[self.provider][0]
         if not self.model:
             object.__setattr__(self, "model", turn_default)
         if not self.memory.model:
-            memory = replace(self.memory, model=memory_default or self.model)
+            # a local server's model is the user's to name: the turns' one when the compactor
+            # calls the same kind of server, else none (`load_config` asks for it)
+            memory_default = DEFAULT_MODELS[self.memory_provider][1]
+            same = self.memory_provider == self.provider
+            memory = replace(self.memory, model=memory_default or (self.model if same else ""))
             object.__setattr__(self, "memory", memory)
+
+    @property
+    def memory_provider(self) -> ProviderName:
+        """The compactor's provider: `[memory] provider`, else the turns'."""
+        return self.memory.provider or self.provider
+
+    @property
+    def memory_base_url(self) -> str | None:
+        """The compactor's server: `[memory] base_url`, else the turns' when it calls the same
+        provider, else that provider's usual address (None: its SDK's own)."""
+        if self.memory.base_url is not None:
+            return self.memory.base_url
+        if self.memory_provider == self.provider:
+            return self.base_url
+        return DEFAULT_BASE_URLS[self.memory_provider]
+
+    @property
+    def memory_shares_server(self) -> bool:
+        """Whether compactions and turns call one server (and so may share a prefix gate)."""
+        return (self.memory_provider, self.memory_base_url) == (self.provider, self.base_url)
+
+    @property
+    def memory_api_key(self) -> Secret | None:
+        """The compactor's key: the turns' for the same provider, else its own variable's."""
+        return self.api_key if self.memory_provider == self.provider else self.memory.api_key
 
     @property
     def workdir_path(self) -> Path | None:
@@ -243,6 +303,11 @@ KEYS: Final = (
     "memory.deadline",
     "memory.context_window",
     "memory.catch_up_timeout",
+    "memory.provider",
+    "memory.base_url",
+    "memory.yield_to_turns",
+    "memory.min_shared_words",
+    "memory.max_tokens",
     "turn.effort",
     "turn.context_window",
     "tools.shell",
@@ -254,7 +319,9 @@ KEYS: Final = (
 )
 TABLES: Final = ("memory", "turn", "tools")
 # The settings that belong to one provider: not carried over when the environment switches.
-PROVIDER_KEYS: Final = ("model", "memory.model", "base_url", "api_key")
+PROVIDER_KEYS: Final = ("model", "memory.model", "base_url", "api_key", "memory.base_url")
+MEMORY_PROVIDER_KEYS: Final = ("memory.model", "memory.base_url")
+"""… except the compactor's, when it names a provider of its own."""
 
 
 Warn: TypeAlias = Callable[[str], None]
@@ -279,8 +346,10 @@ def load_config(
     if env_provider is not None:
         provider = _check("provider", env_provider, "EVERTALK_PROVIDER")
         if provider != file.get("provider", provider):
+            apart = "memory.provider" in file
             for key in PROVIDER_KEYS:
-                values.pop(key, None)
+                if not (apart and key in MEMORY_PROVIDER_KEYS):
+                    values.pop(key, None)
         values["provider"] = provider
     elif "provider" not in values:
         chosen = [p for p in ("anthropic", "openai", "openrouter") if _env(env, KEY_VARIABLES[p])]
@@ -299,11 +368,21 @@ def load_config(
     if key_value is not None:
         values["api_key"] = Secret(key_value)
     values["base_url"] = _base_url(env, provider, values.get("base_url"))
+    memory_provider = cast(ProviderName, values.get("memory.provider", provider))
+    memory_key = KEY_VARIABLES.get(memory_provider)
+    memory_key_value = _env(env, memory_key) if memory_key else None
+    if memory_provider != provider and memory_key_value is not None:
+        values["memory.api_key"] = Secret(memory_key_value)
 
     config = _build(values)
     if not config.model:
         raise ConfigError(
             f'{path}: provider {provider!r} needs a model: set `model = "…"` (or EVERTALK_MODEL)'
+        )
+    if not config.memory.model:
+        raise ConfigError(
+            f"{path}: the compactor's provider {memory_provider!r} needs a model: set "
+            '`model = "…"` in [memory] (or EVERTALK_MEMORY_MODEL)'
         )
     _check_workdir(config, "EVERTALK_WORKDIR" if workdir is not None else path)
     return replace(config, origin=Origin(file=file, loaded=_flatten(config)))
@@ -447,7 +526,24 @@ def _check(key: str, value: object, where: Path | str) -> Value:
         if value not in EFFORTS:
             raise fail("one of " + ", ".join(EFFORTS))
         return value
-    if key == "base_url":
+    if key == "memory.provider":
+        if value not in PROVIDERS:
+            raise fail("one of " + ", ".join(PROVIDERS))
+        return value
+    if key == "memory.yield_to_turns":
+        if not isinstance(value, bool):
+            raise fail("true or false")
+        return value
+    if key == "memory.max_tokens":
+        if isinstance(value, bool) or not isinstance(value, int) or value < MIN_COMPACTION_TOKENS:
+            raise fail(f"a whole number of tokens >= {MIN_COMPACTION_TOKENS}")
+        return value
+    if key == "memory.min_shared_words":
+        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number_ok or not 0 <= cast(float, value) <= 1:
+            raise fail("a share from 0 to 1")
+        return float(cast(float, value))
+    if key in ("base_url", "memory.base_url"):
         if not isinstance(value, str) or not re.match(r"https?://[^\s/]", value):
             raise fail("an http:// or https:// address")
         return value
@@ -488,14 +584,23 @@ def _build(values: Mapping[str, Value]) -> Config:
     def get(key: str, default: object) -> object:
         return values.get(key, default)
 
+    local = _memory_is_local(values)
     memory = MemoryConfig(
         model=cast(str, get("memory.model", "")),
         effort=cast(str, get("memory.effort", "high")),
         settle_timeout=cast(float, get("memory.settle_timeout", 20)),
         catch_up_timeout=cast(float, get("memory.catch_up_timeout", 300)),
-        concurrency=cast(int, get("memory.concurrency", MAX_CONCURRENCY)),
+        concurrency=cast(int, get("memory.concurrency", _default_concurrency(local))),
         deadline=cast(float, get("memory.deadline", 600)),
         context_window=cast(int, get("memory.context_window", 200_000)),
+        provider=cast("ProviderName | None", get("memory.provider", None)),
+        base_url=cast("str | None", get("memory.base_url", None)),
+        yield_to_turns=cast(
+            bool, get("memory.yield_to_turns", local and _memory_shares_server(values))
+        ),
+        min_shared_words=cast(float, get("memory.min_shared_words", MIN_SHARED_WORDS)),
+        max_tokens=cast(int, get("memory.max_tokens", COMPACTION_TOKENS)),
+        api_key=cast("Secret | None", get("memory.api_key", None)),
     )
     tools = ToolPolicies(
         **{name: cast(Policy, get(f"tools.{name}", default)) for name, default in _POLICY_DEFAULTS},
@@ -515,6 +620,22 @@ def _build(values: Mapping[str, Value]) -> Config:
         tools=tools,
         workdir=cast("str | None", get("workdir", None)),
     )
+
+
+def _memory_is_local(values: Mapping[str, Value]) -> bool:
+    return values.get("memory.provider", values["provider"]) in LOCAL_PROVIDERS
+
+
+def _default_concurrency(local: bool) -> int:
+    return LOCAL_CONCURRENCY if local else MAX_CONCURRENCY
+
+
+def _memory_shares_server(values: Mapping[str, Value]) -> bool:
+    """Whether the compactor calls the turns' server: the same provider, and no address of
+    its own (or the same one)."""
+    if values.get("memory.provider", values["provider"]) != values["provider"]:
+        return False
+    return values.get("memory.base_url", values.get("base_url")) == values.get("base_url")
 
 
 _POLICY_DEFAULTS: Final = (("shell", "ask"), ("read", "allow"), ("write", "ask"), ("edit", "ask"))
@@ -539,6 +660,11 @@ def _flatten(config: Config) -> dict[str, Value]:
         "memory.concurrency": memory.concurrency,
         "memory.deadline": memory.deadline,
         "memory.context_window": memory.context_window,
+        "memory.provider": memory.provider,
+        "memory.base_url": memory.base_url,
+        "memory.yield_to_turns": memory.yield_to_turns,
+        "memory.min_shared_words": memory.min_shared_words,
+        "memory.max_tokens": memory.max_tokens,
         "turn.effort": config.turn.effort,
         "turn.context_window": config.turn.context_window,
         "tools.shell": tools.shell,

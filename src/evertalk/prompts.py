@@ -109,8 +109,9 @@ questions, reasons), kept nearly verbatim however brief; next, whatever has last
 failures with their causes; next, findings, open questions and your answers; last, tool activity
 (which action on what, and the outcome).
 - A minor item still earns a word or two. Exact strings (names, numbers, ids, paths, error
-messages) must come through unchanged. Tag every item with its kind. Attribute a quote to whoever
-truly said it. Never overstate progress. If told the line is too long, shorten it.
+messages) must come through unchanged; a line with one that `<input>` lacks is rejected. Tag
+every item with its kind. Attribute a quote to whoever truly said it. Never overstate progress.
+If told the line is too long, shorten it.
 - Length counts UTF-8 bytes, and a non-ASCII character needs 2 to 4: 512 bytes is roughly 70
 English words or 170 Chinese characters.
 """

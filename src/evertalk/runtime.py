@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from evertalk.config import Config, ConfigError, load_config
+from evertalk.config import LOCAL_PROVIDERS, Config, ConfigError, Secret, load_config
 from evertalk.prompts import system_text
 
 if TYPE_CHECKING:
     from evertalk.compactor.service import CompactorSettings
     from evertalk.providers.base import Provider, Request
+    from evertalk.providers.lane import TurnLane
 
 INSTRUCTIONS_NAME = "instructions.md"
 
@@ -37,19 +38,24 @@ class Runtime:
     def provider(self) -> Provider:
         """The configured provider, its calls passing through one prefix gate (SPEC §4.6). Its
         SDK is loaded at the first call, in a worker thread (`LazyProvider`)."""
-        from evertalk.providers.factory import make_provider
-        from evertalk.providers.gate import GatedProvider, PrefixGate
-        from evertalk.providers.layout import prefix_keys
-        from evertalk.providers.lazy import LazyProvider
+        config = self.config
+        return _gated(config.provider, config.api_key, config.base_url)
 
-        kind, base_url = self.config.provider, self.config.base_url
-        key = self.config.api_key.reveal() if self.config.api_key else None
-        inner = LazyProvider(kind, lambda: make_provider(kind, key, base_url))
+    def memory_provider(self, turns: Provider | None = None) -> Provider:
+        """The compactor's provider: `turns` itself when the compactor calls the turns' server
+        (one prefix gate for both, SPEC §4.6), else one of its own (`[memory] provider` and
+        `base_url`), which the caller closes."""
+        config = self.config
+        if turns is not None and config.memory_shares_server:
+            return turns
+        return _gated(config.memory_provider, config.memory_api_key, config.memory_base_url)
 
-        def keys(request: Request) -> list[str]:
-            return [f"{kind}|{prefix}" for prefix in prefix_keys(request)]
+    def turn_lane(self) -> TurnLane | None:
+        """The lane by which turns go first on the server they share with the compactor
+        (`[memory] yield_to_turns`); None when compactions do not yield."""
+        from evertalk.providers.lane import TurnLane
 
-        return GatedProvider(inner, PrefixGate(), keys)
+        return TurnLane() if self.config.memory.yield_to_turns else None
 
     def compactor_settings(self) -> CompactorSettings:
         from evertalk.compactor.service import CompactorSettings
@@ -62,7 +68,26 @@ class Runtime:
             deadline=memory.deadline,
             context_window=memory.context_window,
             cache_key=cache_key(self.home, "compaction"),
+            max_tokens=memory.max_tokens,
+            local=self.config.memory_provider in LOCAL_PROVIDERS,
+            min_shared=memory.min_shared_words,
         )
+
+
+def _gated(kind: str, api_key: Secret | None, base_url: str | None) -> Provider:
+    """A provider of `kind` whose calls pass through a prefix gate of its own."""
+    from evertalk.providers.factory import make_provider
+    from evertalk.providers.gate import GatedProvider, PrefixGate
+    from evertalk.providers.layout import prefix_keys
+    from evertalk.providers.lazy import LazyProvider
+
+    key = api_key.reveal() if api_key else None
+    inner = LazyProvider(kind, lambda: make_provider(kind, key, base_url))
+
+    def keys(request: Request) -> list[str]:
+        return [f"{kind}|{prefix}" for prefix in prefix_keys(request)]
+
+    return GatedProvider(inner, PrefixGate(), keys)
 
 
 def cache_key(home: Path, role: CacheRole) -> str:

@@ -104,7 +104,8 @@ async def test_a_chat_with_no_tree_catches_up_within_the_window(home: Path) -> N
 @pytest.mark.anyio
 async def test_a_context_is_trimmed_to_fit_the_compactors_window(home: Path) -> None:
     """A window of 12,000 tokens leaves room for less than the cview's 32,000 bytes: the oldest
-    lines of each context are left out, the newest kept, and the output cap is a quarter."""
+    lines of each context are left out, the newest kept, and the output cap is a quarter (here
+    below the reply's cap, raised for the test)."""
     window = 12_000
     chat = Chat.open(home / "chat")
     rng = random.Random(31)
@@ -120,7 +121,9 @@ async def test_a_context_is_trimmed_to_fit_the_compactors_window(home: Path) -> 
     fake = AnthropicFake(check, context_window=window)
     try:
         # one call at a time: the core's context is still the one the call was made from
-        work = compactor(chat, provider_for(fake), context_window=window, concurrency=1)
+        work = compactor(
+            chat, provider_for(fake), context_window=window, concurrency=1, max_tokens=4_000
+        )
         with anyio.fail_after(60):
             await work.run(until_built=True)
         assert all(r.status == 200 for r in fake.records)
@@ -140,7 +143,7 @@ async def test_a_node_whose_input_cannot_fit_is_cut_and_never_sent(home: Path) -
     chat = Chat.open(home / "chat")
     rng = random.Random(32)
     chat.append("user", text_of_size(rng, 5_000, "m0"))  # fits a window of 8,000 tokens
-    chat.append("user", text_of_size(rng, 12_000, "m1"))  # does not, with the prompt's 8 KB
+    chat.append("user", text_of_size(rng, 15_000, "m1"))  # does not, with the prompt's 8 KB
     warnings: list[str] = []
     fake = AnthropicFake(summarizer(300), context_window=8_000)
     try:
@@ -163,10 +166,10 @@ async def test_a_node_whose_input_cannot_fit_is_cut_and_never_sent(home: Path) -
 
 @pytest.mark.anyio
 async def test_a_follow_up_that_would_not_fit_ends_the_size_loop(home: Path) -> None:
-    """The first try fits; its 7 KB line, sent back with the follow-up, would not: the line is
+    """The first try fits, just; its line, sent back with the follow-up, would not: the line is
     cut as if the follow-up had not got shorter (SPEC §4.4)."""
     chat = Chat.open(home / "chat")
-    chat.append("user", text_of_size(random.Random(33), 3_000, "m0"))
+    chat.append("user", text_of_size(random.Random(33), 12_000, "m0"))
     fake = AnthropicFake(summarizer(7_000), context_window=8_000)
     try:
         work = compactor(chat, provider_for(fake), context_window=8_000)
@@ -175,6 +178,28 @@ async def test_a_follow_up_that_would_not_fit_ends_the_size_loop(home: Path) -> 
         assert len(fake.records) == 1 and fake.records[0].status == 200
         (record,) = tree_records(chat.store.path)
         assert not record.get("cut") and 1 <= record["size"] <= 512
+    finally:
+        chat.close()
+
+
+@pytest.mark.anyio
+async def test_an_over_long_reply_goes_back_cut(home: Path) -> None:
+    """A small model rambles: its 7 KB line goes back in the follow-up cut to two lines' worth,
+    marked as cut, so that the follow-up fits a small window (it overflowed it whole)."""
+    chat = Chat.open(home / "chat")
+    chat.append("user", text_of_size(random.Random(33), 3_000, "m0"))
+    fake = AnthropicFake(summarizer([7_000, 400]), context_window=8_000)
+    try:
+        work = compactor(chat, provider_for(fake), context_window=8_000)
+        with anyio.fail_after(30):
+            await work.run(until_built=True)
+        assert [r.status for r in fake.records] == [200, 200]
+        second = Call("anthropic", fake.records[1].body or {}, 1)
+        (sent_back,) = [text for role, text in second.turns if role == "assistant"]
+        assert sent_back.endswith("[CUT: 5,976 more bytes of this reply are not shown]")
+        assert len(sent_back.encode()) < 1_100
+        (record,) = tree_records(chat.store.path)
+        assert record["size"] == 400 and not record.get("cut")
     finally:
         chat.close()
 

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from evertalk.compactor.grounding import source_of
 from evertalk.compactor.line import (
+    MAX_REJECTIONS,
     MAX_TRIES,
     Done,
     FollowUp,
@@ -17,7 +19,7 @@ from evertalk.compactor.line import (
     cut_line,
     process,
 )
-from evertalk.compactor.tasks import TOO_LONG, too_long
+from evertalk.compactor.tasks import TOO_LONG, sent_back, too_long
 from evertalk.memory.text import cut_utf8
 
 MULTIBYTE = ["é", "€", "😀", "字"]  # 2, 3, 4 and 3 bytes
@@ -56,10 +58,22 @@ def line_of(size: int, tag: str = "a") -> str:
         ("```\n```", ""),
         ("  \n\t ", ""),
         ("7+1|", ""),
+        # a mark of our own follow-ups, copied
+        ("user: restore took 40 min[CUT]", "user: restore took 40 min"),
+        ("user: restore [CUT] took 40 min", "user: restore took 40 min"),
+        ("12+4|user: hi [cut: 1,234 more bytes of this reply are not shown]", "user: hi"),
+        ("[CUT]", ""),
     ],
 )
 def test_process(reply: str, expected: str) -> None:
     assert process(reply) == expected
+
+
+def test_a_line_copied_from_a_follow_up_loses_its_mark() -> None:
+    line = line_of(900)
+    shown = too_long(line).split("\n", 1)[1]
+    assert process(shown) == cut_utf8(line, 512)
+    assert process(sent_back(line)) == cut_utf8(line, 1_024)
 
 
 @given(st.text())
@@ -173,7 +187,7 @@ def test_600_then_480() -> None:
     loop, follow_ups, result = run([first, second])
     assert result == Done(second)
     assert loop.tries == 2
-    assert follow_ups == [FollowUp(too_long(first))]
+    assert follow_ups == [FollowUp(too_long(first), first)]
 
 
 def test_530_520_525() -> None:
@@ -240,6 +254,16 @@ def test_processing_counts() -> None:
     loop, _, result = run(["```\n12+4|user: hi\nthere\n```"])
     assert result == Done("user: hi there")
     assert loop.tries == 1
+
+
+def test_an_over_long_reply_goes_back_cut_to_two_lines() -> None:
+    long, short = line_of(3_000), line_of(700)
+    loop = SizeLoop("Compaction: task")
+    step = loop.take(long)
+    assert isinstance(step, FollowUp) and step.reply == sent_back(long)
+    assert step.reply.startswith(cut_utf8(long, 1_024) + " [CUT: 1,976 more bytes")
+    step = loop.take(short)
+    assert isinstance(step, FollowUp) and step.reply == short  # two lines' worth go back whole
 
 
 def test_no_take_after_the_end() -> None:
@@ -314,3 +338,82 @@ def test_loop_properties(replies: list[str | None]) -> None:
         assert raw.decode("utf-8") == result.line
         # the stored line is a prefix of one of the tries, cut between whole characters
         assert any(line.startswith(result.line) for line in lines[:tries])
+
+
+# -- grounding (SPEC §4.8) ----------------------------------------------------------------------
+
+INPUT = (
+    "user: the nightly rsync of ~/notes to the NAS at 192.168.1.20 failed twice this week with "
+    "error 23; the backup log is /var/log/backup.log and the job runs from cron at 02:00. " * 3
+)
+HONEST = "user: nightly rsync of ~/notes to the NAS (192.168.1.20) failed twice, error 23"
+INVENTED = "user: the flight LH 4521 was booked and the request approved."
+
+
+def grounded_loop() -> SizeLoop:
+    return SizeLoop("Compaction: task", source_of(INPUT))
+
+
+def test_a_grounded_line_is_taken() -> None:
+    loop = grounded_loop()
+    assert loop.take(HONEST) == Done(HONEST)
+    assert loop.rejected is None and loop.rejections == []
+
+
+def test_an_invented_line_gets_a_follow_up_naming_what_is_missing() -> None:
+    loop = grounded_loop()
+    step = loop.take(INVENTED)
+    assert isinstance(step, FollowUp) and step.reply == INVENTED
+    assert step.text.startswith("Not true to the input: `4521` does not occur in it;")
+    assert "few of its words come from it" in step.text
+    assert loop.rejected == "not in its input: 4521; only 0 of its 4 content words are in its input"
+    assert loop.take(HONEST) == Done(HONEST)
+    assert loop.rejected is None and loop.tries == 2
+
+
+def test_two_invented_lines_make_the_reply_unusable() -> None:
+    loop = grounded_loop()
+    assert isinstance(loop.take(INVENTED), FollowUp)
+    result = loop.take(INVENTED)
+    assert MAX_REJECTIONS == 2 and loop.tries == 2
+    assert result == Unusable(loop.rejections[-1]) and loop.result == result
+
+
+def test_an_invented_line_is_never_kept_but_an_over_long_grounded_one_is() -> None:
+    over_long = (HONEST + "; ") * 8  # grounded, over 512 bytes
+    loop = grounded_loop()
+    step = loop.take(over_long)
+    assert isinstance(step, FollowUp) and step.text.startswith(TOO_LONG.split("{")[0])
+    assert isinstance(loop.take(INVENTED), FollowUp)
+    result = loop.take(INVENTED + " " + INVENTED)
+    assert result == Done(cut_line(process(over_long)), trimmed=True)
+
+
+def test_an_empty_reply_after_a_rejection_is_unusable_for_it() -> None:
+    loop = grounded_loop()
+    loop.take(INVENTED)
+    result = loop.take("")
+    assert isinstance(result, Unusable) and result.rejected == loop.rejections[0]
+
+
+def test_an_over_long_invented_line_is_judged_before_its_size() -> None:
+    loop = grounded_loop()
+    step = loop.take((INVENTED + " ") * 20)
+    assert isinstance(step, FollowUp) and step.text.startswith("Not true to the input")
+    assert "[CUT: " in step.reply  # sent back cut all the same
+
+
+@given(st.lists(reply, min_size=MAX_TRIES, max_size=MAX_TRIES))
+def test_a_loop_of_lines_copied_from_its_input_is_the_plain_size_loop(
+    replies: list[str | None],
+) -> None:
+    """Grounding changes nothing for a line that is its input's own words: with the input made
+    of the replies themselves, the loop runs as without a source."""
+    source = source_of(*(item or "" for item in replies))
+    plain, checked = SizeLoop("Compaction: task"), SizeLoop("Compaction: task", source)
+    for item in replies:
+        expected = plain.take(item or "", thinking_only=item is None)
+        assert checked.take(item or "", thinking_only=item is None) == expected
+        assert checked.rejected is None
+        if plain.finished:
+            break

@@ -10,10 +10,14 @@ from evertalk.compactor.tasks import (
     CUT_MARK,
     LEAF_TASK,
     MERGE_TASK,
+    NOT_GROUNDED,
     RULER,
+    SENT_BACK_LIMIT,
     TOO_LONG,
     leaf_task,
     merge_task,
+    not_grounded,
+    sent_back,
     too_long,
 )
 from evertalk.memory.text import LINE_LIMIT
@@ -136,3 +140,45 @@ def test_too_long_head_is_the_longest_whole_prefix(line: str) -> None:
     assert line.startswith(head)
     assert len(raw) <= 512
     assert len(raw) + len(line[len(head)].encode()) > 512
+
+
+# -- the cut copy of an over-long reply ---------------------------------------------------------
+
+
+def test_a_reply_of_two_lines_goes_back_whole() -> None:
+    line = "x" * SENT_BACK_LIMIT
+    assert SENT_BACK_LIMIT == 1_024 and sent_back(line) == line
+
+
+def test_a_longer_reply_goes_back_cut_and_marked() -> None:
+    line = "x" * 20_000
+    assert sent_back(line) == "x" * 1_024 + " [CUT: 18,976 more bytes of this reply are not shown]"
+
+
+@given(st.text(ONE_LINE, min_size=300, max_size=3_000))
+def test_the_cut_copy_is_a_whole_prefix(line: str) -> None:
+    copy = sent_back(line)
+    head = copy.split(" [CUT: ")[0] if len(line.encode()) > SENT_BACK_LIMIT else copy
+    assert line.startswith(head) and len(head.encode()) <= SENT_BACK_LIMIT
+    assert len(copy.encode()) <= SENT_BACK_LIMIT + 60
+
+
+# -- the follow-up for a line not true to its input ---------------------------------------------
+
+
+def test_not_grounded_names_what_is_missing() -> None:
+    text = not_grounded(["LH4521", "/etc/x.conf"], low_share=False)
+    assert text.startswith("Not true to the input: `LH4521`, `/etc/x.conf` do not occur in it.")
+    assert "512 bytes" in text and "same input" in text and "invent" in text
+    assert not_grounded(["LH4521"], low_share=True).startswith(
+        "Not true to the input: `LH4521` does not occur in it; few of its words come from it."
+    )
+    assert not_grounded([], low_share=True).startswith(
+        "Not true to the input: few of its words come from it."
+    )
+    assert not NOT_GROUNDED.startswith("Compaction:") and "\n" not in NOT_GROUNDED
+
+
+def test_not_grounded_keeps_to_a_few_short_facts() -> None:
+    text = not_grounded([f"CODE{k}-" + "x" * 200 for k in range(20)], low_share=False)
+    assert text.count("`") == 2 * 8 and len(text.encode()) < 1_000

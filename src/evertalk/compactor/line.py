@@ -1,7 +1,12 @@
-"""The size loop of a compaction (SPEC §4.4), as a pure state machine: no I/O, no clock.
+"""The size loop of a compaction (SPEC §4.4, §4.8), as a pure state machine: no I/O, no clock.
 
 The compactor sends `SizeLoop.first_task`, then feeds each reply to `take`, which says what to do
 next: send a follow-up in the same conversation, store a line, or give up (the call fails).
+
+Given the task's source, every line is checked against it (`grounding`). A line not true to its
+input is handled like an over-long one, with a follow-up that says what was wrong, except that it
+is never kept: if no try gives a grounded line, the call fails as an unusable reply does, and the
+node's third failure cuts it from its input (SPEC §2.5, §4.5), which is true by construction.
 """
 
 from __future__ import annotations
@@ -9,23 +14,34 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from evertalk.compactor.tasks import too_long
+from evertalk.compactor.grounding import MIN_SHARED, Source, check
+from evertalk.compactor.tasks import not_grounded, sent_back, too_long
 from evertalk.memory.text import LINE_LIMIT, cut_utf8, flatten, utf8_len
 
 MAX_TRIES = 5
 """At most this many model calls per compaction."""
 
+MAX_REJECTIONS = 2
+"""A loop ends at its second line not true to its input. A model that invents twice in the same
+conversation rarely stops at the third ask, and a small local model's try takes long; the node's
+next attempt starts afresh."""
+
 _FENCE_LINE = re.compile(r"^[ \t]*(?:```+|~~~+)[^\n`~ \t]*[ \t]*$", re.MULTILINE)
 _FENCE_EDGE = re.compile(r"^(?:```+|~~~+)|(?:```+|~~~+)$")
 _HEAD = re.compile(r"^\d+\+\d+[ \t]*\|[ \t]*")
 _BREAK = re.compile(r"; |[.!?] |[。！？]")
+# the marks our own follow-ups show (`[CUT]`, `[CUT: 1,234 more bytes …]`): a model that copies
+# one would keep it in its line
+_MARK = re.compile(r"[ \t]*\[CUT\b[^\]\n]{0,80}\][ \t]*", re.IGNORECASE)
 
 
 def process(reply: str) -> str:
     """A reply as a candidate line: surrounding whitespace stripped, code fences dropped, a copied
-    `id+n|` head at the start dropped, every newline turned into a space."""
+    `[CUT]` mark dropped, a copied `id+n|` head at the start dropped, every newline turned into
+    a space."""
     text = _FENCE_LINE.sub("", reply.strip()).strip()
     text = _FENCE_EDGE.sub("", text).strip()
+    text = _MARK.sub(" ", text).strip()
     text = _HEAD.sub("", text, count=1)
     return flatten(text).strip()
 
@@ -56,9 +72,11 @@ def cut_line(line: str) -> str:
 
 @dataclass(frozen=True)
 class FollowUp:
-    """Send `text` as the next user message, in the same conversation as the reply."""
+    """Send `text` as the next user message, in the same conversation as the reply, which goes
+    back as `reply`: the processed line, cut when it is long (`tasks.sent_back`)."""
 
     text: str
+    reply: str
 
 
 @dataclass(frozen=True)
@@ -71,7 +89,10 @@ class Done:
 
 @dataclass(frozen=True)
 class Unusable:
-    """No try gave a non-empty line: the compaction call fails (SPEC §4.5)."""
+    """No try gave a usable line: the compaction call fails (SPEC §4.5). `rejected` says why the
+    latest line not true to its input was (None: no line was rejected, none was given)."""
+
+    rejected: str | None = None
 
 
 Next = FollowUp | Done | Unusable
@@ -81,13 +102,20 @@ class SizeLoop:
     """One compaction's tries. Send `first_task`, then pass each reply to `take`.
 
     `tries` counts the model calls made so far; `sizes` holds each processed reply's byte count
-    (0 for an empty or thinking-only reply).
+    (0 for an empty or thinking-only reply); `rejected`, why the latest reply's line was not true
+    to its input (None: it was, or it was not checked). Without a `source`, lines are not checked.
     """
 
-    def __init__(self, first_task: str) -> None:
+    def __init__(
+        self, first_task: str, source: Source | None = None, min_shared: float = MIN_SHARED
+    ) -> None:
         self.first_task = first_task
+        self.source = source
+        self.min_shared = min_shared
         self.tries = 0
         self.sizes: list[int] = []
+        self.rejected: str | None = None
+        self.rejections: list[str] = []
         self.result: Done | Unusable | None = None
         self._best: str | None = None  # the shortest over-long line so far (first among equals)
         self._best_size = 0
@@ -104,11 +132,15 @@ class SizeLoop:
         if self.result is not None:
             raise RuntimeError("the size loop has already ended")
         self.tries += 1
+        self.rejected = None
         line = "" if thinking_only else process(reply)
         size = utf8_len(line)
         self.sizes.append(size)
         if not line:
             return self._end()
+        rejection = self._judge(line)
+        if rejection is not None:
+            return rejection
         if size <= LINE_LIMIT:
             return self._finish(Done(line))
         if self._best is not None and size >= self._best_size:
@@ -116,7 +148,20 @@ class SizeLoop:
         self._best, self._best_size = line, size
         if self.tries >= MAX_TRIES:
             return self._end()
-        return FollowUp(too_long(line))
+        return FollowUp(too_long(line), sent_back(line))
+
+    def _judge(self, line: str) -> Next | None:
+        """None for a grounded line (or with no source); else what follows its rejection."""
+        if self.source is None:
+            return None
+        verdict = check(line, self.source, self.min_shared)
+        if verdict.grounded:
+            return None
+        self.rejected = verdict.reason()
+        self.rejections.append(self.rejected)
+        if len(self.rejections) >= MAX_REJECTIONS or self.tries >= MAX_TRIES:
+            return self._end()
+        return FollowUp(not_grounded(verdict.missing, verdict.low_share), sent_back(line))
 
     def stop(self) -> Done | Unusable:
         """End the loop before the next try: the follow-up would not fit the model's window.
@@ -127,7 +172,8 @@ class SizeLoop:
 
     def _end(self) -> Done | Unusable:
         if self._best is None:
-            return self._finish(Unusable())
+            why = self.rejections[-1] if self.rejections else None
+            return self._finish(Unusable(why))
         return self._finish(Done(cut_line(self._best), trimmed=True))
 
     def _finish(self, result: Done | Unusable) -> Done | Unusable:

@@ -10,9 +10,14 @@ No request passes the model's context window (SPEC §3.7, `window.py`): the cont
 oldest lines first, and a node whose task alone cannot fit is cut from its input, never sent.
 
 Only a node's own trouble counts as its failure (SPEC §4.5): an error of the model call, an
-unusable reply, a bug in handling it. What is the setup's fault (a refused key, an unknown model,
-a setting the adapter refuses) pauses the work instead, and so does a disk that cannot take the
-line: neither may cut a node, since neither would be any better for a smaller input.
+unusable reply (a line not true to its input among them, SPEC §4.8), a bug in handling it. What
+is the setup's fault (a refused key, an unknown model, a setting the adapter refuses) pauses the
+work instead, and so does a disk that cannot take the line: neither may cut a node, since neither
+would be any better for a smaller input.
+
+On a server that serves one request at a time, turns go first (`providers/lane.py`): a call
+waits while a turn's call streams, and one a turn's call cut short is sent again once the turn's
+calls are over, neither counted as a failure.
 """
 
 from __future__ import annotations
@@ -28,13 +33,23 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evertalk.chat import Chat, broken_error
+from evertalk.compactor.grounding import MIN_SHARED, source_of
 from evertalk.compactor.line import Done, FollowUp, SizeLoop, Unusable
 from evertalk.compactor.status import CompactorStatus, write_status
 from evertalk.compactor.tasks import leaf_task, merge_task
-from evertalk.compactor.window import context_room, estimate, newest_that_fit, output_cap
+from evertalk.compactor.window import (
+    REPLY_TOKENS,
+    context_room,
+    estimate,
+    newest_that_fit,
+    output_cap,
+    thinks,
+)
 from evertalk.config import redact
 from evertalk.ledger import Ledger
 from evertalk.memory import Node, node_name
+from evertalk.memory.nodes import first, last
+from evertalk.memory.text import leaf_input
 from evertalk.memory.view import render, render_lines
 from evertalk.providers.base import (
     Finished,
@@ -46,6 +61,7 @@ from evertalk.providers.base import (
     Tool,
     Usage,
 )
+from evertalk.providers.lane import TurnLane, Yielded
 from evertalk.providers.layout import compaction_request
 from evertalk.providers.prices import cost as price_of
 from evertalk.store.errors import StoreError
@@ -63,7 +79,7 @@ Warn = Callable[[str], None]
 
 
 class UnusableReply(Exception):
-    """No try of the size loop gave a non-empty line (SPEC §4.4 step 5)."""
+    """No try of the size loop gave a usable line (SPEC §4.4 step 5, §4.8)."""
 
 
 class TooLong(Exception):
@@ -90,6 +106,8 @@ def stored(end: Done | Unusable) -> str:
     """The line to store at the end of a size loop; UnusableReply when no try gave one."""
     if isinstance(end, Done):
         return end.line
+    if end.rejected is not None:
+        raise UnusableReply(f"the model's line was not true to its input ({end.rejected})")
     raise UnusableReply("the model gave no usable line")
 
 
@@ -102,9 +120,11 @@ class CompactorSettings:
     effort: str | None = "high"
     concurrency: int = 8
     deadline: float = 600.0
-    max_tokens: int = 16_000  # a line needs ~170 tokens; the rest is room for thinking
+    max_tokens: int = REPLY_TOKENS  # the reply's cap; room for thoughts is added (`window.py`)
     cache_key: str | None = None
     context_window: int = 200_000  # tokens; no request passes it (the current Anthropic models')
+    local: bool = False  # a local server: its model gets no room for thoughts of its own
+    min_shared: float = MIN_SHARED  # of a line's content words, in its input (SPEC §4.8)
 
 
 class Compactor:
@@ -120,8 +140,10 @@ class Compactor:
         clock: Callable[[], float] = time.monotonic,
         on_warning: Warn | None = None,
         secrets: Sequence[str] = (),
+        lane: TurnLane | None = None,
     ) -> None:
         self.chat = chat
+        self.lane = lane  # turns go first on a server that serves one request at a time
         self.secrets = secrets  # never in a line: a model (or a proxy) may repeat a key
         self.provider = provider
         self.settings = settings
@@ -138,6 +160,7 @@ class Compactor:
         self.setup_error: ProviderError | None = None
         self.calls = 0
         self.built = 0
+        self.rejected = 0  # replies whose line was not true to its input (SPEC §4.8)
         self.cost = 0.0
         self._wake = anyio.Event()
         self._landed = anyio.Event()  # set (and replaced) each time a call ends
@@ -398,33 +421,46 @@ class Compactor:
                 self.on_warning(line)
 
     async def _summarize(self, node: Node) -> str:
-        loop = SizeLoop(self._task(node))
-        context = self._context(node, loop.first_task, self.settings)
+        if self.lane is not None:
+            await self.lane.wait_clear()  # the context is taken when the call can start
+        task, inputs = self._task(node)
+        context, finer = self._context(node, task, self.settings)
+        # a merge may also draw on the finer lines of its own range (its task says so)
+        loop = SizeLoop(task, source_of(*inputs, *finer), self.settings.min_shared)
         followups: list[tuple[str, str]] = []
         while True:
             settings = self.settings  # afresh for every request (see CompactorSettings)
             request = self._request(settings, context, loop.first_task, followups)
             if followups and estimate(request) > settings.context_window:
                 return stored(loop.stop())  # the over-long line sent back would not fit
-            finished = await self._call(node, request)
+            finished, started = await self._call(node, request)
             thinking_only = not finished.text.strip() and any(
                 isinstance(part, Thinking) for part in finished.parts
             )
-            step = loop.take(finished.text, thinking_only)
+            # checked and sent back as it would be stored: a key the model repeats stays out
+            step = loop.take(redact(finished.text, self.secrets), thinking_only)
+            if loop.rejected is not None:
+                self.rejected += 1
+            self._account(node, request, finished.usage, started, rejected=loop.rejected)
             if not isinstance(step, FollowUp):
                 return stored(step)
-            followups.append((finished.text, step.text))
+            followups.append((step.reply, step.text))
 
-    def _context(self, node: Node, task: str, settings: CompactorSettings) -> str:
+    def _context(self, node: Node, task: str, settings: CompactorSettings) -> tuple[str, list[str]]:
         """The node's context (SPEC §3.7), taken once, rendered, and cut to the newest lines
-        that fit the window beside the rest of the request. Raises TooLong when the request
-        does not fit even with no context."""
+        that fit the window beside the rest of the request; and the texts of its lines within
+        the node's own range. Raises TooLong when the request does not fit even with no
+        context."""
         bare = self._request(settings, render([], self.chat.text_of), task, [])
         room = context_room(bare, settings.context_window)
         if room is None:
             raise TooLong
-        lines = list(render_lines(self.chat.core.context(node), self.chat.text_of))
-        return "\n".join(["<chat>", *newest_that_fit(lines, room), "</chat>"])
+        nodes = self.chat.core.context(node)
+        lines = newest_that_fit(list(render_lines(nodes, self.chat.text_of)), room)
+        start = first(node)
+        kept = nodes[len(nodes) - len(lines) :] if lines else []
+        finer = [self.chat.text_of(n) or "" for n in kept if first(n) >= start]
+        return "\n".join(["<chat>", *lines, "</chat>"]), finer
 
     def _request(
         self,
@@ -440,45 +476,75 @@ class Compactor:
             context,
             task,
             followups,
-            output_cap(settings.max_tokens, settings.context_window),
+            output_cap(
+                settings.max_tokens,
+                settings.context_window,
+                thinks(settings.effort, settings.local),
+            ),
             settings.effort,
             settings.cache_key,
         )
 
-    async def _call(self, node: Node, request: Request) -> Finished:
-        started = time.monotonic()
-        answered = False  # whether anything of the response came: it may be billed from then
+    async def _call(self, node: Node, request: Request) -> tuple[Finished, float]:
+        """The call's complete reply, and when its last try started; a turn's call that cuts it
+        short makes it go again once the turns' calls are over (not a failure)."""
+        while True:
+            attempt = _Attempt()
+            try:
+                async with self._turns_first():
+                    return await self._send(node, request, attempt), attempt.started
+            except Yielded:
+                if attempt.answered:  # the server had begun: a call all the same (SPEC §1.8)
+                    self._account(node, request, Usage(), attempt.started, failed=True)
+
+    def _turns_first(self) -> contextlib.AbstractAsyncContextManager[None]:
+        if self.lane is None:
+            return contextlib.nullcontext()
+        return self.lane.compaction()
+
+    async def _send(self, node: Node, request: Request, attempt: _Attempt) -> Finished:
+        """One call through the provider (and its retries), within the deadline. A failed one
+        is accounted for here; a complete one by the caller, once its reply is judged. `attempt`
+        tells the caller, should the lane cut the call short, whether it had been answered."""
+        attempt.started = time.monotonic()
         try:
             with anyio.fail_after(self.settings.deadline):
                 finished: Finished | None = None
                 async for event in self.provider.stream(request):
                     if isinstance(event, Retrying):  # a failed try, sent again
                         if event.usage is not None:  # its response had begun: it was billed
-                            self._account(node, request, event.usage, started, failed=True)
-                        answered = False
-                        started = time.monotonic()
+                            self._account(node, request, event.usage, attempt.started, failed=True)
+                        attempt.answered, attempt.started = False, time.monotonic()
                         continue
-                    answered = True
+                    attempt.answered = True
                     if isinstance(event, Finished):
                         finished = event
                 if finished is None:
                     raise ProviderError("cut", "the reply stream ended before it was complete")
         except ProviderError as error:
-            if refused_locally(error, answered):
+            if refused_locally(error, attempt.answered):
                 raise RefusedLocally(error) from None
-            if answered:  # a cut stream, an error event: a call all the same (SPEC §1.8)
-                self._account(node, request, error.usage or Usage(), started, failed=True)
+            if attempt.answered:  # a cut stream, an error event: a call all the same (SPEC §1.8)
+                usage = error.usage or Usage()
+                self._account(node, request, usage, attempt.started, failed=True)
             raise
         except TimeoutError:  # the deadline: the request went out and the model worked on it
-            self._account(node, request, Usage(), started, failed=True)
+            self._account(node, request, Usage(), attempt.started, failed=True)
             raise
-        self._account(node, request, finished.usage, started)
         return finished
 
     def _account(
-        self, node: Node, request: Request, usage: Usage, started: float, *, failed: bool = False
+        self,
+        node: Node,
+        request: Request,
+        usage: Usage,
+        started: float,
+        *,
+        failed: bool = False,
+        rejected: str | None = None,
     ) -> None:
-        """One model call: counted, priced and written to the ledger."""
+        """One model call: counted, priced and written to the ledger (with why its reply was
+        rejected, when it was not true to its input)."""
         self.calls += 1
         # the request's model, not the settings': they may change while the call runs
         cost = price_of(self.provider.name, request.model, usage)
@@ -493,14 +559,31 @@ class Compactor:
                 duration_ms=(time.monotonic() - started) * 1e3,
                 node=node_name(node),
                 failed=failed,
+                rejected=rejected,
             )
 
-    def _task(self, node: Node) -> str:
+    def _task(self, node: Node) -> tuple[str, list[str]]:
+        """The node's task, and what its line may draw on: its input, with the ids the task
+        names (a line may say which messages it covers)."""
         level, index = node
         if level == 0:
             message = self.chat.store.read_message(index)
-            return leaf_task(index, message.kind, message.text)
+            return leaf_task(index, message.kind, message.text), [
+                leaf_input(message.kind, message.text),
+                str(index),
+            ]
         left, right = (level - 1, 2 * index), (level - 1, 2 * index + 1)
         left_text, right_text = self.chat.text_of(left), self.chat.text_of(right)
         assert left_text is not None and right_text is not None
-        return merge_task(left, left_text, right, right_text)
+        task = merge_task(left, left_text, right, right_text)
+        names = " ".join(node_name(n) for n in (left, right))
+        return task, [left_text, right_text, f"{names} {first(node)} {last(node)}"]
+
+
+@dataclass
+class _Attempt:
+    """One call as `_send` makes it: when its latest try started, and whether anything of the
+    response came (it may be billed from then)."""
+
+    started: float = 0.0
+    answered: bool = False

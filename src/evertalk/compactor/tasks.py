@@ -1,12 +1,15 @@
-"""The texts of a compaction (SPEC §4.3, §4.4): the leaf task, the merge task and the follow-up
-for a line that is too long. Each is one constant template with named fields; the functions
-below only fill them in.
+"""The texts of a compaction (SPEC §4.3, §4.4, §4.8): the leaf task, the merge task, the
+follow-ups for a line that is too long or not true to its input, and the cut copy of an over-long
+reply that goes back in the conversation. Each is one constant template with named fields; the
+functions below only fill them in.
 
 A task goes as the last text block of the compaction's user message, right after the context's
 `</chat>`; it has no leading newline, the request layout adds the separator.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from evertalk.memory.nodes import Node, first, last, node_name
 from evertalk.memory.text import LINE_LIMIT, cut_utf8, flatten, leaf_input, utf8_len
@@ -34,6 +37,15 @@ flattened to one line each; `first` and `last`, the first and last message the m
 CUT_MARK = "[CUT]"
 """Where the limit falls, in the follow-up's copy of an over-long line."""
 
+SENT_BACK_LIMIT = 2 * LINE_LIMIT
+"""The most bytes of an over-long reply that go back as the assistant's message of the size
+loop's conversation. A small model that rambles writes tens of kilobytes; sent back whole, they
+filled its window. Two lines' worth is enough for the model to see what it wrote."""
+
+SENT_BACK = "{head} [CUT: {rest:,} more bytes of this reply are not shown]"
+"""Fields: `head`, the reply's first SENT_BACK_LIMIT bytes, whole characters; `rest`, the bytes
+left out. It starts like CUT_MARK, so that one rule strips either from a reply that copies it."""
+
 TOO_LONG = (
     "Over the limit: your line has {size} bytes; 512 is the maximum. Write the complete line "
     "again for the same input, sacrificing its least important items, only enough of them to "
@@ -41,6 +53,18 @@ TOO_LONG = (
     "{head}" + CUT_MARK
 )
 """Fields: `size`, the line's UTF-8 byte count; `head`, its first 512 bytes, whole characters."""
+
+
+NOT_GROUNDED = (
+    "Not true to the input: {problems}. The line may only state what the input says: copy "
+    "names, numbers, codes and paths from it exactly and invent none. Write the complete line "
+    "again for the same input, within the 512 bytes."
+)
+"""Fields: `problems`, what the check found (`not_grounded`)."""
+
+SHOWN_FACTS = 8
+"""At most this many missing facts are named in the follow-up, each at most SHOWN_FACT bytes."""
+SHOWN_FACT = 60
 
 
 def leaf_task(index: int, kind: str, text: str) -> str:
@@ -65,3 +89,24 @@ def merge_task(left: Node, left_text: str, right: Node, right_text: str) -> str:
 def too_long(line: str) -> str:
     """The follow-up for a processed line over 512 bytes (SPEC §4.4 step 2)."""
     return TOO_LONG.format(size=utf8_len(line), head=cut_utf8(line, LINE_LIMIT))
+
+
+def sent_back(line: str) -> str:
+    """An over-long processed line as it goes back in the conversation: whole up to
+    SENT_BACK_LIMIT bytes, else its head and a note of what was left out."""
+    if utf8_len(line) <= SENT_BACK_LIMIT:
+        return line
+    head = cut_utf8(line, SENT_BACK_LIMIT)
+    return SENT_BACK.format(head=head, rest=utf8_len(line) - utf8_len(head))
+
+
+def not_grounded(missing: Sequence[str], low_share: bool) -> str:
+    """The follow-up for a line not true to its input (SPEC §4.8): `missing`, the facts it
+    states that the input lacks; `low_share`, too few of its words come from the input."""
+    problems: list[str] = []
+    if missing:
+        shown = ", ".join(f"`{cut_utf8(fact, SHOWN_FACT)}`" for fact in missing[:SHOWN_FACTS])
+        problems.append(f"{shown} {'does' if len(missing) == 1 else 'do'} not occur in it")
+    if low_share:
+        problems.append("few of its words come from it")
+    return NOT_GROUNDED.format(problems="; ".join(problems) or "it does not match the input")

@@ -19,16 +19,35 @@ from evertalk.providers.base import BYTES_PER_TOKEN, Request, Text
 
 FOLLOW_UP_ROOM = 4 * 2_048
 """Bytes kept free for the size loop's follow-ups (SPEC §4.4): up to four, each an over-long reply
-sent back (about a kilobyte) and the follow-up that shows its first 512 bytes. One that still does
-not fit ends the loop, as a follow-up that got no shorter does."""
+sent back (cut to about a kilobyte, `tasks.sent_back`) and the follow-up that shows its first 512
+bytes. One that still does not fit ends the loop, as a follow-up that got no shorter does."""
 
 QUARTER = 4
 """A small window keeps three quarters for the prompt: the output cap is at most a quarter."""
 
+REPLY_TOKENS = 1_000
+"""The output cap of a compaction's reply. A line needs about 170 tokens; 1,000 leave room for a
+model that writes a few lines before keeping to one, and stop one that rambles: a small local
+model asked for 16,000 wrote to the end of its window, minutes a call, and its reply sent back
+then overflowed the window."""
 
-def output_cap(max_tokens: int, window: int) -> int:
-    """The output cap of a call: the configured one, at most a quarter of the window."""
-    return min(max_tokens, window // QUARTER)
+THINKING_TOKENS = 15_000
+"""Added to the cap for a hosted model asked to think (an effort other than `none`): its thoughts
+count against the cap (OpenAI's reasoning, Anthropic's adaptive thinking), and a small model was
+measured keeping to the size only with thinking on (SPEC §4.7)."""
+
+
+def output_cap(max_tokens: int, window: int, thinking: bool = False) -> int:
+    """The output cap of a call: the reply's cap, and the room for thoughts when the model is
+    asked to think; at most a quarter of the window."""
+    return min(max_tokens + (THINKING_TOKENS if thinking else 0), window // QUARTER)
+
+
+def thinks(effort: str | None, local: bool) -> bool:
+    """Whether a compaction call is asked to think: an effort other than `none` on a hosted
+    model. A local server's model is not told by the effort, and its thoughts, if it has them,
+    share the reply's cap."""
+    return not local and effort not in (None, "none")
 
 
 def estimate(request: Request) -> int:
