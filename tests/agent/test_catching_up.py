@@ -172,12 +172,12 @@ async def test_the_room_for_the_view_is_exactly_what_the_turns_check_allows(
     fake = AnthropicFake(Script(answer("ok")))
     provider = provider_for(fake)
     try:
-        loop = replace(bare_loop(provider, chat, ctx, tmp_path / "images"), limits=WINDOW)
         opening = "header\nhello"
-        room = loop.view_room(opening)
         frame = len("<chat>\n") + len("\n</chat>")
         ended = []
-        for size in (room, room + 1):
+        for over in (0, 1):  # a loop each: a reply's usage would teach the next its own rate
+            loop = replace(bare_loop(provider, chat, ctx, tmp_path / "images"), limits=WINDOW)
+            size = loop.view_room(opening) + over
             view = "<chat>\n" + "x" * (size - frame) + "\n</chat>"
             ended.append((await loop.run(view, opening, size)).event.reason)
     finally:

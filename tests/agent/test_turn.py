@@ -213,13 +213,13 @@ async def test_the_context_budget_stops_the_loop(home: Path, tmp_path: Path) -> 
         script().push(reply(ToolCall("read", {"path": str(big)})), answer("never sent"))
     )
     # the first call fits; the second carries the file and no longer does
-    limits = Limits(max_tokens=1000, context_budget=12_000)
+    limits = Limits(max_tokens=1000, context_budget=8_000)
     async with opened(home, fake, limits=limits) as agent:
         agent.submit("read the big file")
         seen = await collect_turn(agent)
     ended = seen[-1]
     assert isinstance(ended, TurnEnded) and ended.reason == "context_full"
-    assert ended.error is not None and "12,000" in ended.error
+    assert ended.error is not None and "8,000" in ended.error
     assert len(turn_bodies(fake)) == 1
     log = log_of(home)
     assert [kind for kind, _ in log] == ["user", "tool", "echo", "echo"]

@@ -4,6 +4,7 @@ paused; a cancel. Each stop is said in the log by one `echo`, logged once."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from evertalk.agent.events import AgentEvent, Delivered, TextDelta, ToolStarted,
 from evertalk.agent.tools import ToolContext
 from evertalk.agent.turn import Limits
 from evertalk.chat import Chat
+from evertalk.memory import Budget
 from evertalk.providers.anthropic import AnthropicProvider
+from evertalk.providers.base import BYTES_PER_TOKEN
 from fakes import AnthropicFake, OpenAIFake, ToolCall, reply, slow
 from fakes import chat as answer
 from providers.fake_http import Script as HttpScript
@@ -74,7 +77,7 @@ async def test_a_message_held_when_the_context_budget_ends_the_turn_opens_the_ne
     big.write_text("line of a big file\n" * 2000)  # ~13,000 tokens by estimate: the next call
     slow_read = ToolCall("shell", {"command": f"sleep 0.3; cat {big}"})
     fake = AnthropicFake(script().push(reply(slow_read), answer("Noted.")))
-    limits = Limits(max_tokens=1000, context_budget=12_000)
+    limits = Limits(max_tokens=1000, context_budget=8_000)
     async with opened(home, fake, granted=["shell"], limits=limits) as agent:
         agent.submit("read the big file")
         seen = await collect_turn(agent, turns=2, on=steer_on_tool(agent))
@@ -221,3 +224,41 @@ async def test_a_cancel_while_the_reply_streams_is_logged_once(home: Path) -> No
     ]
     stop = records_of(home)[-1]
     assert stop["key"] == "turn-0-stop"
+
+
+# --- a small window ----------------------------------------------------------------------------
+
+
+async def test_a_message_no_window_could_answer_is_not_logged(home: Path) -> None:
+    """Logged, it would only make every later view longer (and the turn's stop note with it)."""
+    fake = AnthropicFake(script().push(answer("never sent")))
+    limits = Limits(max_tokens=1000, context_budget=8_000)
+    async with opened(home, fake, limits=limits) as agent:
+        agent.submit("please read this: " + "a long pasted text " * 3_000)  # ~19,000 tokens
+        seen = await collect_turn(agent)
+        assert agent.chat.t == 0
+    ended = seen[-1]
+    assert isinstance(ended, TurnEnded) and ended.reason == "context_full"
+    assert ended.error is not None and "not logged" in ended.error and "8,000" in ended.error
+    assert turn_bodies(fake) == []
+
+
+async def test_a_chat_too_big_for_a_small_window_is_refitted_and_answered(home: Path) -> None:
+    """200 messages (22 KB of view) and an 8K window: the views' budgets follow the window, the
+    saved views are refitted once, and every turn goes through (before: each was refused)."""
+    with Chat.open(home / "chat") as chat:
+        for k in range(200):
+            chat.append("user" if k % 2 else "ever", f"message {k}: " + "the nightly backup " * 5)
+    with (home / "config.toml").open("a") as config:
+        config.write("\n[turn]\ncontext_window = 8192\n")
+    fake = AnthropicFake(script().push(answer("first"), answer("second")))
+    async with opened(home, fake) as agent:
+        assert agent.chat.core.budget == Budget.for_window(8_192)
+        assert any("budget changed" in warning for warning in agent.chat.warnings)
+        for text in ("hello", "and again"):
+            agent.submit(text)
+            seen = await collect_turn(agent)
+            assert [e.reason for e in seen if isinstance(e, TurnEnded)] == ["done"]
+    bodies = turn_bodies(fake)
+    assert len(bodies) == 2
+    assert all(len(json.dumps(body)) < 8_192 * BYTES_PER_TOKEN for body in bodies)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 
@@ -181,7 +181,8 @@ class ViewWait:
         """The view fitted to `room`, and whether it fits (not even the coarsest may)."""
         core = self.chat.core
         fitted = fit(core.view, core.t, core.tree, room)
-        return fitted, rendered_size(fitted.lines, shown_size(core.tree)) <= room
+        fits = rendered_size(fitted.lines, shown_size(core.tree)) <= room
+        return (fitted if fits else replace(fitted, fits=False)), fits
 
     def _unbuilt(self, fitted: Fitted) -> list[Node]:
         tree = self.chat.core.tree

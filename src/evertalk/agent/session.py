@@ -48,6 +48,7 @@ from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
 from evertalk.agent.retry import BUSY, NothingToRetry, Retried, find_unanswered, turn_id
 from evertalk.agent.subagents import AgentLog, Subagents
+from evertalk.agent.tokens import TokenEstimate
 from evertalk.agent.tools import Toolbox, ToolContext
 from evertalk.agent.tools.sandbox import Sandbox
 from evertalk.agent.turn import (
@@ -73,10 +74,12 @@ from evertalk.config import (
     secret_values,
 )
 from evertalk.ledger import Ledger, ledger_path
+from evertalk.memory.budget import Budget
 from evertalk.memory.coarse import Fitted, render, summaries_to_go
 from evertalk.memory.text import valid_unicode
 from evertalk.prompts import TOOLS, turn_header
 from evertalk.providers.base import Image, Provider
+from evertalk.providers.lane import turns_first
 from evertalk.runtime import Runtime, cache_key
 from evertalk.store.errors import StoreError
 
@@ -200,6 +203,7 @@ class Agent:
         self.workdir = workdir
         self.clock = clock
         self.limits = limits
+        self.estimate = TokenEstimate()  # tokens from bytes, measured over the session's calls
         self.model = runtime.config.model
         self.secrets = secret_values(runtime.config)
         self.sandbox = Sandbox.configured(runtime.config.tools)  # one for the turn and subagents
@@ -265,20 +269,26 @@ class Agent:
             problem = configuration_problem(home, runtime.config)
             if problem is not None:
                 raise NotConfigured(problem)
-        chat = Chat.open(home / "chat")
+        # the views' budgets follow the turn model's window (a change refits them, said once)
+        budget = Budget.for_window(runtime.config.turn.context_window)
+        chat = Chat.open(home / "chat", budget=budget)
         try:
             if provider is None:
                 provider = runtime.provider()
+            # its own provider when the compactor calls another server; a given one serves both
+            memory_provider = runtime.memory_provider(provider) if own else provider
+            lane = runtime.turn_lane()  # turns first on a server that serves one at a time
             ledger = Ledger(ledger_path(home))
             try:
                 compactor = Compactor(
                     chat,
-                    provider,
+                    memory_provider,
                     runtime.compactor_settings(),
                     system=runtime.system,
                     tools=TOOLS,
                     ledger=ledger,
                     secrets=secret_values(runtime.config),
+                    lane=lane,
                 )
                 policy = Policy(
                     runtime.config.tools, granted=granted, interactive=asker is not None
@@ -290,7 +300,7 @@ class Agent:
                             home=home,
                             runtime=runtime,
                             chat=chat,
-                            provider=provider,
+                            provider=turns_first(provider, lane),
                             compactor=compactor,
                             toolbox=Toolbox(policy, asker),
                             ledger=ledger,
@@ -326,6 +336,8 @@ class Agent:
                 if own:
                     with anyio.CancelScope(shield=True):
                         await provider.aclose()
+                        if memory_provider is not provider:
+                            await memory_provider.aclose()
         finally:
             chat.close()
 
@@ -511,6 +523,7 @@ class Agent:
             on_cost=self._add_cost,
             limits=self.limits,
             cache_key=self.cache_key if master else self.subagent_cache_key,
+            estimate=self.estimate,
         )
 
     def _log_held(self, held: list[Held]) -> list[int]:
@@ -606,13 +619,29 @@ class Agent:
 
         fitted = await self.view_wait.ready(self._emit, room)
         held = self._take_held()
-        view = self._render(fitted)
         self._opened = True
+        if not fitted.fits:
+            return self._unanswerable(held)
+        view = self._render(fitted)
         ids = self._log_held(held)
         self._emit(TurnStarted(ids))
         turn = turn_id(held, ids, self.chat.t)  # ids[0], but for a retried message alone
         ending = await loop.run(view, self._opening(held), turn, _images(held))
         return ending.event
+
+    def _unanswerable(self, held: list[Held]) -> TurnEnded:
+        """A message too long for the model's window even beside the coarsest view: no turn
+        could answer it, so it is not logged (logged, with a note that the turn stopped, it
+        would only make every later view longer). Retried messages were logged before."""
+        fresh = [message for message in held if not isinstance(message, Retried)]
+        window = self.limits.context_budget
+        what = "this message does not" if len(fresh) <= 1 else "these messages do not"
+        why = (
+            f"{what} fit the model's context window ({window:,} tokens) beside even the "
+            "shortest view of the chat, so no reply could be made; not logged: shorten it, or "
+            "choose a model with a larger window ([turn] context_window)"
+        )
+        return TurnEnded("context_full", why)
 
     def _opening(self, held: Sequence[Held]) -> str:
         return turn_header(self.clock()) + "\n" + "\n\n".join(m.text for m in held)

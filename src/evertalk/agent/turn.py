@@ -39,6 +39,7 @@ import anyio
 
 from evertalk.agent import events
 from evertalk.agent.images import ImageStore
+from evertalk.agent.tokens import TokenEstimate
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
 from evertalk.ledger import Ledger
 from evertalk.providers.base import (
@@ -186,6 +187,8 @@ class TurnLoop:
     on_cost: Callable[[float], None] = lambda cost: None
     limits: Limits = Limits()
     cache_key: str | None = None
+    estimate: TokenEstimate = field(default_factory=TokenEstimate)
+    """Tokens from bytes: the session's, measured over its calls (see tokens.py)."""
     _running: tuple[str, str] | None = field(default=None, init=False, repr=False)
     """The tool that runs now, and the key of its `echo`."""
 
@@ -261,7 +264,7 @@ class TurnLoop:
     async def _loop(self, view: str, tail: list[Part], turn_id: int | str) -> Ending:
         steps: list[Message] = []
         request = self._request(view, tail, steps)
-        needed = self._estimate(request) + self.limits.max_tokens
+        needed = self.estimate.tokens(_request_bytes(request)) + self.limits.max_tokens
         for step in range(self.limits.max_steps + 1):
             # whether another call can be made is decided before held messages are taken: a
             # message logged as delivered must reach the model (else it opens the next turn)
@@ -280,7 +283,12 @@ class TurnLoop:
             steps += answer
             added = _bytes_of(answer[-1].parts) if answer[-1].role == "user" else 0
             usage = finished.usage
-            needed = usage.prompt + usage.output + added // BYTES_PER_TOKEN + self.limits.max_tokens
+            if usage.reported:
+                added_tokens = self.estimate.tokens(added)
+                needed = usage.prompt + usage.output + added_tokens + self.limits.max_tokens
+            else:  # the server said nothing: count the next request's bytes
+                following = _request_bytes(self._request(view, tail, steps))
+                needed = self.estimate.tokens(following) + self.limits.max_tokens
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _no_room(self, turn_id: int | str, step: int, needed: int) -> Ending | None:
@@ -351,11 +359,6 @@ class TurnLoop:
         why = "the provider paused the reply, and it ended with nothing to resume from"
         return self._end(turn_id, "error", why, "\n\n".join(step.replies))
 
-    def _estimate(self, request: Request) -> int:
-        """Tokens of the first request's prompt, from its bytes (later calls count from the
-        previous call's usage)."""
-        return _request_bytes(request) // BYTES_PER_TOKEN
-
     def view_room(self, opening: str, images: Sequence[Image] = ()) -> int:
         """The most bytes of rendered view the turn's first call can carry and still pass
         `_no_room`, by the same estimate, with this opening text and these images (negative:
@@ -363,8 +366,7 @@ class TurnLoop:
         before the turn starts, so that the turn never fails for it (SPEC §6.2)."""
         bare = _request_bytes(self._request("", [Text(opening), *images], []))
         allowed = self.limits.context_budget - self.limits.max_tokens  # tokens of prompt
-        # `needed` = bytes // BYTES_PER_TOKEN + max_tokens must not pass the budget
-        return (allowed + 1) * BYTES_PER_TOKEN - 1 - bare
+        return self.estimate.bytes_for(allowed) - bare
 
     async def _call(self, request: Request, turn_id: int | str, step: _Step) -> Finished:
         started = time.monotonic()
@@ -388,6 +390,8 @@ class TurnLoop:
                 self._account(error.usage or Usage(reported=False), started, turn_id, failed=True)
             raise
         usage = finished.usage
+        if usage.reported:
+            self.estimate.observe(_request_bytes(request), usage.prompt)
         cost = self._account(usage, started, turn_id)
         self.emit(
             events.CallUsage(

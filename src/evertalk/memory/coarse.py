@@ -149,6 +149,8 @@ class Fitted:
 
     lines: list[Node]
     coarse_end: int = 0
+    fits: bool = True
+    """False when not even these lines fit the room they were fitted to."""
 
 
 def fit(view: View, t: int, nodes: BuiltNodes, room: int) -> Fitted:
