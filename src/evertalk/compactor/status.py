@@ -50,7 +50,10 @@ def catch_up_seconds(to_go: int, rate: float | None, concurrency: int = CALLS_AT
 
 
 def write_status(chat_dir: Path, status: CompactorStatus) -> None:
-    write_atomic(chat_dir / STATUS_NAME, json.dumps(asdict(status)).encode())
+    """Not synced: the status is for other processes to read while this one runs, and a status
+    torn by a power cut names a process that is gone (read as None)."""
+    data = json.dumps(asdict(status)).encode()
+    write_atomic(chat_dir / STATUS_NAME, data, durable=False)
 
 
 def read_status(chat_dir: Path) -> CompactorStatus | None:

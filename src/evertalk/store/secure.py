@@ -76,16 +76,20 @@ def read_all(fd: int, length: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new content."""
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new content.
+    `durable` False skips the fsyncs, for a file that is only ever a hint (a power cut may then
+    leave it empty; a process crash cannot)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
         # A leftover temporary file from a crash keeps its old mode unless we set it.
         os.fchmod(fd, FILE_MODE)
         write_all(fd, data)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
