@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
+
+from fakes import LoopbackServer, SwitchApp
 
 # `make test` (and CI) run the property tests derandomized, on a fixed budget, with no example
 # database: the same examples on every machine, so a run never fails by chance. `make explore`
@@ -19,3 +22,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def anyio_backend() -> str:
     """The anyio tests run on asyncio, the loop the app itself uses."""
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def loopback() -> Iterator[tuple[SwitchApp, str]]:
+    """One uvicorn server on 127.0.0.1 for the session, serving the fake of the current test."""
+    switch = SwitchApp()
+    server = LoopbackServer(switch)
+    url = server.start()
+    yield switch, url
+    server.stop()

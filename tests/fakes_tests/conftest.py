@@ -7,19 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from starlette.types import ASGIApp
 
-from fakes import LoopbackServer, SwitchApp
-
 Expose = Callable[[ASGIApp], ASGIApp | str]
-
-
-@pytest.fixture(scope="session")
-def loopback() -> Iterator[tuple[SwitchApp, str]]:
-    """One uvicorn server on 127.0.0.1 for the session, serving the fake of the current test."""
-    switch = SwitchApp()
-    server = LoopbackServer(switch)
-    url = server.start()
-    yield switch, url
-    server.stop()
 
 
 @pytest.fixture(params=["in-process", "loopback"])

@@ -35,7 +35,6 @@ from evertalk.usage_cli import format_summary
 from fakes import (
     IN_PROCESS_URL,
     Call,
-    LoopbackServer,
     OpenAIFake,
     Script,
     SwitchApp,
@@ -58,15 +57,6 @@ ONCE = RetryPolicy(tries=1)  # these tests look at one try; test_retry.py covers
 QUICK = RetryPolicy(tries=3, base_delay=0.0)
 KEY = "sk-test-key-for-a-local-server-1234"
 ZOOM = Tool("zoom", "Open a line.", {"type": "object", "properties": {"id": {"type": "integer"}}})
-
-
-@pytest.fixture(scope="module")
-def loopback() -> Iterator[tuple[SwitchApp, str]]:
-    switch = SwitchApp()
-    server = LoopbackServer(switch)
-    url = server.start()
-    yield switch, url
-    server.stop()
 
 
 @pytest.fixture(params=["in-process", "loopback"])
