@@ -183,6 +183,24 @@ def test_context_window_and_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     }
 
 
+def test_tools_are_on_unless_switched_off(tmp_path: Path) -> None:
+    assert load_config(tmp_path, {}).turn.tools == "on"
+    write(tmp_path, '[turn]\ntools = "off"\n')
+    config = load_config(tmp_path, {})
+    assert config.turn.tools == "off"
+    save_config(tmp_path, config)  # kept as the user wrote it
+    assert tomllib.loads((tmp_path / "config.toml").read_text()) == {"turn": {"tools": "off"}}
+    made = Config(turn=TurnConfig(tools="off"))
+    save_config(tmp_path, made)
+    assert load_config(tmp_path, {}) == made
+
+
+@pytest.mark.parametrize(("value", "shown"), [('"no"', "'no'"), ("false", "False")])
+def test_tools_take_on_or_off_only(tmp_path: Path, value: str, shown: str) -> None:
+    path = write(tmp_path, f"[turn]\ntools = {value}\n")
+    assert error_of(tmp_path) == f'{path}: `turn.tools` must be "on" or "off", not {shown}'
+
+
 def test_the_workdir_must_exist(tmp_path: Path) -> None:
     path = write(tmp_path, 'workdir = "~/no-such-folder-for-evertalk"\n')
     missing = Path("~/no-such-folder-for-evertalk").expanduser()

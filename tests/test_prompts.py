@@ -15,11 +15,14 @@ from evertalk.memory.coarse import coarse_text
 from evertalk.memory.text import PLACEHOLDER
 from evertalk.prompts import (
     INSTRUCTIONS_HEADING,
+    NO_TOOLS_HEADING,
+    NO_TOOLS_NOTE,
     SECTION_HEADINGS,
     SYSTEM_PROMPT,
     TOOLS,
     TURN_MARKER,
     system_text,
+    system_text_without_tools,
     turn_header,
 )
 
@@ -152,6 +155,16 @@ def test_system_text_is_byte_stable_across_days() -> None:
 @pytest.mark.parametrize("empty", ["", "\n", "  \n\t"])
 def test_no_instructions_gives_the_prompt_alone(empty: str) -> None:
     assert system_text(empty) == SYSTEM_PROMPT
+
+
+def test_without_tools_the_note_comes_before_the_users_instructions() -> None:
+    assert system_text_without_tools("") == f"{SYSTEM_PROMPT}\n\n{NO_TOOLS_NOTE}"
+    text = system_text_without_tools("Prefer small commits.\n")
+    assert text == system_text_without_tools("Prefer small commits.")  # byte-stable
+    assert text.startswith(SYSTEM_PROMPT + "\n\n" + NO_TOOLS_HEADING + "\n")
+    assert text.endswith(f"{NO_TOOLS_NOTE}\n\n{INSTRUCTIONS_HEADING}\n\nPrefer small commits.")
+    for line in NO_TOOLS_NOTE.split("\n")[1:]:  # whole paragraphs, as in the prompt
+        assert not line or line[-1] == "."
 
 
 # -- tool definitions ---------------------------------------------------------------------------

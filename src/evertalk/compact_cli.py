@@ -23,7 +23,6 @@ from evertalk.config import ConfigError, secret_values
 from evertalk.ledger import Ledger, ledger_path
 from evertalk.memory.budget import Budget
 from evertalk.memory_cli import report_warnings
-from evertalk.prompts import TOOLS
 from evertalk.providers.base import ProviderError
 from evertalk.runtime import Runtime
 from evertalk.store.errors import StoreError
@@ -57,7 +56,7 @@ def run_compact(home: Path) -> int:
             provider,
             runtime.compactor_settings(),
             system=runtime.system,
-            tools=TOOLS,
+            tools=runtime.tools,  # the turns' list: one cached prefix for both
             ledger=ledger,
             on_warning=_warn,
             secrets=secret_values(runtime.config),

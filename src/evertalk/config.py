@@ -50,9 +50,11 @@ from evertalk.terminal_text import escape_controls
 
 ProviderName = Literal["anthropic", "openai", "openrouter", "ollama", "llamacpp", "vllm"]
 Policy = Literal["allow", "ask", "deny"]
+ToolSwitch = Literal["on", "off"]
 
 PROVIDERS: Final[tuple[str, ...]] = get_args(ProviderName)
 POLICIES: Final[tuple[str, ...]] = get_args(Policy)
+TOOL_SWITCH: Final[tuple[str, ...]] = get_args(ToolSwitch)
 EFFORTS: Final = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 LOCAL_PROVIDERS: Final = ("ollama", "llamacpp", "vllm")
 
@@ -184,10 +186,15 @@ class MemoryConfig:
 class TurnConfig:
     """`[turn]`: None leaves the reasoning effort to the model, and `context_window` None means
     the session's default (`CONTEXT_BUDGET` of `agent/turn.py`, which this module does not import:
-    the turn pulls in anyio and the tools, and `memory status` must start fast)."""
+    the turn pulls in anyio and the tools, and `memory status` must start fast).
+
+    `tools = "off"` offers the model no tools at all, in turns and compactions alike (they share
+    one prompt prefix): for a small local model that never calls them and instead makes up what
+    they would have returned."""
 
     effort: str | None = None
     context_window: int | None = None
+    tools: ToolSwitch = "on"
 
 
 SandboxMode = Literal["auto", "require", "off"]
@@ -310,6 +317,7 @@ KEYS: Final = (
     "memory.max_tokens",
     "turn.effort",
     "turn.context_window",
+    "turn.tools",
     "tools.shell",
     "tools.read",
     "tools.write",
@@ -522,6 +530,10 @@ def _check(key: str, value: object, where: Path | str) -> Value:
         if value not in POLICIES:
             raise fail("allow, ask or deny")
         return value
+    if key == "turn.tools":
+        if value not in TOOL_SWITCH:
+            raise fail('"on" or "off"')
+        return value
     if key.endswith(".effort"):
         if value not in EFFORTS:
             raise fail("one of " + ", ".join(EFFORTS))
@@ -616,6 +628,7 @@ def _build(values: Mapping[str, Value]) -> Config:
         turn=TurnConfig(
             effort=cast("str | None", get("turn.effort", None)),
             context_window=cast("int | None", get("turn.context_window", None)),
+            tools=cast(ToolSwitch, get("turn.tools", "on")),
         ),
         tools=tools,
         workdir=cast("str | None", get("workdir", None)),
@@ -667,6 +680,7 @@ def _flatten(config: Config) -> dict[str, Value]:
         "memory.max_tokens": memory.max_tokens,
         "turn.effort": config.turn.effort,
         "turn.context_window": config.turn.context_window,
+        "turn.tools": config.turn.tools,
         "tools.shell": tools.shell,
         "tools.read": tools.read,
         "tools.write": tools.write,

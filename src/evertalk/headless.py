@@ -1,13 +1,13 @@
 """`evertalk -p MESSAGE`: one turn without a terminal app.
 
 The turn runs as any other (the settle wait included) and its final reply goes to standard
-output, a warning about the summaries (`memory: …`) to standard error. With `--json`, every event
-goes to standard output as one JSON line instead, as it happens. Tools whose policy is `ask` do
-not run (no one can be asked) unless `--allow` grants them for this run. If the turn starts
-subagents, the run goes on until they have reported and the turns their reports start have
-ended: a subagent is never left cut off halfway. Compaction calls still running then are let
-finish, and no other starts (a line on standard error says how many; Ctrl+C skips the wait):
-each is paid for, and its line is kept.
+output, a warning about the summaries (`memory: …`) or about a model that calls no tools
+(`tools: …`) to standard error. With `--json`, every event goes to standard output as one JSON
+line instead, as it happens. Tools whose policy is `ask` do not run (no one can be asked) unless
+`--allow` grants them for this run. If the turn starts subagents, the run goes on until they
+have reported and the turns their reports start have ended: a subagent is never left cut off
+halfway. Compaction calls still running then are let finish, and no other starts (a line on
+standard error says how many; Ctrl+C skips the wait): each is paid for, and its line is kept.
 
 `evertalk -p --retry` runs the turn again for the last message that has no reply (its turn
 failed), without logging the message a second time (`Agent.retry`); a stopped turn's line says
@@ -43,6 +43,7 @@ from evertalk.agent.events import (
     Retrying,
     Settling,
     ToolStarted,
+    ToolsUnused,
     TurnEnded,
     TurnStarted,
     catching_up_text,
@@ -214,7 +215,7 @@ class ReplyPrinter:
             self.replies.append(event.text)
         elif isinstance(event, Settling) and self.err.isatty():
             print(f"waiting for {event.unbuilt} summaries…", file=self.err, flush=True)
-        elif isinstance(event, MemoryWarning):  # not the reply's: standard output stays the reply
+        elif isinstance(event, MemoryWarning | ToolsUnused):  # standard output stays the reply
             print(escape_controls(event.text), file=self.err, flush=True)
         elif isinstance(event, Retrying):  # a model call tried again: said as warnings are
             print(escape_controls(event.line), file=self.err, flush=True)

@@ -125,10 +125,37 @@ def system_text(instructions: str) -> str:
 
     Byte-stable: the same instructions always give the same text.
     """
+    return _with_instructions(SYSTEM_PROMPT, instructions)
+
+
+def _with_instructions(prompt: str, instructions: str) -> str:
     body = instructions.strip()
     if not body:
-        return SYSTEM_PROMPT
-    return f"{SYSTEM_PROMPT}\n\n{INSTRUCTIONS_HEADING}\n\n{body}"
+        return prompt
+    return f"{prompt}\n\n{INSTRUCTIONS_HEADING}\n\n{body}"
+
+
+NO_TOOLS_HEADING = "## No tools in this chat"
+
+NO_TOOLS_NOTE = _unwrap(
+    f"""
+{NO_TOOLS_HEADING}
+
+The user has switched tools off: no call offers any, so what this prompt says about tools and
+zooming does not apply. You cannot zoom, run a command, or read or change a file. Answer from
+`<chat>` and what you already know, and when a request needs a tool, tell the user so. Never write
+as if you had run something or seen its output.
+"""
+)
+"""Told to a model offered no tools (`[turn] tools = "off"`): a small model that is described
+tools it lacks tends to narrate their use and invent what they returned."""
+
+
+def system_text_without_tools(instructions: str) -> str:
+    """`system_text` for a chat whose calls offer no tools: the note goes after the prompt's
+    own sections and before the user's instructions, which keep their heading last. Byte-stable
+    like `system_text`, since turns and compactions share it."""
+    return _with_instructions(f"{SYSTEM_PROMPT}\n\n{NO_TOOLS_NOTE}", instructions)
 
 
 # -- tool definitions ---------------------------------------------------------------------------

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from evertalk.config import LOCAL_PROVIDERS, Config, ConfigError, Secret, load_config
-from evertalk.prompts import system_text
+from evertalk.prompts import TOOLS, system_text, system_text_without_tools
 
 if TYPE_CHECKING:
     from evertalk.compactor.service import CompactorSettings
-    from evertalk.providers.base import Provider, Request
+    from evertalk.providers.base import Provider, Request, Tool
     from evertalk.providers.lane import TurnLane
 
 INSTRUCTIONS_NAME = "instructions.md"
@@ -33,7 +33,14 @@ class Runtime:
     @classmethod
     def load(cls, home: Path) -> Runtime:
         config = load_config(home)
-        return cls(home, config, system_text(read_instructions(home)))
+        compose = system_text if config.turn.tools == "on" else system_text_without_tools
+        return cls(home, config, compose(read_instructions(home)))
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The tools every call carries: all of them, or none with `[turn] tools = "off"`.
+        Compactions carry the turns' list too, so that both keep one cached prefix (SPEC §4.2)."""
+        return TOOLS if self.config.turn.tools == "on" else []
 
     def provider(self) -> Provider:
         """The configured provider, its calls passing through one prefix gate (SPEC §4.6). Its

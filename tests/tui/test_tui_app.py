@@ -33,6 +33,7 @@ from tui_support import (
 
 from evertalk.agent.policy import DENIED
 from evertalk.agent.subagents import stop_report
+from evertalk.agent.tool_watch import QUIET_TURNS
 from evertalk.chat import Chat
 from evertalk.memory.text import LINE_LIMIT
 from evertalk.store.records import MessageRecord
@@ -595,6 +596,26 @@ async def test_a_failed_summary_shows_a_memory_row_and_the_status_bar_counts_it(
         ]
         assert app.query(NoteRow).last().has_class("memory")
         await wait_until(pilot, lambda: "· 1 summary failed · " in bar.text)
+
+
+def answered(app: ChatApp, count: int) -> bool:
+    """`count` replies shown, and no turn running."""
+    return len(replies(app)) == count and not app._agent().busy
+
+
+async def test_a_model_that_calls_no_tools_gets_a_row_and_a_mark_in_the_bar(home: Path) -> None:
+    fake = AnthropicFake(script())  # every turn a plain reply, no tool call
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        bar = app.query_one(StatusBar)
+        for n in range(1, QUIET_TURNS + 1):
+            assert "tools unused" not in bar.text
+            await enter_line(pilot, f"message {n}")
+            await wait_until(pilot, partial(answered, app, n))
+        await wait_until(pilot, lambda: any(t.startswith("tools: ") for t in notes(app)))
+        (row,) = [row for row in app.query(NoteRow) if row.text.startswith("tools: ")]
+        assert f"{MODEL} was offered tools" in row.text and row.has_class("error")
+        assert bar.text.startswith(f"{MODEL} · tools unused · mem ")
 
 
 # -- what a user ran into -----------------------------------------------------------------------

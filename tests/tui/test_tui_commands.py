@@ -226,6 +226,14 @@ def test_the_status_line_fits_its_width_dropping_the_least_first() -> None:
     assert status_line(busy, 20) == "claude-sonnet-5-5…"  # cut only as a last resort
 
 
+def test_the_status_line_keeps_a_model_that_calls_no_tools_in_view() -> None:
+    unused = status(tools_unused=True, busy=True)
+    assert status_line(unused).startswith("claude-sonnet-5-5 · tools unused · mem 84K/128K · ")
+    assert status_line(unused, 64) == "claude-sonnet-5-5 · tools unused · mem 84K/128K · working"
+    assert status_line(unused, 50) == "claude-sonnet-5-5 · mem 84K/128K · working"
+    assert "tools unused" not in status_line(status())
+
+
 def test_the_write_question_counts_lines_in_words() -> None:
     assert describe_call("write", {"path": "out.txt", "content": "one\n"}).startswith(
         "out.txt: 1 line\n"

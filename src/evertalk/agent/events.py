@@ -127,6 +127,16 @@ class MemoryWarning:
     text: str
 
 
+@dataclass(frozen=True)
+class ToolsUnused:
+    """The turn model was offered tools in its first `turns` turns of the session that ended
+    normally and called none: its replies may tell of commands it never ran. Said once; never
+    when `[turn] tools` is off. One line, `tools: …`."""
+
+    turns: int
+    text: str
+
+
 AgentEvent = (
     Settling
     | CatchingUp
@@ -140,5 +150,6 @@ AgentEvent = (
     | TurnEnded
     | CallUsage
     | MemoryWarning
+    | ToolsUnused
     | Retrying
 )

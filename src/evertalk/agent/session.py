@@ -49,6 +49,7 @@ from evertalk.agent.policy import Policy
 from evertalk.agent.retry import BUSY, NothingToRetry, Retried, find_unanswered, turn_id
 from evertalk.agent.subagents import AgentLog, Subagents
 from evertalk.agent.tokens import TokenEstimate
+from evertalk.agent.tool_watch import ToolWatch
 from evertalk.agent.tools import Toolbox, ToolContext
 from evertalk.agent.tools.sandbox import Sandbox
 from evertalk.agent.turn import (
@@ -77,7 +78,7 @@ from evertalk.ledger import Ledger, ledger_path
 from evertalk.memory.budget import Budget
 from evertalk.memory.coarse import Fitted, render, summaries_to_go
 from evertalk.memory.text import valid_unicode
-from evertalk.prompts import TOOLS, turn_header
+from evertalk.prompts import turn_header
 from evertalk.providers.base import Image, Provider
 from evertalk.providers.lane import turns_first
 from evertalk.runtime import Runtime, cache_key
@@ -139,6 +140,7 @@ class AgentStatus:
     compactor_failed: int = 0  # nodes waiting to be tried again after a failure
     compactor_error: str | None = None  # the latest one, as `12+1: why`
     catching_up: CatchingUp | None = None  # the memory is far behind: how far, how long
+    tools_unused: bool = False  # said to call no tools, and none called since (`tool_watch.py`)
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,7 @@ class Agent:
         self.limits = limits
         self.estimate = TokenEstimate()  # tokens from bytes, measured over the session's calls
         self.model = runtime.config.model
+        self.tool_watch = ToolWatch(offered=bool(runtime.tools))
         self.secrets = secret_values(runtime.config)
         self.sandbox = Sandbox.configured(runtime.config.tools)  # one for the turn and subagents
         self.view_wait = ViewWait(
@@ -285,7 +288,7 @@ class Agent:
                     memory_provider,
                     runtime.compactor_settings(),
                     system=runtime.system,
-                    tools=TOOLS,
+                    tools=runtime.tools,
                     ledger=ledger,
                     secrets=secret_values(runtime.config),
                     lane=lane,
@@ -380,6 +383,8 @@ class Agent:
         by that model. A bad name or a file that cannot be written is a ConfigError (one
         line), and then nothing changes."""
         save_models(self.home, model=model)
+        if model != self.model:
+            self.tool_watch.restart()
         self.model = model
         self._changed()
 
@@ -432,6 +437,7 @@ class Agent:
             compactor_failed=compactor.failed,
             compactor_error=compactor.last_error,
             catching_up=self._behind(),
+            tools_unused=self.tool_watch.unused,
         )
 
     def _behind(self) -> CatchingUp | None:
@@ -449,6 +455,13 @@ class Agent:
     def _emit(self, event: AgentEvent) -> None:
         if isinstance(event, ReplyLogged):  # shown (and printed by -p) as it was logged
             event = ReplyLogged(redact(event.text, self.secrets))
+        # the notice goes before the turn's end that makes it due: `-p` stops reading there
+        notice = self.tool_watch.observe(event, self.model)
+        if notice is not None:
+            self._send(notice)
+        self._send(event)
+
+    def _send(self, event: AgentEvent) -> None:
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._sender.send_nowait(event)
 
@@ -511,7 +524,7 @@ class Agent:
             model=self.model,
             effort=self.runtime.config.turn.effort,
             system=self.runtime.system,
-            tools=TOOLS,
+            tools=self.runtime.tools,
             toolbox=self.toolbox,
             context=context,
             log=log,

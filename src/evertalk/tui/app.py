@@ -51,6 +51,7 @@ from evertalk.agent.events import (
     ThinkingDelta,
     ToolFinished,
     ToolStarted,
+    ToolsUnused,
     TurnEnded,
     TurnStarted,
     catching_up_text,
@@ -402,6 +403,9 @@ class ChatApp(App[int]):
             self.refresh_status()
         elif isinstance(event, MemoryWarning):
             await self._add(NoteRow(event.text, classes="memory"))
+        elif isinstance(event, ToolsUnused):  # the row says why; the bar keeps a mark of it
+            await self._add(NoteRow(event.text, classes="error"))
+            self.refresh_status()
         elif isinstance(event, Retrying):  # a model call tried again (`retrying (2/3) after …`)
             await self._add(NoteRow(event.line))
 

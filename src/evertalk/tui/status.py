@@ -45,9 +45,10 @@ def dollars(cost: float) -> str:
 
 def status_line(status: AgentStatus, width: int | None = None) -> str:
     """`claude-sonnet-5-5 · mem 84K/128K · summarizing 3, queued 12, 1 failed · $0.42 · working
-    (Ctrl+C cancels)`; within `width` cells when given: the parts that matter least shorten or
-    go first (the Ctrl+C reminder, an idle or busy compactor, the cost, the merging mark), and
-    only then is the line cut, at its end."""
+    (Ctrl+C cancels)`, with `tools unused` after the model while it is said to call none;
+    within `width` cells when given: the parts that matter least shorten or go first (the Ctrl+C
+    reminder, an idle or busy compactor, the cost, the merging mark, the tools mark), and only
+    then is the line cut, at its end."""
     lines = [" · ".join(part for part in parts if part) for parts in status_versions(status)]
     if width is None:
         return lines[0]
@@ -72,13 +73,15 @@ def status_versions(status: AgentStatus) -> list[list[str]]:
     full = compactor_part(status)
     failed = status.compactor_failed
     brief = f"{failed} failed" if failed else ""  # a failure stays: a warning row told of it
+    # stays while it holds: replies that may be made up matter more than the cost
+    unused = "tools unused" if status.tools_unused else ""
     return [
-        [model, merging, full, cost, agents, working and "working (Ctrl+C cancels)"],
-        [model, merging, full, cost, agents, working],
-        [model, merging, "" if full == "memory idle" else full, cost, agents, working],
-        [model, merging, brief, cost, agents, working],
-        [model, merging, brief, agents, working],
-        [model, memory, brief, agents, working],
+        [model, unused, merging, full, cost, agents, working and "working (Ctrl+C cancels)"],
+        [model, unused, merging, full, cost, agents, working],
+        [model, unused, merging, "" if full == "memory idle" else full, cost, agents, working],
+        [model, unused, merging, brief, cost, agents, working],
+        [model, unused, merging, brief, agents, working],
+        [model, unused, memory, brief, agents, working],
         [model, memory, working],
     ]
 
