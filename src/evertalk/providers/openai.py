@@ -89,8 +89,9 @@ def request_params(
             }
             for t in request.tools
         ]
-        if request.tool_choice == "none":
-            params["tool_choice"] = "none"
+        # Said even when it is the API's default: llama-cpp-python's function-calling chat
+        # formats leave the tools out of the prompt unless a tool_choice is given.
+        params["tool_choice"] = "none" if request.tool_choice == "none" else "auto"
     if request.effort is not None:
         # evertalk's effort names are the API's own (none, minimal, … xhigh, max), so they go
         # as they are; which ones a model takes is the server's to say
