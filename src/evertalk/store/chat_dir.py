@@ -408,6 +408,14 @@ class ChatStore:
             self._appender.sync()
             self._index.checkpoint()
 
+    def _synced(self) -> bool:
+        """Whether every line written is durable now (a checkpoint vouches for them all)."""
+        try:
+            self._appender.sync()
+        except StoreError:  # an append failed: the log's tail is for the next open to scan
+            return False
+        return True
+
     def close(self) -> None:
         """Checkpoint the index, close every file and release the lock (idempotent)."""
         if self._closed:
@@ -416,10 +424,7 @@ class ChatStore:
         try:
             # After a failed update the checkpoint would vouch for a state the log does not
             # match; without it, the next open scans from the last good one.
-            sound = self._failed is None
-            if sound:
-                self._appender.sync()
-            self._index.close(checkpoint=sound)
+            self._index.close(checkpoint=self._failed is None and self._synced())
         except (OSError, sqlite3.Error) as error:
             raise StoreError(f"cannot save the index of {self.path}: {error}") from None
         finally:
