@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -63,19 +63,13 @@ class Status:
 
 
 class Chat:
-    def __init__(
-        self,
-        store: ChatStore,
-        core: MemoryCore,
-        readonly: bool,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, store: ChatStore, core: MemoryCore, readonly: bool) -> None:
         self.store = store
         self.core = core
         self.readonly = readonly
         self.warnings: list[str] = list(store.warnings)
         self.broken: str | None = None  # why the core and the disk may differ (see above)
-        self.checkpoints = ViewCheckpoints(clock)
+        self.checkpoints = ViewCheckpoints(time.monotonic)
         self._texts: OrderedDict[Node, str] = OrderedDict()
         self._lines: OrderedDict[Node, str] = OrderedDict()
 

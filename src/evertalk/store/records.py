@@ -86,19 +86,13 @@ def encode_message(
     return _dumps(obj)
 
 
-def check_node_text(text: str) -> int:
-    """A node's text's size in bytes; ValueError when it is over a line's limit."""
-    size = _utf8_size(text)
-    if size > LINE_LIMIT:
-        raise ValueError(f"a node's text is at most {LINE_LIMIT} bytes, not {size}")
-    return size
-
-
 def encode_node(l: int, i: int, text: str, flag: int) -> bytes:  # noqa: E741
     """One tree line, without its newline: `{l, i, text, size}` plus `free` or `cut`."""
     if flag not in (BUILT, FREE, CUT):
         raise ValueError(f"a node's flag is 1, 2 or 3, not {flag!r}")
-    size = check_node_text(text)
+    size = _utf8_size(text)
+    if size > LINE_LIMIT:
+        raise ValueError(f"a node's text is at most {LINE_LIMIT} bytes, not {size}")
     obj: dict[str, Any] = {"l": l, "i": i, "text": text, "size": size}
     if flag == FREE:
         obj["free"] = True
