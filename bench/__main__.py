@@ -9,7 +9,15 @@ import sys
 import time
 from pathlib import Path
 
-from bench import cache_replay, catchup, chat_gen, compaction_parallel, core_replay, hot_paths
+from bench import (
+    cache_replay,
+    catchup,
+    chat_gen,
+    compaction_parallel,
+    core_replay,
+    first_screen,
+    hot_paths,
+)
 
 OUT = Path(__file__).with_name("out")
 
@@ -42,6 +50,8 @@ def main() -> int:
     )
     for line in hot_paths.report(chat_dir):
         print(line, flush=True)
+    screen = first_screen.run()
+    print(screen.line() if screen else "app first screen: tmux is not installed; skipped")
     cache = cache_replay.run()
     print(cache.line())
     print(cache.detail())

@@ -320,12 +320,20 @@ def test_the_index_is_checkpointed_every_so_many_appends(
     from evertalk.store import index
 
     monkeypatch.setattr(index, "CHECKPOINT_EVERY", 5)
+    monkeypatch.setattr(index, "CLOSE_CHECKPOINT_AFTER", 3)
     with ChatStore.open(chat) as store:
         for k in range(12):
             store.append_message("user", f"m{k}", date=DAY1)
         meta = (chat / "index" / "meta.json").read_text()
         assert '"messages":11' in meta  # after the first (a new day file), then every 5
-    assert '"messages":12' in (chat / "index" / "meta.json").read_text()
+    # one new record is not worth a close's checkpoint: the next open scans it from the log
+    assert '"messages":11' in (chat / "index" / "meta.json").read_text()
+    with ChatStore.open(chat) as store:
+        assert store.message_count == 12 and store.warnings == []
+        assert '"messages":11' in (chat / "index" / "meta.json").read_text()  # nor an open's
+        for k in range(12, 14):
+            store.append_message("user", f"m{k}", date=DAY1)
+    assert '"messages":14' in (chat / "index" / "meta.json").read_text()  # three are
 
 
 def test_line_numbers_stay_right_across_tail_scans(chat: Path) -> None:

@@ -94,6 +94,7 @@ def test_a_line_as_long_as_the_last_one_is_no_duplicate_id(chat: Path) -> None:
     with ChatStore.open(chat) as store:
         for k in range(5):
             store.append_message("user", f"message {k}", date=DAYS[0])
+        store.checkpoint()
     path = first_file(chat, "main")
     last = path.read_bytes().splitlines()[-1]
     insert_line(path, 2, b"x" * len(last))
@@ -127,6 +128,7 @@ def four_free_leaves(chat: Path, more: int = 0) -> Path:
             store.append_node(0, k, f"user: m{k}", 2, date=DAYS[0])
         for k in range(4, 4 + more):
             store.append_node(0, k, f"user: m{k} " + "p" * 200, 2, date=DAYS[0])
+        store.checkpoint()
     return first_file(chat, "tree")
 
 
@@ -230,6 +232,7 @@ def test_a_message_garbled_far_from_a_files_end_fails_at_its_read_with_one_line(
     with ChatStore.open(chat) as store:
         for k in range(40):
             store.append_message("user", f"m{k} " + "p" * 200, date=DAYS[0])
+        store.checkpoint()
     path = first_file(chat, "main")
     lines = path.read_bytes().splitlines(keepends=True)
     lines[1] = b"x" * (len(lines[1]) - 1) + b"\n"

@@ -193,8 +193,8 @@ def test_reader_reads_ranges_across_many_files(tmp_path: Path) -> None:
 def test_a_derived_write_is_synced_later_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A write of records an open can rebuild skips its fsync; `sync` (before view.json) and
-    closing the file make it durable, once however many such writes came before."""
+    """A write of records an open can rebuild skips its fsync; `sync` (before an index
+    checkpoint) makes it durable, once however many such writes came before; closing does not."""
     calls: list[str] = []
     real = os.fsync
 
@@ -216,5 +216,26 @@ def test_a_derived_write_is_synced_later_once(
         appender.append_lines(path, [b"{}"], durable=False)
     finally:
         appender.close()
-    assert calls == ["tree.jsonl", "tree.jsonl"]
+    assert calls == ["tree.jsonl"]
     assert path.read_bytes() == b"{}\n" * 4
+
+
+def test_a_file_closed_to_make_room_syncs_its_derived_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint after the eviction could no longer sync them, though it names them."""
+    calls: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        calls.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    appender = Appender(max_open=1)
+    try:
+        appender.append_lines(tmp_path / "a.jsonl", [b"{}"], durable=False)
+        appender.append_lines(tmp_path / "b.jsonl", [b"{}"], durable=False)
+        assert "a.jsonl" in calls and "b.jsonl" not in calls
+    finally:
+        appender.close()

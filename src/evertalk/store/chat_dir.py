@@ -242,8 +242,8 @@ class ChatStore:
     ) -> None:
         """Log nodes (l, i, text, flag) as built, in one write and one fsync: a build and the
         free parents it completes are one durable step, not one per node. Free nodes alone are
-        not synced: an open builds a lost one again (they are made durable before view.json,
-        which may name them, and at close)."""
+        not synced: an open builds a lost one again (they are made durable before an index
+        checkpoint names them)."""
         self._writable()
         if not nodes:
             return
@@ -394,7 +394,7 @@ class ChatStore:
     def save_views(self, saved: SavedViews) -> None:
         """Replace view.json atomically (SPEC §3.6)."""
         self._writable()
-        self._appender.sync()  # the free nodes it may name go first
+        # No sync of the free nodes it names first: an open builds a lost one again.
         try:
             views.save_views(self.path, saved)
         except OSError as error:
@@ -403,7 +403,8 @@ class ChatStore:
     # Closing
 
     def checkpoint(self) -> None:
-        """Save the index's checkpoint now (it is also saved every 1000 appends and on close)."""
+        """Save the index's checkpoint now (it is also saved every 1000 appends, and on close
+        when enough is new)."""
         if self._failed is None:  # else it would vouch for an index the log does not match
             self._appender.sync()
             self._index.checkpoint()
@@ -424,7 +425,8 @@ class ChatStore:
         try:
             # After a failed update the checkpoint would vouch for a state the log does not
             # match; without it, the next open scans from the last good one.
-            self._index.close(checkpoint=self._failed is None and self._synced())
+            worth = self._index.checkpoint_worth_closing
+            self._index.close(checkpoint=worth and self._failed is None and self._synced())
         except (OSError, sqlite3.Error) as error:
             raise StoreError(f"cannot save the index of {self.path}: {error}") from None
         finally:

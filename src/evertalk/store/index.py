@@ -17,6 +17,10 @@ from evertalk.store.meta import Meta, seal, write_meta
 from evertalk.store.tables import LOC_WIDTH, Loc, MemTable, Table, pack_loc
 
 CHECKPOINT_EVERY = 1000
+CLOSE_CHECKPOINT_AFTER = 64
+"""Records indexed since the last checkpoint that make a close save one. Fewer are left for the
+next open to scan from the log's tail: a checkpoint costs an fsync per index file, more than a
+short `-p` run's own records."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,7 @@ class Index:
         self._files = {state.no: (name, state) for name, state in meta.files.items()}
         self._since_checkpoint = 0
         self._new_file = False
+        self._must_checkpoint = False
 
     @property
     def message_count(self) -> int:
@@ -105,10 +110,13 @@ class Index:
         self._files.setdefault(state.no, (name, state))
         return state.no
 
-    def _advance(self, name: str, end: int, lines: int) -> None:
+    def _advance(self, name: str, end: int, lines: int, records: int = 1) -> None:
         state = self.meta.files[name]
         state.scanned = end
         state.lines += lines
+        if lines > records:
+            # a torn line's terminator: without a checkpoint the next open would warn again
+            self._must_checkpoint = True
 
     # Updates at run time, after the log's append returned
 
@@ -157,6 +165,22 @@ class Index:
     @property
     def checkpoint_due(self) -> bool:
         return self.writable and (self._since_checkpoint >= CHECKPOINT_EVERY or self._new_file)
+
+    @property
+    def checkpoint_worth_closing(self) -> bool:
+        """Whether a close (or an open that scanned the log's tail) should checkpoint: enough
+        is new that scanning it at the next open would cost more than the checkpoint's fsyncs,
+        or the next open would warn again about what was found."""
+        return (
+            self._since_checkpoint >= CLOSE_CHECKPOINT_AFTER
+            or self._new_file
+            or self._must_checkpoint
+        )
+
+    def scanned_tail(self, records: int, *, must: bool) -> None:
+        """The open found `records` past the checkpoint (`must`: skipped lines, new files)."""
+        self._since_checkpoint += records
+        self._must_checkpoint |= must
 
     # Lookups
 
@@ -224,7 +248,7 @@ class Index:
     def checkpoint(self) -> None:
         """Make the index files durable, then say so in meta.json (in that order)."""
         self._since_checkpoint = 0
-        self._new_file = False
+        self._new_file = self._must_checkpoint = False
         if not self.writable:
             return
         assert self.files is not None

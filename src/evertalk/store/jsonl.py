@@ -149,8 +149,9 @@ class Appender:
     """Appends whole lines, one write and one fsync each, keeping recent files open.
 
     A write of derived records (`durable=False`: free nodes, which an open builds again when
-    they are lost) skips its fsync; `sync` makes such writes durable when something that may
-    name them is about to be (view.json), and so does closing the file.
+    they are lost) skips its fsync; `sync` makes such writes durable when something durable is
+    about to name them (an index checkpoint), and so does a file closed to make room for
+    another (a checkpoint after it could not sync it). Closing them all does not sync them.
     """
 
     def __init__(self, max_open: int = 4) -> None:
@@ -224,11 +225,12 @@ class Appender:
             self._failed = f"cannot sync the log: {describe(error)}"
             raise StoreError(self._failed) from None
 
-    def _close(self, fd: int) -> None:
+    def _close(self, fd: int, *, sync: bool = True) -> None:
         try:
             if fd in self._unsynced:
                 self._unsynced.discard(fd)
-                os.fsync(fd)
+                if sync:
+                    os.fsync(fd)
         finally:
             os.close(fd)
 
@@ -236,7 +238,7 @@ class Appender:
         fds, self._fds = self._fds, OrderedDict()
         for fd in fds.values():
             with suppress(OSError):  # a free node lost here is built again at the next open
-                self._close(fd)
+                self._close(fd, sync=False)
 
 
 class Reader:

@@ -718,9 +718,10 @@ def _open_index(
             files = base.files if isinstance(base, _Base) else None
             index = Index(chat_dir, scanner.meta, scanner.msg, scanner.levels, scanner.keys, files)
         elif isinstance(base, _Base):
+            known = {name: state.lines for name, state in base.meta.files.items()}
             index = _commit_tail(chat_dir, base.meta, scanner, base.files)
             if scanner.changed:
-                index.checkpoint()
+                _checkpoint_tail(index, scanner, known)
         else:
             index = _commit_rebuild(chat_dir, scanner)
     except BaseException:
@@ -732,6 +733,16 @@ def _open_index(
             base.close()
         return _open(chat_dir, readonly=False, warnings=warnings, rebuild=_QUIET)
     return index, scanner.terms
+
+
+def _checkpoint_tail(index: Index, scanner: _Scanner, known: dict[str, int]) -> None:
+    """Checkpoint what the tail scan added when it is worth it (`Index.checkpoint_worth_closing`):
+    a few records of the last short run are left for the close, or the next open, to count."""
+    lines = sum(state.lines - known.get(name, 0) for name, state in scanner.meta.files.items())
+    new_files = not known.keys() >= scanner.meta.files.keys()
+    index.scanned_tail(lines, must=new_files or bool(scanner.skipped.groups))
+    if index.checkpoint_worth_closing:
+        index.checkpoint()
 
 
 def _set_aside(chat_dir: Path, scanner: _Scanner) -> str:

@@ -69,8 +69,11 @@ def encode_views(views: SavedViews) -> bytes:
 
 
 def save_views(chat_dir: Path, views: SavedViews) -> None:
-    """Replace view.json atomically: temporary file, fsync, rename, fsync of the folder."""
-    write_atomic(chat_dir / VIEW_NAME, encode_views(views))
+    """Replace view.json atomically (temporary file, rename), without fsyncs: it is derived. A
+    power cut may leave the previous one (the open folds forward from it) or an unreadable one
+    (the open folds from message 0 and says so); the log and the nodes it names are durable
+    before it is written."""
+    write_atomic(chat_dir / VIEW_NAME, encode_views(views), durable=False)
 
 
 def _is_count(value: object) -> bool:

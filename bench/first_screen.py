@@ -1,0 +1,136 @@
+"""The terminal app's first screen: `evertalk` started in a real terminal (tmux) on a chat of
+3,000 messages, timed until the last message shows.
+
+Two chats: one as evertalk leaves it, and the same with no tree, no index and no view.json (the
+open rebuilds them before the screen can show the view). The floor is the same terminal showing
+the output of a bare `python -c print(...)`: what starting an interpreter in tmux costs.
+Each figure is the median of a few runs. Needs tmux; without it the probe says so and is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+MESSAGES = 3_000
+RUNS = 3
+WAIT = 30.0
+POLL = 0.01
+
+
+@dataclass(frozen=True)
+class FirstScreen:
+    kept_s: float
+    rebuilt_s: float
+    floor_s: float
+
+    def line(self) -> str:
+        return (
+            f"app first screen, {MESSAGES:,}-message chat: {self.kept_s:.2f} s; with no tree, "
+            f"index or view.json: {self.rebuilt_s:.2f} s (target 1 s); floor (a bare python "
+            f"printing in the same terminal): {self.floor_s:.2f} s"
+        )
+
+
+@contextmanager
+def _tmux(env: dict[str, str]) -> Iterator[list[str]]:
+    base = ["tmux", "-L", f"evertalk-bench-{uuid.uuid4().hex[:10]}", "-f", "/dev/null"]
+    try:
+        yield base
+    finally:
+        subprocess.run([*base, "kill-server"], env=env, capture_output=True, timeout=10)
+
+
+def _time_until(command: str, marker: str, env: dict[str, str]) -> float:
+    """Seconds from starting `command` in a new 120×40 terminal until `marker` shows."""
+    with _tmux(env) as base:
+        begin = time.perf_counter()
+        subprocess.run(
+            [*base, "new-session", "-d", "-s", "main", "-x", "120", "-y", "40", command],
+            env=env,
+            check=True,
+            timeout=10,
+        )
+        while time.perf_counter() - begin < WAIT:
+            screen = subprocess.run(
+                [*base, "capture-pane", "-p", "-t", "main"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
+            if marker in screen:
+                return time.perf_counter() - begin
+            time.sleep(POLL)
+    raise RuntimeError(f"{marker!r} did not show within {WAIT} s")
+
+
+def _home(folder: Path) -> Path:
+    """A home with a config (no call is made: nothing is sent) and a chat of MESSAGES."""
+    from evertalk.chat import Chat
+
+    home = folder / "home"
+    home.mkdir(mode=0o700)
+    config = home / "config.toml"
+    config.write_text(
+        'provider = "anthropic"\nmodel = "claude-sonnet-5-5"\napi_key = "sk-ant-bench-0000"\n'
+        'base_url = "http://127.0.0.1:9"\n'
+    )
+    config.chmod(0o600)
+    rng = random.Random(5)
+    with Chat.open(home / "chat") as chat:
+        for k in range(MESSAGES):
+            kind = "user" if k % 2 == 0 else "ever"
+            chat.append(kind, f"message {k} " + "words " * rng.choice((2, 20, 60, 140)))
+    return home
+
+
+def _strip(chat_dir: Path) -> None:
+    shutil.rmtree(chat_dir / "tree")
+    shutil.rmtree(chat_dir / "index")
+    (chat_dir / "view.json").unlink()
+
+
+def run() -> FirstScreen | None:
+    if shutil.which("tmux") is None:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="evertalk-first-screen-"))
+    try:
+        home = _home(folder)
+        skip = ("EVERTALK_", "TMUX", "PYTHONDONTWRITEBYTECODE")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
+        # compiled modules cached as a user's install has them, kept out of the source tree
+        env |= {"PYTHONPYCACHEPREFIX": str(folder / "pycache")}
+        env |= {"EVERTALK_HOME": str(home), "TERM": "xterm-256color"}
+        app = f"{shlex.quote(sys.executable)} -m evertalk"
+        marker = f"message {MESSAGES - 1} "
+        _time_until(app, marker, env)  # fills the cache
+        kept = [_time_until(app, marker, env) for _ in range(RUNS)]
+        rebuilt = []
+        for _ in range(RUNS):
+            _strip(home / "chat")
+            rebuilt.append(_time_until(app, marker, env))
+        bare = f"{shlex.quote(sys.executable)} -c \"print('ready'); import time; time.sleep(5)\""
+        floor = [_time_until(bare, "ready", env) for _ in range(RUNS)]
+    finally:
+        shutil.rmtree(folder)
+    return FirstScreen(
+        statistics.median(kept), statistics.median(rebuilt), statistics.median(floor)
+    )
+
+
+if __name__ == "__main__":
+    result = run()
+    print(result.line() if result else "app first screen: tmux is not installed; skipped")
