@@ -104,8 +104,8 @@ async def test_a_chat_with_no_tree_catches_up_within_the_window(home: Path) -> N
 @pytest.mark.anyio
 async def test_a_context_is_trimmed_to_fit_the_compactors_window(home: Path) -> None:
     """A window of 12,000 tokens leaves room for less than the cview's 32,000 bytes: the oldest
-    lines of each context are left out, the newest kept, and the output cap is a quarter (here
-    below the reply's cap, raised for the test)."""
+    lines of each context are left out, the newest kept, and the reply's cap is a sixteenth of
+    the window (here below the reply's cap, raised for the test)."""
     window = 12_000
     chat = Chat.open(home / "chat")
     rng = random.Random(31)
@@ -128,8 +128,8 @@ async def test_a_context_is_trimmed_to_fit_the_compactors_window(home: Path) -> 
             await work.run(until_built=True)
         assert all(r.status == 200 for r in fake.records)
         for record in fake.records:
-            assert record.body is not None and record.body["max_tokens"] == window // 4
-            assert prompt_tokens(record) + window // 4 <= window
+            assert record.body is not None and record.body["max_tokens"] == window // 16
+            assert prompt_tokens(record) + window // 16 <= window
         for sent, whole in seen:
             assert sent == whole[len(whole) - len(sent) :]  # the newest lines, ending as before
         assert sum(1 for sent, whole in seen if len(sent) < len(whole)) > 100
@@ -169,7 +169,7 @@ async def test_a_follow_up_that_would_not_fit_ends_the_size_loop(home: Path) -> 
     """The first try fits, just; its line, sent back with the follow-up, would not: the line is
     cut as if the follow-up had not got shorter (SPEC §4.4)."""
     chat = Chat.open(home / "chat")
-    chat.append("user", text_of_size(random.Random(33), 12_000, "m0"))
+    chat.append("user", text_of_size(random.Random(33), 13_500, "m0"))
     fake = AnthropicFake(summarizer(7_000), context_window=8_000)
     try:
         work = compactor(chat, provider_for(fake), context_window=8_000)

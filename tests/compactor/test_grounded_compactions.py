@@ -20,6 +20,7 @@ from test_service import (
 )
 
 from evertalk.chat import Chat
+from evertalk.compactor.service import Compactor
 from evertalk.compactor.window import REPLY_TOKENS, THINKING_TOKENS, output_cap, thinks
 from evertalk.ledger import Ledger, ledger_path, read_records
 from fakes import AnthropicFake, Call, Script, constant, reply, summarizer
@@ -185,10 +186,94 @@ async def test_a_compaction_asks_for_about_a_thousand_tokens(home: Path) -> None
         ("none", False, 200_000, 1_000),
         ("high", False, 200_000, 16_000),  # a hosted model's thoughts count against the cap
         ("high", True, 200_000, 1_000),  # a local model is not asked to think
-        ("high", True, 2_048, 512),  # a small window: a quarter of it at most
+        ("high", True, 8_192, 512),  # a small window: the reply a sixteenth of it
+        ("high", True, 2_048, 256),  # but never less than 256 tokens
+        ("high", False, 4_096, 1_024),  # thoughts too: a quarter of the window at most
         ("high", False, 32_768, 8_192),
     ],
 )
 def test_the_output_cap(effort: str | None, local: bool, window: int, cap: int) -> None:
     assert output_cap(REPLY_TOKENS, window, thinks(effort, local)) == cap
     assert REPLY_TOKENS + THINKING_TOKENS == 16_000
+
+
+async def until_untrusted(chat: Chat, compactor: Compactor) -> None:
+    """Let the compactor fail nodes, a new message after each round (failed nodes wait for
+    one), until its model is untrusted."""
+    for k in range(20):
+        await settle(compactor)
+        if compactor.untrusted:
+            return
+        chat.append("user", f"short message {k}")  # free: no call of its own
+        compactor.message_logged()
+    raise AssertionError("the model was never untrusted")
+
+
+async def test_a_model_that_keeps_inventing_is_asked_once_per_node_and_its_nodes_cut(
+    home: Path,
+) -> None:
+    """After 8 rejected lines of the latest 10, a node gets one call, and a rejected line cuts
+    it at once; the user is told once. A model that invents nearly every time would otherwise
+    cost six calls a node, minutes each on a small local server, for the same cut node."""
+    script = Script(constant(reply(INVENTED)))
+    fake = AnthropicFake(script)
+    chat = Chat.open(home / "chat")
+    for k in range(12):  # each over 512 bytes: a leaf that needs a call
+        chat.append("user", f"note {k}: " + LONG[6:])
+    warnings: list[str] = []
+    compactor = compactor_for(chat, provider_for(fake), warn=warnings.append, concurrency=1)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(compactor.run)
+            await until_untrusted(chat, compactor)
+            chat.append("user", "one more short message")
+            compactor.message_logged()
+            await until(lambda: chat.core.tree.unbuilt_count() == 0)
+            await settle(compactor)
+            group.cancel_scope.cancel()
+        cut = [r for r in tree_records(chat.store.path) if r.get("cut")]
+        # ten loops of a rejection and its follow-up, then at most one call for each node cut
+        # (a node whose halves are both cut needs none)
+        assert len(cut) > 12 and 20 < len(script.calls) <= 20 + len(cut)
+        assert not [r for r in tree_records(chat.store.path) if not (r.get("cut") or r.get("free"))]
+        told = [w for w in warnings if "failed the check against their input" in w]
+        assert told == [
+            "memory: the compactor model's lines failed the check against their input 10 "
+            "times of the latest 10: each node is now asked once and cut from its input (a "
+            "true excerpt) when its line fails; a stronger [memory] model would summarize them"
+        ]
+    finally:
+        chat.close()
+
+
+async def test_a_model_whose_lines_pass_again_is_trusted_again(home: Path) -> None:
+    """Trust follows the latest lines: once fewer than 8 of the latest 10 failed, nodes get
+    their follow-ups again."""
+    lines = iter([INVENTED] * 20 + [None] * 100)  # None: a true line from the summarizer
+
+    def answer(call: Call) -> Outcome:
+        line = next(lines)
+        return reply(line) if line is not None else summarizer(200)(call)
+
+    fake = AnthropicFake(Script(answer))
+    chat = Chat.open(home / "chat")
+    for k in range(14):
+        chat.append("user", f"note {k}: " + LONG[6:])
+    warnings: list[str] = []
+    compactor = compactor_for(chat, provider_for(fake), warn=warnings.append, concurrency=1)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(compactor.run)
+            for k in range(20):  # rounds of failures, each followed by a message
+                await settle(compactor)
+                if chat.core.tree.unbuilt_count() == 0:
+                    break
+                chat.append("user", f"short message {k}")
+                compactor.message_logged()
+            group.cancel_scope.cancel()
+        trust = [w for w in warnings if "the check" in w]
+        assert len(trust) == 2 and "failed the check" in trust[0]
+        assert trust[1] == "memory: the compactor model's lines pass the check again"
+        assert not compactor.untrusted
+    finally:
+        chat.close()

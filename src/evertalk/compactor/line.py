@@ -107,11 +107,16 @@ class SizeLoop:
     """
 
     def __init__(
-        self, first_task: str, source: Source | None = None, min_shared: float = MIN_SHARED
+        self,
+        first_task: str,
+        source: Source | None = None,
+        min_shared: float = MIN_SHARED,
+        max_rejections: int = MAX_REJECTIONS,
     ) -> None:
         self.first_task = first_task
         self.source = source
         self.min_shared = min_shared
+        self.max_rejections = max_rejections
         self.tries = 0
         self.sizes: list[int] = []
         self.rejected: str | None = None
@@ -159,7 +164,7 @@ class SizeLoop:
             return None
         self.rejected = verdict.reason()
         self.rejections.append(self.rejected)
-        if len(self.rejections) >= MAX_REJECTIONS or self.tries >= MAX_TRIES:
+        if len(self.rejections) >= self.max_rejections or self.tries >= MAX_TRIES:
             return self._end()
         return FollowUp(not_grounded(verdict.missing, verdict.low_share), sent_back(line))
 

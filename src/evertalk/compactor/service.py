@@ -26,6 +26,7 @@ import contextlib
 import math
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ from anyio.abc import TaskGroup
 
 from evertalk.chat import Chat, broken_error
 from evertalk.compactor.grounding import MIN_SHARED, source_of
-from evertalk.compactor.line import Done, FollowUp, SizeLoop, Unusable
+from evertalk.compactor.line import MAX_REJECTIONS, Done, FollowUp, SizeLoop, Unusable
 from evertalk.compactor.status import CompactorStatus, write_status
 from evertalk.compactor.tasks import leaf_task, merge_task
 from evertalk.compactor.window import (
@@ -79,7 +80,12 @@ Warn = Callable[[str], None]
 
 
 class UnusableReply(Exception):
-    """No try of the size loop gave a usable line (SPEC §4.4 step 5, §4.8)."""
+    """No try of the size loop gave a usable line (SPEC §4.4 step 5, §4.8). `rejected`: its
+    last line was not true to its input."""
+
+    def __init__(self, message: str, rejected: bool = False) -> None:
+        super().__init__(message)
+        self.rejected = rejected
 
 
 class TooLong(Exception):
@@ -107,8 +113,20 @@ def stored(end: Done | Unusable) -> str:
     if isinstance(end, Done):
         return end.line
     if end.rejected is not None:
-        raise UnusableReply(f"the model's line was not true to its input ({end.rejected})")
+        why = f"the model's line was not true to its input ({end.rejected})"
+        raise UnusableReply(why, rejected=True)
     raise UnusableReply("the model gave no usable line")
+
+
+TRUST_WINDOW = 10
+"""The compactor's latest lines judged against their input (SPEC §4.8) that say whether its
+model can be trusted to summarize."""
+
+DISTRUST_AT = 8
+"""Rejected lines among the latest TRUST_WINDOW that make the model untrusted: each node is then
+asked once, and cut from its input when its line is rejected, rather than asked up to six times
+(a follow-up for each of two rejections, three failures). A model that invents nearly every
+time wastes minutes a call on a local server, and its node ends cut all the same."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +190,7 @@ class Compactor:
         self._busy = 0.0  # seconds of the clock with a call in flight, up to `_busy_since`
         self._busy_since: float | None = None  # since when, while calls are in flight
         self._measured = (0, 0.0)  # (summaries built, busy seconds) at the latest landing
+        self._verdicts: deque[bool] = deque(maxlen=TRUST_WINDOW)  # each judged line: true?
 
     # -- what the outside tells the service -----------------------------------------------
 
@@ -211,6 +230,26 @@ class Compactor:
         if built < RATE_AFTER or busy <= 0:
             return None
         return round(built / busy, 4)
+
+    @property
+    def untrusted(self) -> bool:
+        """Whether the model's lines failed the check against their input DISTRUST_AT times
+        of the latest TRUST_WINDOW."""
+        return len(self._verdicts) == TRUST_WINDOW and self._verdicts.count(False) >= DISTRUST_AT
+
+    def _judged(self, grounded: bool) -> None:
+        """A size loop ended on a line judged against its input; say when trust changes."""
+        before = self.untrusted
+        self._verdicts.append(grounded)
+        if self.untrusted and not before:
+            self._warn(
+                f"memory: the compactor model's lines failed the check against their input "
+                f"{self._verdicts.count(False)} times of the latest {TRUST_WINDOW}: each node "
+                "is now asked once and cut from its input (a true excerpt) when its line "
+                "fails; a stronger [memory] model would summarize them"
+            )
+        elif before and not self.untrusted:
+            self._warn("memory: the compactor model's lines pass the check again")
 
     def status(self) -> CompactorStatus:
         core = self.chat.core
@@ -368,7 +407,11 @@ class Compactor:
         except (OSError, StoreError):
             raise  # reading the message or a line failed: `_compact` holds the node
         except UnusableReply as error:
-            self._fail(node, str(error))
+            if error.rejected and self.untrusted:
+                self.setup_error = None
+                self.chat.cut(node)
+            else:
+                self._fail(node, str(error))
         except Exception as error:  # a bug in making the request or reading the reply
             self._fail(node, f"{type(error).__name__}: {error}")
         else:
@@ -426,7 +469,8 @@ class Compactor:
         task, inputs = self._task(node)
         context, finer = self._context(node, task, self.settings)
         # a merge may also draw on the finer lines of its own range (its task says so)
-        loop = SizeLoop(task, source_of(*inputs, *finer), self.settings.min_shared)
+        tries = 1 if self.untrusted else MAX_REJECTIONS
+        loop = SizeLoop(task, source_of(*inputs, *finer), self.settings.min_shared, tries)
         followups: list[tuple[str, str]] = []
         while True:
             settings = self.settings  # afresh for every request (see CompactorSettings)
@@ -443,6 +487,8 @@ class Compactor:
                 self.rejected += 1
             self._account(node, request, finished.usage, started, rejected=loop.rejected)
             if not isinstance(step, FollowUp):
+                if isinstance(step, Done) or step.rejected is not None:
+                    self._judged(isinstance(step, Done))
                 return stored(step)
             followups.append((step.reply, step.text))
 

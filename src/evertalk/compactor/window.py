@@ -37,10 +37,19 @@ count against the cap (OpenAI's reasoning, Anthropic's adaptive thinking), and a
 measured keeping to the size only with thinking on (SPEC §4.7)."""
 
 
+SMALL_REPLY_SHARE = 16
+"""In a small window the reply's cap is at most a sixteenth of it (512 tokens of 8,192): a
+small model that rambles stops sooner, and a line needs about 170 tokens."""
+
+REPLY_FLOOR = 256
+"""The reply's cap is never made smaller than this: a line and a few words around it."""
+
+
 def output_cap(max_tokens: int, window: int, thinking: bool = False) -> int:
-    """The output cap of a call: the reply's cap, and the room for thoughts when the model is
-    asked to think; at most a quarter of the window."""
-    return min(max_tokens + (THINKING_TOKENS if thinking else 0), window // QUARTER)
+    """The output cap of a call: the reply's cap (a sixteenth of a small window at most), and
+    the room for thoughts when the model is asked to think; at most a quarter of the window."""
+    reply = min(max_tokens, max(REPLY_FLOOR, window // SMALL_REPLY_SHARE))
+    return min(reply + (THINKING_TOKENS if thinking else 0), window // QUARTER)
 
 
 def thinks(effort: str | None, local: bool) -> bool:
