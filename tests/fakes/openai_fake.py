@@ -18,13 +18,18 @@ OpenAI's 400 `context_length_exceeded`, or with `overflow="empty"` (llama-cpp-py
 fails only once the stream's response has begun) a streamed request gets a 200 with an empty
 body. The behaviours `interrupted_by_next`, `without_stream_usage` and `refuses_null_content`
 script the rest (see behaviours).
+
+What a server serves (opt-in, for the setup form's connection test): with `models` set,
+`GET /v1/models` lists those ids, each with vLLM's `max_model_len` where `max_model_len` names
+it; with `props_n_ctx` set, `GET /props` (at the root, as llama.cpp has it) answers with
+`default_generation_settings.n_ctx`. Unset, both are 404s, as before.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -139,6 +144,9 @@ class OpenAIFake:
         json_chunk: int = 10,
         context_window: int | None = None,
         overflow: Overflow = "error",
+        models: Sequence[str] | None = None,
+        max_model_len: Mapping[str, int] | None = None,
+        props_n_ctx: int | None = None,
     ) -> None:
         self.behaviour: Behaviour = behaviour if behaviour is not None else chat()
         self.cache = PrefixCache(clock, ttl=cache_ttl, min_tokens=min_cache_tokens, step=cache_step)
@@ -147,11 +155,18 @@ class OpenAIFake:
         self.json_chunk = json_chunk
         self.context_window = context_window  # tokens; None: any prompt is taken
         self.overflow = overflow
+        self.models = models  # None: no model list (404)
+        self.max_model_len = dict(max_model_len or {})
+        self.props_n_ctx = props_n_ctx  # None: no /props (404)
         self.recorder = Recorder()
         routes = [
             Route(path, self._completions, methods=["POST"])
             for path in ("/v1/chat/completions", "/chat/completions")
         ]
+        if models is not None:
+            routes += [Route(path, self._models) for path in ("/v1/models", "/models")]
+        if props_n_ctx is not None:
+            routes.append(Route("/props", self._props))
         self.app = Starlette(routes=routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -231,6 +246,26 @@ class OpenAIFake:
         self.cache.commit(plan)
         record.started = record.finished = True
         return JSONResponse(self._completion(record, outcome, body["model"]), headers=headers)
+
+    async def _models(self, request: Request) -> Response:
+        """`GET /v1/models` as vLLM answers it (not recorded: no model is called). Only a fake
+        given a key asks for it, as a local server started with `--api-key` does."""
+        auth = request.headers.get("authorization", "")
+        if self.api_key is not None and auth != f"Bearer {self.api_key}":
+            error = {"message": "Unauthorized", "type": "invalid_request_error", "code": 401}
+            return JSONResponse({"error": error}, status_code=401)
+        data = []
+        for model in self.models or ():
+            entry: dict[str, Any] = {"id": model, "object": "model", "owned_by": "fake"}
+            if model in self.max_model_len:
+                entry["max_model_len"] = self.max_model_len[model]
+            data.append({**entry, "created": int(time.time())})
+        return JSONResponse({"object": "list", "data": data})
+
+    async def _props(self, request: Request) -> Response:
+        """llama.cpp's `GET /props`: the window each slot runs with, among other settings."""
+        settings = {"n_ctx": self.props_n_ctx, "params": {"n_predict": -1}}
+        return JSONResponse({"default_generation_settings": settings, "total_slots": 1})
 
     def _over_window(self, body: dict[str, Any]) -> int | None:
         """The prompt's tokens when they are more than the window holds (checked before the

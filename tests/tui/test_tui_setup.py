@@ -4,6 +4,7 @@ open in another process is refused before any screen is drawn."""
 
 from __future__ import annotations
 
+import socket
 import tomllib
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -27,12 +28,14 @@ from tui_support import (
 
 from evertalk.agent.session import Agent, NotConfigured, configuration_problem
 from evertalk.chat import Chat
-from evertalk.config import Config, MemoryConfig, load_config
+from evertalk.config import Config, MemoryConfig, TurnConfig, load_config
 from evertalk.tui.app import KEY_HINT, ChatApp, hosting, run_terminal
-from evertalk.tui.setup import SetupApp, SetupError, SetupScreen, build_config
+from evertalk.tui.setup import SetupApp, SetupError, SetupScreen, build_config, parse_window
 from evertalk.tui.widgets import NoteRow, OutputRow, ReplyView
-from fakes import AnthropicFake, slow
+from fakes import AnthropicFake, OpenAIFake, serve, slow
 from fakes import chat as answer
+from providers.test_server_info import QWEN_INFO, ollama
+from providers.test_server_info import running as raw_server
 
 KEY = "sk-ant-setup-0123456789"
 
@@ -60,6 +63,23 @@ def test_build_config_checks_the_answers() -> None:
     assert local.memory.model == "qwen3:8b" and local.api_key is None
 
 
+def test_the_context_window_is_checked_and_set_in_turn() -> None:
+    assert parse_window("") is None and parse_window(" 32768 ") == 32_768
+    assert parse_window("32,768") == parse_window("32_768") == 32_768
+    with pytest.raises(SetupError, match=r"too small: at least 8,000"):
+        parse_window("4096")
+    for bad in ("32k", "-9000", "1e5", "12,34"):
+        with pytest.raises(SetupError, match="a number of tokens"):
+            parse_window(bad)
+    current = Config(turn=TurnConfig(context_window=50_000, tools="off"))
+    url = "http://127.0.0.1:8080/v1"
+    local = build_config(current, "llamacpp", "m", "", url, window="16384")
+    assert local.turn == TurnConfig(context_window=16_384, tools="off")
+    assert build_config(current, "llamacpp", "m", "", url, window="").turn.context_window is None
+    kept = build_config(current, "openai", "", "sk-openai", "")  # no window asked: as it was
+    assert kept.turn == current.turn
+
+
 def test_an_empty_key_keeps_the_key_in_use_for_the_same_provider_only() -> None:
     current = build_config(Config(), "anthropic", "", KEY, "")
     kept = build_config(current, "anthropic", "claude-opus-5-5", "", "", keep_key=True)
@@ -78,6 +98,8 @@ async def test_the_form_saves_a_key_privately(tmp_path: Path) -> None:
     app = SetupApp(home, load_config(home))
     async with app.run_test(size=(100, 36)) as pilot:
         await form_of(pilot)
+        for local_only in ("#window", "#test", "#status", "#models"):  # a cloud provider's form
+            assert app.screen.query_one(local_only).has_class("hidden")
         await pilot.press("ctrl+s")  # nothing typed yet
         assert "API key" in str(app.screen.query_one("#problem", Static).render())
         assert app.is_running
@@ -98,22 +120,22 @@ async def test_the_form_saves_a_key_privately(tmp_path: Path) -> None:
 async def test_a_local_server_needs_a_model_and_an_address(tmp_path: Path) -> None:
     home = tmp_path / "home"
     app = SetupApp(home)
-    async with app.run_test(size=(100, 36)) as pilot:
-        await form_of(pilot)
-        app.screen.query_one("#provider", Select).value = "ollama"
-        await pilot.pause()
-        assert app.screen.query_one("#url", Input).value == "http://localhost:11434/v1"
-        assert app.screen.query_one("#key").has_class("hidden")
-        app.screen.query_one("#model", Input).focus()
-        await pilot.press(*"qwen3:8b", "enter")
-        await pilot.pause()
+    with serve(OpenAIFake(models=["qwen3:8b"])) as url:
+        async with app.run_test(size=(100, 36)) as pilot:
+            await form_of(pilot)
+            form = app.screen
+            form.query_one("#provider", Select).value = "ollama"
+            await pilot.pause()
+            assert form.query_one("#url", Input).value == "http://localhost:11434/v1"
+            assert form.query_one("#key").has_class("hidden")
+            form.query_one("#url", Input).value = f"{url}/v1"
+            form.query_one("#model", Input).focus()
+            await pilot.press(*"qwen3:8b", "enter")  # the server serves it: saved at once
+            await wait_until(pilot, lambda: not app.is_running)
     assert app.return_value is True
     config = load_config(home)
-    assert (config.provider, config.model, config.base_url) == (
-        "ollama",
-        "qwen3:8b",
-        "http://localhost:11434/v1",
-    )
+    assert (config.provider, config.model, config.base_url) == ("ollama", "qwen3:8b", f"{url}/v1")
+    assert config.turn.context_window is None
 
 
 @pytest.mark.anyio
@@ -326,3 +348,209 @@ async def test_the_forms_error_goes_once_an_answer_changes(tmp_path: Path) -> No
         await pilot.pause()
         assert not problem.has_class("shown")
         await pilot.press("escape")
+
+
+# -- a local server: the connection test, its models and window ------------------------------
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def text_of(form: SetupScreen, name: str) -> str:
+    return str(form.query_one(name, Static).render())
+
+
+def shown_problem(form: SetupScreen) -> str:
+    problem = form.query_one("#problem", Static)
+    return str(problem.render()) if problem.has_class("shown") else ""
+
+
+async def local_form(pilot: Pilot[bool], provider: str, url: str) -> SetupScreen:
+    await form_of(pilot)
+    form = pilot.app.screen
+    assert isinstance(form, SetupScreen)
+    form.query_one("#provider", Select).value = provider
+    await pilot.pause()
+    form.query_one("#url", Input).value = url
+    return form
+
+
+@pytest.mark.anyio
+async def test_the_test_button_lists_the_models_and_fills_the_window(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    served = ["qwen3-8b", "llama-3.1-8b", "phi-4", "gemma-3"]
+    windows = {"qwen3-8b": 32_768, "llama-3.1-8b": 65_536}
+    app = SetupApp(home)
+    with serve(OpenAIFake(models=served, max_model_len=windows)) as url:
+        async with app.run_test(size=(100, 40)) as pilot:
+            form = await local_form(pilot, "vllm", f"{url}/v1")
+            model, window = form.query_one("#model", Input), form.query_one("#window", Input)
+            models = form.query_one("#models", Select)
+            assert not form.query_one("#test").has_class("hidden") and models.has_class("hidden")
+            assert model.value == window.value == ""
+            await pilot.press("ctrl+t")
+            await wait_until(pilot, lambda: text_of(form, "#status").startswith("connected"))
+            assert text_of(form, "#status") == (
+                "connected: 4 models (qwen3-8b, llama-3.1-8b, phi-4, …); "
+                "window 32,768 tokens, from vLLM's max_model_len"
+            )
+            assert (model.value, window.value) == ("qwen3-8b", "32768")
+            assert not models.has_class("hidden") and models.value == "qwen3-8b"
+
+            models.focus()  # the keyboard picks the next model: its window comes with it
+            await pilot.press("enter", "down", "enter")
+            await wait_until(pilot, lambda: model.value == "llama-3.1-8b")
+            assert window.value == "65536"
+            assert text_of(form, "#status") == (
+                "llama-3.1-8b chosen; window 65,536 tokens, from vLLM's max_model_len"
+            )
+            await pilot.press("ctrl+s")  # the server serves it as set: saved at once
+            await wait_until(pilot, lambda: not app.is_running)
+    assert app.return_value is True
+    saved = tomllib.loads((home / "config.toml").read_text())
+    assert saved["provider"] == "vllm" and saved["model"] == "llama-3.1-8b"
+    assert saved["turn"] == {"context_window": 65_536}
+
+
+@pytest.mark.anyio
+async def test_a_server_that_is_not_there_is_saved_only_when_asked_twice(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    app = SetupApp(home)
+    async with app.run_test(size=(100, 40)) as pilot:
+        form = await local_form(pilot, "llamacpp", base)
+        form.query_one("#model", Input).value = "qwen3-8b"
+        form.query_one("#window", Input).value = "8192"
+        refused = f"no server answers at {base}: is it running? Save again to save anyway."
+
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: shown_problem(form) == refused)
+        assert app.is_running and not (home / "config.toml").exists()
+
+        form.query_one("#window", Input).value = "16384"  # another answer: asked again
+        await wait_until(pilot, lambda: not shown_problem(form))
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: shown_problem(form) == refused)
+        assert app.is_running and not (home / "config.toml").exists()
+
+        await pilot.press("ctrl+s")  # the same answers again: saved as they are
+        await wait_until(pilot, lambda: not app.is_running)
+    assert app.return_value is True
+    saved = tomllib.loads((home / "config.toml").read_text())
+    assert (saved["provider"], saved["model"], saved["base_url"]) == ("llamacpp", "qwen3-8b", base)
+    assert saved["turn"] == {"context_window": 16_384}
+
+
+@pytest.mark.anyio
+async def test_a_model_the_server_lacks_is_refused_once_naming_its_models(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    app = SetupApp(home)
+    with serve(OpenAIFake(models=["qwen3-8b", "phi-4"])) as url:
+        async with app.run_test(size=(100, 40)) as pilot:
+            form = await local_form(pilot, "vllm", f"{url}/v1")
+            form.query_one("#model", Input).value = "qwen3-32b"
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: bool(shown_problem(form)))
+            assert shown_problem(form) == (
+                "the server does not serve qwen3-32b: it has qwen3-8b, phi-4. "
+                "Save again to save anyway."
+            )
+            assert not form.query_one("#models", Select).has_class("hidden")  # to pick from
+            assert app.is_running and not (home / "config.toml").exists()
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: not app.is_running)
+    assert load_config(home).model == "qwen3-32b"
+
+
+@pytest.mark.anyio
+async def test_a_window_too_small_or_not_a_number_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    app = SetupApp(home)
+    async with app.run_test(size=(100, 40)) as pilot:
+        form = await local_form(pilot, "ollama", f"http://127.0.0.1:{closed_port()}/v1")
+        form.query_one("#model", Input).value = "qwen3:8b"
+        window = form.query_one("#window", Input)
+        window.focus()
+        await pilot.press(*"4096", "enter")
+        await wait_until(pilot, lambda: bool(shown_problem(form)))
+        assert shown_problem(form) == (
+            "a context window of 4,096 tokens is too small: at least 8,000 "
+            "(the system prompt and the chat's view need room)"
+        )
+        await pilot.press("ctrl+u", *"32k", "ctrl+s")
+        await wait_until(pilot, lambda: "32k" in shown_problem(form))
+        assert shown_problem(form) == (
+            "the context window is a number of tokens (e.g. 32768), not '32k'"
+        )
+        await pilot.press("ctrl+s")  # refused before any server is asked: never saved
+        await pilot.pause(0.2)
+        assert app.is_running and not (home / "config.toml").exists()
+        await pilot.press("escape")
+    assert app.return_value is False
+
+
+@pytest.mark.anyio
+async def test_setup_over_the_chat_checks_the_window_against_the_server(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    key = "sk-local-server-key-12345"
+    fake = OpenAIFake(models=["smol"], props_n_ctx=8_192, api_key=key)
+    with serve(fake) as url:
+        (home / "config.toml").write_text(
+            f'provider = "llamacpp"\nmodel = "smol"\nbase_url = "{url}/v1"\n'
+            f'api_key = "{key}"\n\n[turn]\ncontext_window = 16384\ntools = "off"\n'
+        )
+        (home / "config.toml").chmod(0o600)
+        app = ChangeApp(home)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await form_of(pilot)
+            form = app.screen
+            assert isinstance(form, SetupScreen)
+            window = form.query_one("#window", Input)
+            assert window.value == "16384"  # the window in use
+            await pilot.press("ctrl+t")  # the key in use is sent: the server answers
+            await wait_until(pilot, lambda: text_of(form, "#status").startswith("connected"))
+            assert text_of(form, "#status") == (
+                "connected: 1 model (smol); "
+                "it runs with 8,192 tokens (the server's n_ctx in /props)"
+            )
+            assert window.value == "16384"  # typed by the user: said, not overwritten
+
+            window.value = ""  # empty: the default, far more than the server runs with
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: bool(shown_problem(form)))
+            assert shown_problem(form) == (
+                "smol runs with 8,192 tokens (the server's n_ctx in /props) and the window is "
+                "empty (200,000, the default): a longer prompt would fail; type 8192. "
+                "Save again to save anyway."
+            )
+            assert app.is_running
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: not app.is_running)
+    assert app.return_value is True
+    saved = tomllib.loads((home / "config.toml").read_text())
+    assert saved["turn"] == {"tools": "off"} and saved["api_key"] == key
+
+
+@pytest.mark.anyio
+async def test_ollamas_model_maximum_is_said_not_filled_in(tmp_path: Path) -> None:
+    app = SetupApp(tmp_path / "home")
+    with raw_server(ollama(QWEN_INFO)) as server:
+        async with app.run_test(size=(100, 40)) as pilot:
+            form = await local_form(pilot, "ollama", server.base)
+            await pilot.press("ctrl+t")
+            await wait_until(pilot, lambda: text_of(form, "#status").startswith("connected"))
+            assert text_of(form, "#status") == (
+                "connected: 2 models (qwen3:8b, llama3.2:latest); it supports 40,960 tokens "
+                "(the model's context_length in Ollama), but Ollama runs it with a smaller "
+                "num_ctx unless OLLAMA_CONTEXT_LENGTH says otherwise (`ollama ps` shows the one "
+                "in use)"
+            )
+            assert form.query_one("#model", Input).value == "qwen3:8b"
+            assert form.query_one("#window", Input).value == ""  # not trusted to be the one
+            await pilot.press("escape")

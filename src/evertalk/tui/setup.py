@@ -9,27 +9,38 @@ The form is a screen: `SetupApp` shows it on the first run, before the chat open
 shows it over the chat (`SetupScreen(..., change=True)`) to fix a wrong key, provider, base URL
 or model. Then it comes filled in with the settings in use, except the key, which is never shown:
 its field left empty keeps the key in use.
+
+A local server (Ollama, llama.cpp, vLLM) also gets a context window field (`[turn]
+context_window`) and a connection test (`providers.server_info`, in a worker thread: the screen
+never waits on the network) that lists the server's models to pick from and fills in the window
+the server reports. Save tests the server first and saves only answers it can serve; the same
+answers saved again are saved anyway (a server may be set up before it is started).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import ClassVar, Final, cast
+from typing import ClassVar, Final, Literal, cast
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
+from textual.worker import Worker, WorkerState
 
 from evertalk.agent.session import configuration_problem
+from evertalk.agent.turn import CONTEXT_BUDGET
 from evertalk.config import (
     DEFAULT_BASE_URLS,
     DEFAULT_MODELS,
     KEY_VARIABLES,
     LOCAL_PROVIDERS,
+    MIN_CONTEXT_WINDOW,
     Config,
     ConfigError,
     ProviderName,
@@ -38,6 +49,7 @@ from evertalk.config import (
     load_config,
     save_config,
 )
+from evertalk.providers.server_info import ServedModel, ServerInfo, ServerInfoError, list_models
 from evertalk.terminal_text import escape_controls
 
 LABELS: Final[dict[str, str]] = {
@@ -65,10 +77,12 @@ def build_config(
     base_url: str,
     *,
     keep_key: bool = False,
+    window: str | None = None,
 ) -> Config:
     """The settings to save: the answers over `current` (its other settings kept). An empty
     model means the provider's default; an empty base URL the provider's usual address; an
-    empty key, with `keep_key` and the same provider, the key in use."""
+    empty key, with `keep_key` and the same provider, the key in use. `window` is the turn's
+    context window as typed (empty: none set, the default); None keeps the one in use."""
     if provider not in DEFAULT_MODELS:
         raise SetupError(f"unknown provider {provider!r}")
     name = cast(ProviderName, provider)
@@ -83,6 +97,9 @@ def build_config(
         raise SetupError("a model name has no spaces")
     if base_url and not re.match(r"https?://[^\s/]", base_url):
         raise SetupError("the address starts with http:// or https://")
+    turn = current.turn
+    if window is not None:
+        turn = replace(turn, context_window=parse_window(window))
     memory = current.memory
     if provider != current.provider:  # the compaction model belongs to the old provider
         memory = replace(memory, model="")
@@ -95,7 +112,28 @@ def build_config(
         base_url=base_url or None,
         api_key=current.api_key if kept else (Secret(key) if key else None),
         memory=memory,
+        turn=turn,
     )
+
+
+WINDOW_TEXT = re.compile(r"\d{1,3}(?:[,_]\d{3})+|\d+")  # 32768, 32,768 or 32_768
+
+
+def parse_window(text: str) -> int | None:
+    """A context window as typed: None when empty (the default), else a whole number of tokens
+    no smaller than the smallest window a turn fits in."""
+    text = text.strip()
+    if not text:
+        return None
+    if not WINDOW_TEXT.fullmatch(text):
+        raise SetupError(f"the context window is a number of tokens (e.g. 32768), not {text!r}")
+    tokens = int(re.sub("[,_]", "", text))
+    if tokens < MIN_CONTEXT_WINDOW:
+        raise SetupError(
+            f"a context window of {tokens:,} tokens is too small: at least {MIN_CONTEXT_WINDOW:,} "
+            "(the system prompt and the chat's view need room)"
+        )
+    return tokens
 
 
 def save_setup(home: Path, config: Config) -> None:
@@ -122,6 +160,80 @@ CHANGE = (
     "The settings in use. The key is not shown: leave its field empty to keep it. Saved to "
     "{path} (readable by you only); the chat goes on with them at once."
 )
+TEST_HINT = "Test (Ctrl+T) asks the server for its models and window; Save asks it too."
+WINDOW_HINTS: Final[dict[str, str]] = {
+    "ollama": "the num_ctx Ollama runs with (`ollama ps`)",
+    "llamacpp": "the server's --ctx-size (per slot)",
+    "vllm": "the server's --max-model-len",
+}
+SHOWN_MODELS: Final = 3  # the models the status line names; the list has them all
+
+
+@dataclass(frozen=True)
+class _Check:
+    """A question to the server in flight: for the Test button, or before a save."""
+
+    purpose: Literal["test", "save"]
+    server: tuple[str, str]  # the provider and address asked
+    answers: tuple[str, ...]  # the form's answers when it was asked
+    config: Config | None = None  # what a save check saves once the server is fine
+
+
+def ask_server(
+    url: str, provider: str, model: str, key: str | None
+) -> ServerInfo | ServerInfoError:
+    """In the worker thread: the server's answer, or why there is none (not raised: an error
+    raised there would be the worker's failure, not the server's)."""
+    try:
+        return list_models(url, provider=provider, model=model or None, api_key=key)
+    except ServerInfoError as error:
+        return error
+
+
+def connected(info: ServerInfo) -> str:
+    """The status line's news of a server that answered."""
+    ids = info.ids
+    if not ids:
+        return f"connected to {info.url}, but it serves no models yet"
+    names = ", ".join(ids[:SHOWN_MODELS]) + (", …" if len(ids) > SHOWN_MODELS else "")
+    return f"connected: {len(ids)} model{'s' if len(ids) != 1 else ''} ({names})"
+
+
+def served_as(info: ServerInfo, model: str, provider: str) -> ServedModel | None:
+    """The server's entry for the model named; Ollama takes a name without a tag as `:latest`."""
+    found = info.get(model)
+    if found is None and provider == "ollama" and ":" not in model:
+        found = info.get(f"{model}:latest")
+    return found
+
+
+def listed(ids: tuple[str, ...], most: int = 10) -> str:
+    return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
+def save_problem(config: Config, info: ServerInfo | ServerInfoError) -> str | None:
+    """Why the server cannot serve these settings as they are, or None."""
+    if isinstance(info, ServerInfoError):
+        return str(info)
+    served = served_as(info, config.model, config.provider)
+    if served is None:
+        if not info.ids:
+            return f"the server at {info.url} serves no models yet"
+        return f"the server does not serve {config.model}: it has {listed(info.ids)}"
+    window = served.window
+    wanted = config.turn.context_window or CONTEXT_BUDGET
+    if window is None or not window.runs_with or wanted <= window.tokens:
+        return None
+    said = f"{wanted:,}" if config.turn.context_window else f"empty ({wanted:,}, the default)"
+    fix = (
+        f"type {window.tokens}"
+        if window.tokens >= MIN_CONTEXT_WINDOW
+        else f"start the server with at least {MIN_CONTEXT_WINDOW:,}"
+    )
+    return (
+        f"{served.id} runs with {window.tokens:,} tokens ({window.source}) and the window is "
+        f"{said}: a longer prompt would fail; {fix}"
+    )
 
 
 class SetupScreen(ModalScreen[bool]):
@@ -133,12 +245,18 @@ class SetupScreen(ModalScreen[bool]):
         width: 80;
         max-width: 100%;
         height: auto;
+        max-height: 100%;
         border: round $accent;
         background: $surface;
         padding: 1 2;
     }
     SetupScreen #form Label { margin-top: 1; }
     SetupScreen #intro { margin-bottom: 1; }
+    SetupScreen .row { height: auto; }
+    SetupScreen .row Input { width: 1fr; }
+    SetupScreen #models { width: 45%; margin-left: 1; }
+    SetupScreen #test { margin-left: 1; }
+    SetupScreen #status { color: $text-muted; margin-top: 1; height: auto; }
     SetupScreen #problem { color: $text-error; margin-top: 1; height: auto; display: none; }
     SetupScreen #problem.shown { display: block; }
     SetupScreen #buttons { height: auto; margin-top: 1; }
@@ -149,6 +267,7 @@ class SetupScreen(ModalScreen[bool]):
         # Not priority bindings: they then come after the keys typed before them (a pasted key
         # and Ctrl+S at once), as they pass through the focused field first.
         Binding("ctrl+s", "save", "save"),
+        Binding("ctrl+t", "test", "test the server"),
         Binding("escape", "leave", "leave"),
     ]
 
@@ -160,11 +279,19 @@ class SetupScreen(ModalScreen[bool]):
         # the server address the form itself put in (not typed): it belongs to the provider
         # chosen then, and goes when another one is chosen
         self._filled_url = self._url_in_use() if change else ""
+        self._filled_window = ""  # likewise the window the form took from a server
+        self._served: ServerInfo | None = None  # the last answer of the server in the form
+        self._check: _Check | None = None
+        self._worker: Worker[ServerInfo | ServerInfoError] | None = None
+        # answers whose problem the form showed: Save again saves them anyway, with it as a warning
+        self._excused: tuple[str, ...] | None = None
+        self._excuse = ""
 
     def compose(self) -> ComposeResult:
         provider = self.current.provider
         intro = CHANGE if self.change else FIRST_RUN
-        with Vertical(id="form"):
+        window = self.current.turn.context_window
+        with VerticalScroll(id="form"):
             shown = escape_controls(intro.format(path=config_path(self.home)))
             yield Static(shown, id="intro", markup=False)
             yield Label("Provider")
@@ -175,11 +302,18 @@ class SetupScreen(ModalScreen[bool]):
                 id="provider",
             )
             yield Label("Model", id="model-label")
-            yield Input(self.current.model if self.change else "", id="model")
+            with Horizontal(classes="row"):
+                yield Input(self.current.model if self.change else "", id="model")
+                yield Select[str]([], prompt="the server's models", id="models", classes="hidden")
             yield Label("API key", id="key-label")
             yield Input(password=True, id="key")
             yield Label("Server address", id="url-label")
-            yield Input(self._filled_url, id="url")
+            with Horizontal(classes="row"):
+                yield Input(self._filled_url, id="url")
+                yield Button("Test (Ctrl+T)", id="test")
+            yield Label("Context window (tokens)", id="window-label")
+            yield Input("" if window is None else str(window), id="window")
+            yield Static(TEST_HINT, id="status", markup=False)
             yield Static("", id="problem", markup=False)
             with Horizontal(id="buttons"):
                 save = "Save and apply (Ctrl+S)" if self.change else "Save and start (Ctrl+S)"
@@ -212,6 +346,8 @@ class SetupScreen(ModalScreen[bool]):
         url.placeholder = f"empty: {usual}" if usual else "empty: the provider's own"
         if url.value == self._filled_url or url.value in USUAL_URLS:
             url.value = self._filled_url = self._url_for(provider)
+        self._forget_server()  # it was another provider's
+        self._fit_server(provider, local)
 
     def _url_for(self, provider: str) -> str:
         """The address the form suggests: the one in use for the provider in use, the usual
@@ -230,19 +366,40 @@ class SetupScreen(ModalScreen[bool]):
         for name in ("#key", "#key-label"):
             self.query_one(name).set_class(local, "hidden")
 
+    def _fit_server(self, provider: str, local: bool) -> None:
+        """A local server's own fields: the window, the test, its status line."""
+        hint = WINDOW_HINTS.get(provider, "")
+        self.query_one("#window", Input).placeholder = f"empty: {CONTEXT_BUDGET:,}; {hint}"
+        for name in ("#window", "#window-label", "#test", "#status"):
+            self.query_one(name).set_class(not local, "hidden")
+
     def _keeps_key(self, provider: str) -> bool:
         return self.change and provider == self.current.provider and bool(self.current.api_key)
 
     def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "models":
+            self._picked(event.value)
+            return
         self._clear_problem()
         if isinstance(event.value, str):
             self._fit(event.value)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._clear_problem()  # it was about the answers before this change
+        if event.input.id == "url" and self._served is not None:
+            self._forget_server()  # its list and window were another address's
 
     def _clear_problem(self) -> None:
         self.query_one("#problem", Static).remove_class("shown")
+        self._excused = None  # "Save again" was about the answers before this change
+
+    def _show_problem(self, text: str) -> None:
+        problem = self.query_one("#problem", Static)
+        problem.update(escape_controls(text))
+        problem.add_class("shown")
+
+    def _say(self, text: str) -> None:
+        self.query_one("#status", Static).update(escape_controls(text))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -252,11 +409,135 @@ class SetupScreen(ModalScreen[bool]):
         event.stop()
         if event.button.id == "save":
             self.action_save()
+        elif event.button.id == "test":
+            self.action_test()
         else:
             self.action_leave()
 
+    # -- the answers --------------------------------------------------------------------------
+
+    def _provider(self) -> str:
+        return str(self.query_one("#provider", Select).value)
+
+    def _value(self, name: str) -> str:
+        return self.query_one(f"#{name}", Input).value.strip()
+
+    def _answers(self) -> tuple[str, ...]:
+        return (self._provider(), self._value("model"), self._value("url"), self._value("window"))
+
+    def _server_url(self) -> str:
+        return self._value("url") or DEFAULT_BASE_URLS[self._provider()] or ""
+
+    def _server(self) -> tuple[str, str]:
+        return self._provider(), self._server_url()
+
+    # -- asking the server --------------------------------------------------------------------
+
+    def action_test(self) -> None:
+        if self._provider() in LOCAL_PROVIDERS:  # a cloud provider has nothing to test here
+            self._clear_problem()
+            self._ask("test")
+
+    def _ask(self, purpose: Literal["test", "save"], config: Config | None = None) -> None:
+        """Ask the server in a worker thread; `on_worker_state_changed` takes the answer."""
+        provider = self._provider()
+        secret = self.current.api_key if self._keeps_key(provider) else None
+        key = secret.reveal() if secret else None  # a local server's key, from config.toml
+        self._check = _Check(purpose, self._server(), self._answers(), config)
+        self._say(f"asking {self._server_url()} for its models…")
+        work = partial(ask_server, self._server_url(), provider, self._value("model"), key)
+        self._worker = self.run_worker(
+            work, name="server", group="server", exclusive=True, thread=True, exit_on_error=False
+        )
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        check = self._check
+        if event.worker is not self._worker or check is None:
+            return  # a check the form has since given up
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+            return
+        self._check = self._worker = None
+        answer = event.worker.result
+        if event.state is WorkerState.ERROR or answer is None:  # a bug, said in one line
+            answer = ServerInfoError(f"the connection test failed: {event.worker.error}")
+        if check.server != self._server():
+            self._say(TEST_HINT)  # another provider or server since: the answer is not for it
+            return
+        if check.purpose == "test":
+            self._tested(answer)
+        elif check.answers == self._answers() and check.config is not None:
+            self._checked(check, answer)
+        else:
+            self._say(TEST_HINT)  # changed while asked: Save asks again
+
+    def _tested(self, answer: ServerInfo | ServerInfoError) -> None:
+        if isinstance(answer, ServerInfoError):
+            self._say(TEST_HINT)
+            self._show_problem(str(answer))
+            return
+        self._served = answer
+        model = self.query_one("#model", Input)
+        if not model.value.strip() and answer.ids:
+            model.value = answer.ids[0]
+        self._offer(answer)
+        news = connected(answer)
+        chosen = served_as(answer, model.value.strip(), self._provider())
+        if chosen is None and model.value.strip() and answer.ids:
+            news += f"; {model.value.strip()} is not among them"
+        self._say(news + self._window_news(chosen))
+
+    def _offer(self, info: ServerInfo) -> None:
+        """The server's models, to pick from with the list next to the model field."""
+        models: Select[str] = self.query_one("#models", Select)
+        models.set_options([(Text(model_id), model_id) for model_id in info.ids])
+        models.set_class(not info.ids, "hidden")
+        chosen = served_as(info, self._value("model"), self._provider())
+        if chosen is not None:
+            models.value = chosen.id  # its Changed is no news: `_picked` sees the same model
+
+    def _picked(self, value: object) -> None:
+        """A model picked from the server's list: into the model field, with its window."""
+        if not isinstance(value, str) or value == self._value("model") or self._served is None:
+            return
+        self.query_one("#model", Input).value = value
+        self._say(f"{value} chosen" + self._window_news(self._served.get(value)))
+
+    def _window_news(self, served: ServedModel | None) -> str:
+        """Fill the empty window field with the window the server runs the model with, and say
+        so; a window that is only the model's maximum is said, not filled in."""
+        window = served.window if served is not None else None
+        field = self.query_one("#window", Input)
+        mine = field.value.strip() in ("", self._filled_window)
+        if window is None or not window.runs_with:
+            if mine and self._filled_window:  # it was another model's
+                field.value = self._filled_window = ""
+            if window is None:
+                return ""
+            return f"; it supports {window.tokens:,} tokens ({window.source}), but {window.caveat}"
+        if not mine:
+            return f"; it runs with {window.tokens:,} tokens ({window.source})"
+        field.value = self._filled_window = str(window.tokens)
+        return f"; window {window.tokens:,} tokens, from {window.source}"
+
+    def _forget_server(self) -> None:
+        """The server's answer no longer holds (another provider or address)."""
+        self._served = None
+        self._check = self._worker = None
+        models: Select[str] = self.query_one("#models", Select)
+        models.set_options([])
+        models.add_class("hidden")
+        window = self.query_one("#window", Input)
+        if self._filled_window and window.value.strip() == self._filled_window:
+            window.value = ""
+        self._filled_window = ""
+        self._say(TEST_HINT)
+
+    # -- saving -------------------------------------------------------------------------------
+
     def action_save(self) -> None:
-        provider = str(self.query_one("#provider", Select).value)
+        if self._check is not None and self._check.purpose == "save":
+            return  # already asking the server before saving
+        provider = self._provider()
         local = provider in LOCAL_PROVIDERS
         try:
             config = build_config(
@@ -266,13 +547,38 @@ class SetupScreen(ModalScreen[bool]):
                 "" if local else self.query_one("#key", Input).value,
                 self.query_one("#url", Input).value,
                 keep_key=self._keeps_key(provider),
+                window=self.query_one("#window", Input).value if local else None,
             )
+        except SetupError as error:
+            self._show_problem(str(error))
+            return
+        if local and self._excused != self._answers():
+            self._ask("save", config)  # saved once the server can serve it
+            return
+        self._save(config, warning=self._excuse if local else "")
+
+    def _checked(self, check: _Check, answer: ServerInfo | ServerInfoError) -> None:
+        assert check.config is not None
+        problem = save_problem(check.config, answer)
+        if problem is None:
+            self._save(check.config)
+            return
+        if isinstance(answer, ServerInfo):
+            self._served = answer
+            self._offer(answer)  # to pick the model from
+        self._say(TEST_HINT if isinstance(answer, ServerInfoError) else connected(answer))
+        stop = " " if problem.endswith("?") else ". "
+        self._show_problem(f"{problem}{stop}Save again to save anyway.")
+        self._excused, self._excuse = check.answers, problem
+
+    def _save(self, config: Config, *, warning: str = "") -> None:
+        try:
             save_setup(self.home, config)
         except SetupError as error:
-            problem = self.query_one("#problem", Static)
-            problem.update(escape_controls(str(error)))
-            problem.add_class("shown")
+            self._show_problem(str(error))
             return
+        if warning:  # over the chat a toast; the first run has nothing more to show it on
+            self.app.notify(f"saved as asked, though {warning}", severity="warning", timeout=10)
         self.dismiss(True)
 
     def action_leave(self) -> None:
