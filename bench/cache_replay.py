@@ -38,9 +38,9 @@ from typing import Any
 
 import anyio
 
-from evertalk.agent import events
 from evertalk.agent.session import Agent
 from evertalk.config import DEFAULT_MODELS
+from evertalk.protocol import events
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.gate import GatedProvider, PrefixGate
 from evertalk.providers.layout import prefix_keys

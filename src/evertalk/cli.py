@@ -102,6 +102,23 @@ def build_parser() -> argparse.ArgumentParser:
         ("--window", 8),
     ):
         replay.add_argument(flag, type=int, default=value)
+    serve = commands.add_parser(
+        "serve", help="start the service that owns the chat (in the background)"
+    )
+    serve.add_argument(
+        "--foreground", action="store_true", help="run it here (for systemd or launchd)"
+    )
+    serve.add_argument(
+        "--idle", type=float, metavar="SECONDS", help="exit after this long with nothing to do"
+    )
+    serve.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    service = commands.add_parser("service", help="the running service: status, stop")
+    service_actions = service.add_subparsers(dest="action", parser_class=_Parser)
+    service_status = service_actions.add_parser("status", help="whether it runs, and what it does")
+    service_status.add_argument("--json", action="store_true", help="one JSON object")
+    service_status.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    service_stop = service_actions.add_parser("stop", help="stop it (summaries in flight land)")
+    service_stop.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     usage = commands.add_parser("usage", help="what the model calls cost: tokens, cache, dollars")
     usage.add_argument("--json", action="store_true", help="one JSON object, for programs")
     usage.add_argument("--home", type=Path, default=argparse.SUPPRESS)
@@ -150,6 +167,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise UsageError("--retry goes with -p: evertalk -p --retry")
     if args.json_events or args.allow is not None or args.images:
         raise UsageError("--json, --allow and --image go with -p MESSAGE")
+    if args.command in ("serve", "service"):
+        from evertalk.service_cli import run_service_command
+
+        return run_service_command(args, args.home or default_home())
     if args.command == "usage":
         from evertalk.usage_cli import run_usage_command
 
@@ -203,9 +224,10 @@ def _in_a_terminal() -> bool:
 
 
 def _headless(args: argparse.Namespace) -> int:
-    from evertalk.agent.images import ImageError, read_image
-    from evertalk.agent.policy import parse_grants
-    from evertalk.headless import run_headless
+    from evertalk.client.connection import running
+    from evertalk.client.headless import run_via_service
+    from evertalk.grants import parse_grants
+    from evertalk.image_files import ImageError, read_image_file
 
     if args.command is not None:
         raise UsageError("-p runs one turn: it takes no command")
@@ -215,20 +237,33 @@ def _headless(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     try:  # read now: a wrong file is the command line's mistake, before any chat is opened
-        images = [read_image(path) for path in args.images or ()]
+        images = [read_image_file(path) for path in args.images or ()]
     except ImageError as error:
         raise UsageError(f"--image {error}") from None
     message = sys.stdin.read() if args.prompt == "-" else args.prompt
     if args.prompt == "-":
         message = message.removesuffix("\n")
     home = args.home or default_home()
+    if running(home):  # the service owns the chat: it runs the turn
+        return run_via_service(
+            home,
+            message,
+            as_json=args.json_events,
+            grants=grants,
+            workdir=args.workdir,
+            images=images,
+            retry=args.retry,
+        )
+    from evertalk.headless import run_headless
+    from evertalk.providers.base import Image
+
     return run_headless(
         home,
         message,
         as_json=args.json_events,
         grants=grants,
         workdir=args.workdir,
-        images=images,
+        images=[Image(kind, data) for kind, data in images],
         retry=args.retry,
     )
 

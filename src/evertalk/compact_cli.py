@@ -15,7 +15,6 @@ from pathlib import Path
 
 import anyio
 
-from evertalk.agent.events import CatchingUp, about, catching_up_text
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
 from evertalk.compactor.status import catch_up_seconds
@@ -23,6 +22,7 @@ from evertalk.config import ConfigError, secret_values
 from evertalk.ledger import Ledger, ledger_path
 from evertalk.memory.budget import Budget
 from evertalk.memory_cli import report_warnings
+from evertalk.protocol.events import CatchingUp, about, catching_up_text
 from evertalk.providers.base import ProviderError
 from evertalk.runtime import Runtime
 from evertalk.store.errors import StoreError

@@ -14,10 +14,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from evertalk.agent.events import CatchingUp, catching_up_text
 from evertalk.chat import Chat, Status, ToolInputError
 from evertalk.compactor.status import CompactorStatus, catch_up_seconds, read_status
 from evertalk.memory.core import CatchUp
+from evertalk.protocol.events import CatchingUp, catching_up_text
 from evertalk.store.errors import StoreError
 from evertalk.terminal_text import escape_controls
 

@@ -32,7 +32,12 @@ from test_turn_support import (
 )
 
 from evertalk.agent.catch_up import PACE_AFTER, PACE_WINDOW, Pace
-from evertalk.agent.events import (
+from evertalk.agent.session import Agent
+from evertalk.agent.tools import ToolContext
+from evertalk.agent.turn import BYTES_PER_TOKEN, Limits
+from evertalk.chat import Chat
+from evertalk.memory.text import LINE_LIMIT
+from evertalk.protocol.events import (
     AgentEvent,
     CatchingUp,
     MemoryWarning,
@@ -40,11 +45,6 @@ from evertalk.agent.events import (
     TurnEnded,
     TurnStarted,
 )
-from evertalk.agent.session import Agent
-from evertalk.agent.tools import ToolContext
-from evertalk.agent.turn import BYTES_PER_TOKEN, Limits
-from evertalk.chat import Chat
-from evertalk.memory.text import LINE_LIMIT
 from fakes import AnthropicFake, Call, Script, ToolCall, reply, sized_line, slow, summarizer
 from fakes import chat as answer
 from fakes.behaviours import Outcome

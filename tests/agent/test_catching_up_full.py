@@ -17,8 +17,8 @@ from test_turn_support import (
     write_config,
 )
 
-from evertalk.agent.events import TurnEnded, TurnStarted
 from evertalk.agent.turn import Limits
+from evertalk.protocol.events import TurnEnded, TurnStarted
 from evertalk.store.records import encode_message
 from fakes import AnthropicFake, summarizer
 from fakes import chat as answer

@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 import json
 
-from evertalk.agent.events import CatchingUp, ReplyLogged, TurnEnded, TurnStarted
 from evertalk.headless import CATCH_UP_EVERY, JsonPrinter, ReplyPrinter
+from evertalk.protocol.events import CatchingUp, ReplyLogged, TurnEnded, TurnStarted
 
 
 class Clock:

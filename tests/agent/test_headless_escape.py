@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import io
 
-from evertalk.agent.events import MemoryWarning, ReplyLogged, TurnEnded
 from evertalk.headless import ReplyPrinter
+from evertalk.protocol.events import MemoryWarning, ReplyLogged, TurnEnded
 
 HOSTILE = "done \x1b[2J\x1b]0;pwned\x07 \x9b6n"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_turn_support import collect_turn, opened, records_of, script, turn_bodies
 
-from evertalk.agent.events import AgentEvent, ToolStarted
 from evertalk.agent.images import MAX_IMAGE_BYTES, ImageError, ImageStore, read_image, sniff
+from evertalk.protocol.events import AgentEvent, ToolStarted
 from evertalk.providers.base import Image
 from fakes import AnthropicFake, ToolCall, reply
 from fakes import chat as answer

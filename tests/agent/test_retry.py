@@ -29,11 +29,11 @@ from test_turn_support import (
     workdir_beside,
 )
 
-from evertalk.agent.events import Retrying, TurnEnded, TurnStarted
 from evertalk.agent.retry import NothingToRetry, find_unanswered, has_unanswered
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
 from evertalk.ledger import ledger_path, read_records
+from evertalk.protocol.events import Retrying, TurnEnded, TurnStarted
 from evertalk.providers.base import Image, Provider
 from evertalk.providers.factory import make_provider
 from evertalk.providers.retry import RetryPolicy

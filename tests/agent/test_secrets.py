@@ -17,9 +17,9 @@ from test_turn_support import (
     workdir_beside,
 )
 
-from evertalk.agent.events import ReplyLogged
 from evertalk.agent.tools.shell import shell_environment
 from evertalk.config import CREDENTIAL_VARIABLES, REDACTED, redact, secret_values
+from evertalk.protocol.events import ReplyLogged
 from evertalk.providers.errors import clean
 from fakes import AnthropicFake, ToolCall, constant, reply, sequence
 from fakes import chat as answer

@@ -20,7 +20,10 @@ from test_turn_support import (
     write_config,
 )
 
-from evertalk.agent.events import (
+from evertalk.agent.session import Agent, NotConfigured
+from evertalk.agent.turn import CONTEXT_BUDGET, Limits
+from evertalk.chat import Chat
+from evertalk.protocol.events import (
     AgentEvent,
     Delivered,
     Settling,
@@ -28,9 +31,6 @@ from evertalk.agent.events import (
     TurnEnded,
     TurnStarted,
 )
-from evertalk.agent.session import Agent, NotConfigured
-from evertalk.agent.turn import CONTEXT_BUDGET, Limits
-from evertalk.chat import Chat
 from evertalk.store.errors import ChatLocked
 from fakes import AnthropicFake, ToolCall, reply, slow, summarizer
 from fakes import chat as answer

@@ -11,11 +11,11 @@ import pytest
 from test_turn_support import collect_turn, opened, script
 
 from evertalk.agent import session
-from evertalk.agent.events import AgentEvent, MemoryWarning, TurnEnded
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
 from evertalk.ledger import ledger_path, read_records
 from evertalk.memory import Node
+from evertalk.protocol.events import AgentEvent, MemoryWarning, TurnEnded
 from fakes import AnthropicFake, cut, empty
 from fakes import chat as answer
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from test_turn_support import collect_turn, opened, script, turn_bodies, user_texts, write_config
 
-from evertalk.agent.events import Settling
 from evertalk.chat import Chat
 from evertalk.compactor.service import RETRY_SECONDS
+from evertalk.protocol.events import Settling
 from fakes import AnthropicFake, fail, summarizer
 from fakes import chat as answer
 

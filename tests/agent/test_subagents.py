@@ -22,14 +22,6 @@ from test_turn_support import (
     turn_bodies,
 )
 
-from evertalk.agent.events import (
-    AgentEvent,
-    Delivered,
-    TextDelta,
-    ToolFinished,
-    ToolStarted,
-    TurnStarted,
-)
 from evertalk.agent.permissions import Decision
 from evertalk.agent.session import Agent
 from evertalk.agent.subagents import (
@@ -38,6 +30,14 @@ from evertalk.agent.subagents import (
     SubagentError,
     quit_report,
     stop_report,
+)
+from evertalk.protocol.events import (
+    AgentEvent,
+    Delivered,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnStarted,
 )
 from fakes import AnthropicFake, Call, ToolCall, constant, reply, sequence, slow
 from fakes import chat as answer

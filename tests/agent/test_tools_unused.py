@@ -11,11 +11,11 @@ import anyio
 import pytest
 from test_turn_support import collect_turn, opened, script, turn_bodies
 
-from evertalk.agent.events import AgentEvent, ToolStarted, ToolsUnused, TurnEnded
 from evertalk.agent.session import Agent
 from evertalk.agent.tool_watch import QUIET_TURNS, ToolWatch, unused_text
 from evertalk.headless import JsonPrinter, ReplyPrinter
 from evertalk.prompts import NO_TOOLS_HEADING
+from evertalk.protocol.events import AgentEvent, ToolStarted, ToolsUnused, TurnEnded
 from fakes import AnthropicFake, Call, Fail, OpenAIFake, Script, ToolCall, chat, reply, summarizer
 
 pytestmark = pytest.mark.anyio

@@ -21,7 +21,10 @@ from test_turn_support import (
     write_config,
 )
 
-from evertalk.agent.events import (
+from evertalk.agent.turn import Limits
+from evertalk.chat import Chat
+from evertalk.prompts import turn_header
+from evertalk.protocol.events import (
     CallUsage,
     ReplyLogged,
     Settling,
@@ -32,9 +35,6 @@ from evertalk.agent.events import (
     TurnEnded,
     TurnStarted,
 )
-from evertalk.agent.turn import Limits
-from evertalk.chat import Chat
-from evertalk.prompts import turn_header
 from evertalk.runtime import Runtime
 from fakes import AnthropicFake, Fail, Thinking, ToolCall, reply, slow, summarizer
 from fakes import chat as answer

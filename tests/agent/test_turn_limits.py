@@ -22,11 +22,11 @@ from test_turn_support import (
     workdir_beside,
 )
 
-from evertalk.agent.events import AgentEvent, Delivered, TextDelta, ToolStarted, TurnEnded
 from evertalk.agent.tools import ToolContext
 from evertalk.agent.turn import Limits
 from evertalk.chat import Chat
 from evertalk.memory import Budget
+from evertalk.protocol.events import AgentEvent, Delivered, TextDelta, ToolStarted, TurnEnded
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import BYTES_PER_TOKEN
 from fakes import AnthropicFake, OpenAIFake, ToolCall, reply, slow

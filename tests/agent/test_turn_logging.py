@@ -18,9 +18,9 @@ from test_turn_support import (
     script,
 )
 
-from evertalk.agent.events import CallUsage, ReplyLogged, ToolStarted, TurnEnded
 from evertalk.agent.tools import ToolContext
 from evertalk.chat import Chat
+from evertalk.protocol.events import CallUsage, ReplyLogged, ToolStarted, TurnEnded
 from fakes import AnthropicFake, OpenAIFake, Script, ToolCall, calls_tool, reply
 from fakes import chat as answer
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from test_turn_support import collect_turn, log_of, opened, script, turn_bodies, write_config
 
-from evertalk.agent.events import AgentEvent, Delivered, ToolStarted, TurnEnded
 from evertalk.prompts import TURN_MARKER
+from evertalk.protocol.events import AgentEvent, Delivered, ToolStarted, TurnEnded
 from fakes import OpenAIFake, ToolCall, reply
 from fakes import chat as answer
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 
-from evertalk.agent.events import AgentEvent, TurnEnded
 from evertalk.agent.images import ImageStore
 from evertalk.agent.policy import Policy
 from evertalk.agent.session import Agent
@@ -24,6 +23,7 @@ from evertalk.agent.turn import Limits, MessageLog, TurnLoop
 from evertalk.chat import Chat
 from evertalk.config import ToolPolicies
 from evertalk.prompts import TOOLS
+from evertalk.protocol.events import AgentEvent, TurnEnded
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import Provider
 from evertalk.providers.openai import OpenAIProvider

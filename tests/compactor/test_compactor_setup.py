@@ -10,10 +10,10 @@ import anyio
 import pytest
 from test_service import LONG, until
 
-from evertalk.agent.events import TurnEnded
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
 from evertalk.ledger import ledger_path, read_records
+from evertalk.protocol.events import TurnEnded
 from evertalk.providers.lane import TurnLane
 from evertalk.runtime import Runtime
 from fakes import AnthropicFake, Call, OpenAIFake, RequestRecord, Script, serve, summarizer

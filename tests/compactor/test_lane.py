@@ -14,10 +14,10 @@ import anyio
 import pytest
 from test_service import LONG, compactor_for, one_message_chat, until
 
-from evertalk.agent.events import MemoryWarning, TurnEnded
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
 from evertalk.ledger import Ledger, ledger_path, read_records
+from evertalk.protocol.events import MemoryWarning, TurnEnded
 from evertalk.providers.base import Message, Provider, Request, Text, collect
 from evertalk.providers.lane import TurnLane, TurnsFirst, Yielded, turns_first
 from evertalk.providers.openai import OpenAIProvider

@@ -28,17 +28,17 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
-from evertalk.agent.events import (
+from evertalk.chat import Chat
+from evertalk.compactor.service import Compactor
+from evertalk.memory import Node
+from evertalk.memory.coarse import Fitted, fit, rendered_size, shown_size
+from evertalk.protocol.events import (
     AgentEvent,
     CatchingUp,
     MemoryWarning,
     Settling,
     about,
 )
-from evertalk.chat import Chat
-from evertalk.compactor.service import Compactor
-from evertalk.memory import Node
-from evertalk.memory.coarse import Fitted, fit, rendered_size, shown_size
 
 CATCH_UP_TIMEOUT = 300.0
 """Seconds a turn waits at most for a chat that is behind to catch up (see above)."""

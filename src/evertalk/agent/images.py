@@ -12,6 +12,10 @@ import hashlib
 from pathlib import Path
 from typing import Final
 
+from evertalk.image_files import MAX_IMAGE_BYTES as MAX_IMAGE_BYTES
+from evertalk.image_files import ImageError as ImageError
+from evertalk.image_files import read_image_file
+from evertalk.image_files import sniff as sniff
 from evertalk.providers.base import Image
 from evertalk.store.secure import make_dir, write_atomic
 
@@ -25,42 +29,11 @@ MEDIA_TYPES: Final = {f".{ext}": media for media, ext in EXTENSIONS.items()} | {
     ".jpeg": "image/jpeg"
 }
 
-MAX_IMAGE_BYTES: Final = 5_000_000
-"""The largest image file attached: the providers refuse bigger ones (Anthropic's limit is 5 MB
-per image), and the whole request would fail."""
-
-
-class ImageError(ValueError):
-    """An attached file that cannot be sent as an image; the text is one line for the user."""
-
-
-def sniff(data: bytes) -> str | None:
-    """The media type of image bytes, from their signature (not the file name, which may lie)."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
-
 
 def read_image(path: Path) -> Image:
     """The image file at `path`, ready to send; ImageError if it is missing, too big or not a
     PNG, JPEG, GIF or WebP image."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_IMAGE_BYTES:
-            raise ImageError(f"{path}: {size:,} bytes, more than the {MAX_IMAGE_BYTES:,} allowed")
-        data = path.read_bytes()
-    except OSError as error:
-        raise ImageError(f"{path}: {error.strerror or error}") from None
-    media_type = sniff(data)
-    if media_type is None:
-        raise ImageError(f"{path}: not a PNG, JPEG, GIF or WebP image")
-    return Image(media_type, base64.b64encode(data).decode("ascii"))
+    return Image(*read_image_file(path))
 
 
 class ImageStore:

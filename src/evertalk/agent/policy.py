@@ -24,9 +24,8 @@ import anyio
 from evertalk.agent.permissions import AskedInput, Asker
 from evertalk.config import Policy as Rule
 from evertalk.config import ToolPolicies
-
-GUARDED: Final = ("shell", "read", "write", "edit")
-"""The tools a policy governs, in the order of `--allow` help texts."""
+from evertalk.grants import GUARDED as GUARDED
+from evertalk.grants import parse_grants as parse_grants
 
 DENIED: Final = "the user did not allow this call"
 """The start of every refusal (SPEC §6.6)."""
@@ -34,16 +33,6 @@ DENIED: Final = "the user did not allow this call"
 CONFINED: Final = ("write", "edit")
 """The tools whose calls outside the working directory always ask: an allowed tool must not be
 taken elsewhere by a link or a `..`."""
-
-
-def parse_grants(text: str) -> list[str]:
-    """The tools of a `--allow` value such as `shell,write,edit` (spaces allowed); a ValueError
-    names an unknown one."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    for name in names:
-        if name not in GUARDED:
-            raise ValueError(f"--allow: unknown tool {name!r} (the tools: {', '.join(GUARDED)})")
-    return names
 
 
 class Policy:

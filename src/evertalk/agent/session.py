@@ -35,14 +35,6 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evertalk.agent.catch_up import ViewWait
-from evertalk.agent.events import (
-    AgentEvent,
-    CatchingUp,
-    MemoryWarning,
-    ReplyLogged,
-    TurnEnded,
-    TurnStarted,
-)
 from evertalk.agent.images import ImageStore
 from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
@@ -79,6 +71,14 @@ from evertalk.memory.budget import Budget
 from evertalk.memory.coarse import Fitted, render, summaries_to_go
 from evertalk.memory.text import valid_unicode
 from evertalk.prompts import turn_header
+from evertalk.protocol.events import (
+    AgentEvent,
+    CatchingUp,
+    MemoryWarning,
+    ReplyLogged,
+    TurnEnded,
+    TurnStarted,
+)
 from evertalk.providers.base import Image, Provider
 from evertalk.providers.lane import turns_first
 from evertalk.runtime import Runtime, cache_key
@@ -346,18 +346,31 @@ class Agent:
 
     # -- what the user interface calls ------------------------------------------------------
 
-    def submit(self, text: str, images: Sequence[Image] = ()) -> None:
+    def submit(
+        self,
+        text: str,
+        images: Sequence[Image] = (),
+        *,
+        key: str | None = None,
+        workdir: Path | None = None,
+    ) -> None:
         """A user message (with the images attached to it): it starts a turn when none runs,
         else it is held for the running turn (delivered between two tool calls) or, if that turn
         ends first, the next. Messages that come while a turn still waits for its view to settle
-        join its opening message."""
+        join its opening message. `key` is logged with it (a client's idempotency key);
+        `workdir` is where the tools of the turn it opens work (else the session's)."""
         if self._closed:
             raise RuntimeError("the agent is closed")
         if not text.strip():
             raise ValueError("an empty message cannot be sent")
         # as it will be logged: a lone surrogate (from a broken terminal or pipe) cannot be
         # encoded for the model either
-        self._hold(Held("user", valid_unicode(text), images=tuple(images)))
+        held = Held("user", valid_unicode(text), images=tuple(images), key=key, workdir=workdir)
+        self._hold(held)
+
+    def holds_key(self, key: str) -> bool:
+        """Whether a message with this idempotency key is held for a turn or was logged."""
+        return any(held.key == key for held in self._held) or self.chat.store.logged(key)
 
     def retry(self) -> list[int]:
         """Try the last unanswered message again: a new turn for it, as `submit` would start,
@@ -547,7 +560,9 @@ class Agent:
                 continue
             text = redact(message.text, self.secrets)
             names = [name for name in map(self.images.save, message.images) if name]
-            ids += self.chat.append(message.kind, text, agent=message.agent, images=names or None)
+            ids += self.chat.append(
+                message.kind, text, key=message.key, agent=message.agent, images=names or None
+            )
         self.compactor.message_logged()
         return ids
 
@@ -625,6 +640,9 @@ class Agent:
         §6.1). Messages held during the wait join the opening, and the view is fitted to the
         room they leave."""
         log = GuardedLog(self.chat, self.secrets, self.compactor)
+        sent_from = [held.workdir for held in self._held if held.workdir is not None]
+        if sent_from:  # the tools work where the client that sent the message does
+            self.workdir = sent_from[-1]
         loop = self._loop(log, self._context(), master=True)
 
         def room() -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from evertalk.agent.events import AgentEvent, ToolStarted, ToolsUnused, TurnEnded
+from evertalk.protocol.events import AgentEvent, ToolStarted, ToolsUnused, TurnEnded
 
 QUIET_TURNS: Final = 3
 """Turns without a tool call before the notice: a greeting or a question answered from the view

@@ -33,15 +33,16 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import anyio
 
-from evertalk.agent import events
 from evertalk.agent.images import ImageStore
 from evertalk.agent.tokens import TokenEstimate
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
 from evertalk.ledger import Ledger
+from evertalk.protocol import events
 from evertalk.providers.base import (
     BYTES_PER_TOKEN,
     Event,
@@ -98,6 +99,8 @@ class Held:
     text: str
     agent: str | None = None
     images: tuple[Image, ...] = ()  # attached by the user; sent after the text (SPEC §6.2)
+    key: str | None = None  # a client's idempotency key: logged with the message
+    workdir: Path | None = None  # where the client that sent it works: the turn's tools too
 
 
 class MessageLog(Protocol):
@@ -309,7 +312,7 @@ class TurnLoop:
         """The step's results with the messages held meanwhile added, each logged now."""
         extra: list[Part] = []
         for n, held in enumerate(self.take_held()):
-            key = f"turn-{turn_id}-{step}-m{n}"
+            key = held.key or f"turn-{turn_id}-{step}-m{n}"
             names = self._saved(held.images)
             self._append(held.kind, held.text, key=key, agent=held.agent, images=names)
             self.emit(events.Delivered(held.kind, held.text))

@@ -11,6 +11,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from evertalk.protocol import events
+from evertalk.protocol.events import TextDelta as TextDelta
+from evertalk.protocol.events import ThinkingDelta as ThinkingDelta
+
 Role = Literal["user", "assistant"]
 
 
@@ -138,16 +142,6 @@ class Started:
 
 
 @dataclass(frozen=True)
-class TextDelta:
-    text: str
-
-
-@dataclass(frozen=True)
-class ThinkingDelta:
-    text: str
-
-
-@dataclass(frozen=True)
 class TextDone:
     """A text block of the reply is complete: its whole text, so that it can be logged before
     the reply ends (SPEC §6.3). Every Text part of the Finished that follows is announced by
@@ -185,22 +179,11 @@ class Finished:
 
 
 @dataclass(frozen=True)
-class Retrying:
-    """The call's last try failed with a transient error before any of its reply reached the
-    caller, and it is sent again after `delay` seconds: try `attempt` of at most `of`. `why` is
-    one line (`server overloaded (529)`); `usage` is what the failed try was billed for, when its
-    response had begun (None otherwise), so that the caller's ledger keeps it."""
+class Retrying(events.Retrying):
+    """The protocol's event (a try sent again), with `usage`: what the failed try was billed
+    for, when its response had begun (None otherwise), so that the caller's ledger keeps it."""
 
-    attempt: int
-    of: int
-    delay: float
-    why: str
     usage: Usage | None = None
-
-    @property
-    def line(self) -> str:
-        """`retrying (2/3) after 1.8 s: server overloaded (529)`, for the status and `-p`."""
-        return f"retrying ({self.attempt}/{self.of}) after {self.delay:.1f} s: {self.why}"
 
 
 Event = Started | TextDelta | ThinkingDelta | TextDone | ToolUseStarted | Finished | Retrying

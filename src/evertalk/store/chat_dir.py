@@ -215,6 +215,10 @@ class ChatStore:
         extra = 1 if prefix else 0
         return self._indexed(lambda: self._index.add_messages(name, spans, extra, keys))
 
+    def logged(self, key: str) -> bool:
+        """Whether a message was logged with this idempotency key."""
+        return self._logged(key) is not None
+
     def _logged(self, key: str) -> list[int] | None:
         """The ids of the message logged with `key`, whether it took one page or several (a
         re-sent message may split otherwise, say after a change of text)."""

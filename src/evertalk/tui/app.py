@@ -38,7 +38,11 @@ from textual.widget import Widget
 from textual.widgets import Footer, Markdown, TextArea
 from textual.widgets.markdown import MarkdownStream
 
-from evertalk.agent.events import (
+from evertalk.agent.permissions import Decision
+from evertalk.agent.policy import DENIED
+from evertalk.agent.session import Agent, NotConfigured, configuration_problem
+from evertalk.config import KEY_VARIABLES, ConfigError, load_config, warn_on_stderr
+from evertalk.protocol.events import (
     AgentEvent,
     CallUsage,
     CatchingUp,
@@ -56,10 +60,6 @@ from evertalk.agent.events import (
     TurnStarted,
     catching_up_text,
 )
-from evertalk.agent.permissions import Decision
-from evertalk.agent.policy import DENIED
-from evertalk.agent.session import Agent, NotConfigured, configuration_problem
-from evertalk.config import KEY_VARIABLES, ConfigError, load_config, warn_on_stderr
 from evertalk.providers.base import ProviderError
 from evertalk.store.errors import ChatLocked, StoreError
 from evertalk.store.records import MessageRecord

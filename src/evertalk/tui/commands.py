@@ -22,7 +22,6 @@ from typing import Final
 
 from textual.suggester import Suggester
 
-from evertalk.agent.events import TurnEnded
 from evertalk.agent.images import ImageError, read_image
 from evertalk.agent.retry import NothingToRetry, has_unanswered
 from evertalk.agent.subagents import RunningAgent, SubagentError
@@ -30,6 +29,7 @@ from evertalk.chat import Chat, ToolInputError
 from evertalk.config import EFFORTS, ConfigError
 from evertalk.ledger import ledger_path, read_records, summarize
 from evertalk.memory_cli import format_status
+from evertalk.protocol.events import TurnEnded
 from evertalk.providers.base import Image
 from evertalk.runtime import INSTRUCTIONS_NAME
 from evertalk.store.errors import StoreError

@@ -1,7 +1,9 @@
-"""What a running agent tells its user interface (the terminal app, headless mode).
+"""What a running agent tells its user interfaces (the terminal app, `-p`, any client of the
+service): the events of the protocol (`wire.py` names them on the wire).
 
 A UI consumes these in order; they carry everything it shows. Thoughts arrive as
-ThinkingDelta and are never logged (SPEC §6.3).
+ThinkingDelta and are never logged (SPEC §6.3). Nothing here imports the rest of evertalk: a
+client that reads these never loads the agent, the providers or their SDKs.
 """
 
 from __future__ import annotations
@@ -9,11 +11,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-# the stream's deltas reach the UI as the provider gave them: one type each, shared
-# (and so does the word that a model call is being tried again, `retrying (2/3) after …`)
-from evertalk.providers.base import Retrying as Retrying
-from evertalk.providers.base import TextDelta as TextDelta
-from evertalk.providers.base import ThinkingDelta as ThinkingDelta
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the reply's text as the model streams it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    """A piece of the model's thoughts: shown, never logged."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Retrying:
+    """A model call's last try failed with a transient error before any of its reply came, and
+    it is sent again after `delay` seconds: try `attempt` of at most `of`. `why` is one line
+    (`server overloaded (529)`). The providers' own event adds what the failed try cost."""
+
+    attempt: int
+    of: int
+    delay: float
+    why: str
+
+    @property
+    def line(self) -> str:
+        """`retrying (2/3) after 1.8 s: server overloaded (529)`, for the status and `-p`."""
+        return f"retrying ({self.attempt}/{self.of}) after {self.delay:.1f} s: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -135,6 +162,20 @@ class ToolsUnused:
 
     turns: int
     text: str
+
+
+@dataclass(frozen=True)
+class MessageHeld:
+    """A client sent a message while a turn ran: the service holds it until the model takes it
+    (`Delivered`) or the next turn starts with it (`TurnStarted`). Every window shows it held."""
+
+    text: str
+    client: str  # which client sent it: `-p 4242`, `app 4250`
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """No turn runs, no message is held and no subagent works: a `-p` client may go."""
 
 
 AgentEvent = (

@@ -1,0 +1,1 @@
+"""The service's clients: the connection, `-p`, and how `-p` prints."""

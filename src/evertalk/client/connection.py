@@ -1,0 +1,173 @@
+"""A client's connection to its home's service: connect, start the service if asked, handshake.
+
+Blocking and standard library only (sockets, subprocess): `evertalk -p` through a running
+service must start in a fraction of a second, so nothing here imports anyio, the agent, the
+providers or their SDKs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from evertalk import __version__
+from evertalk.protocol import wire
+from evertalk.service.paths import log_path, socket_path
+
+START_SECONDS = 10.0
+"""How long a client waits for the service it started to answer."""
+
+
+class ServiceError(Exception):
+    """The service could not be reached, started or used: one line for the user."""
+
+
+class ServiceGone(ServiceError):
+    """The connection ended: the service stopped or died."""
+
+
+class Connection:
+    """One connection, after the handshake: frames out with `send`, in with `receive`."""
+
+    def __init__(self, sock: socket.socket, welcome: dict[str, Any]) -> None:
+        self.sock = sock
+        self.welcome = welcome
+        self.reader = wire.FrameReader()
+        self._frames: list[dict[str, Any]] = []
+
+    @property
+    def pid(self) -> int:
+        return int(self.welcome.get("pid", 0))
+
+    def send(self, frame: dict[str, Any]) -> None:
+        try:
+            self.sock.sendall(wire.encode(frame))
+        except OSError:
+            raise ServiceGone("the service went away") from None
+
+    def receive(self) -> dict[str, Any]:
+        """The next frame; ServiceGone when the service closed the connection."""
+        while not self._frames:
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                raise ServiceGone("the service went away")
+            self._frames = self.reader.feed(data)
+        return self._frames.pop(0)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(home: Path, client: str, *, start: bool = False) -> Connection:
+    """A connection to the service of `home`; with `start`, one is started if none answers.
+    ServiceError (one line) when there is none, it cannot start, or it refuses this client."""
+    sock = _socket(home)
+    if sock is None and start:
+        sock = _start(home)
+    if sock is None:
+        raise ServiceError("no evertalk service is running for this home")
+    return _handshake(sock, client)
+
+
+def running(home: Path) -> bool:
+    """Whether a service answers on this home's socket."""
+    sock = _socket(home)
+    if sock is None:
+        return False
+    sock.close()
+    return True
+
+
+def _socket(home: Path) -> socket.socket | None:
+    """A connected socket, or None when nothing listens (no file, or a stale one)."""
+    path = socket_path(home)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(os.fspath(path))
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+    except OSError as error:
+        sock.close()
+        raise ServiceError(f"cannot reach the service at {path}: {error.strerror}") from None
+    return sock
+
+
+def _start(home: Path) -> socket.socket:
+    """Start the service, detached, logging to `<home>/service.log`, and connect to it."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log = log_path(home)
+    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    start_at = log.stat().st_size
+    command = [sys.executable, "-m", "evertalk", "--home", str(home), "serve", "--foreground"]
+    try:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=descriptor,
+            stderr=descriptor,
+            start_new_session=True,  # not ended by the terminal's Ctrl+C or hangup
+            cwd=home,
+        )
+    finally:
+        os.close(descriptor)
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        sock = _socket(home)
+        if sock is not None:
+            return sock
+        if process.poll() is not None:
+            # another client's service may be the one that got the chat: give it a moment
+            deadline = min(deadline, time.monotonic() + 1.0)
+        time.sleep(0.02)
+    raise ServiceError(f"the service did not start: {_log_tail(log, start_at)}")
+
+
+def _log_tail(log: Path, start_at: int) -> str:
+    """The last lines the service wrote since `start_at`, on one line."""
+    try:
+        with log.open("rb") as file:
+            file.seek(start_at)
+            lines = file.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        lines = []
+    tail = [line.strip() for line in lines if line.strip()][-3:]
+    return " / ".join(tail) if tail else f"nothing in {log}"
+
+
+def _handshake(sock: socket.socket, client: str) -> Connection:
+    hello = {
+        "type": "hello",
+        "protocol": wire.PROTOCOL,
+        "version": __version__,
+        "client": client,
+        "pid": os.getpid(),
+    }
+    connection = Connection(sock, {})
+    connection.send(hello)
+    try:
+        answer = connection.receive()
+    except ServiceGone:
+        connection.close()
+        raise ServiceError("the service closed the connection at the handshake") from None
+    if answer.get("type") != "welcome":
+        connection.close()
+        raise ServiceError(str(answer.get("message") or "the service refused this client"))
+    connection.welcome = answer
+    return connection

@@ -1,0 +1,131 @@
+"""`evertalk -p MESSAGE` as a client of the service: the same output and exit status as `-p` in
+its own process (`evertalk/headless.py`), with the turn run by the service.
+
+The message goes with an idempotency key and the working directory; the printer shows the events
+from the service's acceptance on, and the run ends at the first `quiet` after a turn ended (no
+turn, no held message, no subagent left). A permission request is answered here: `once` for a
+tool that `--allow` grants, `deny` otherwise, as `-p` does on its own. Summaries go on in the
+service after the exit: nothing is abandoned. If the service goes away during the turn, it is
+started again and the message sent again under the same key: logged once, answered by a retry.
+Ctrl+C cancels the turn in the service.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
+from evertalk.client.printers import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    JsonPrinter,
+    ReplyPrinter,
+)
+from evertalk.protocol import wire
+from evertalk.protocol.events import Quiet, TurnEnded
+from evertalk.terminal_text import escape_controls
+
+CLIENT = "-p"
+
+
+def run_via_service(
+    home: Path,
+    message: str,
+    *,
+    as_json: bool = False,
+    grants: Sequence[str] = (),
+    workdir: Path | None = None,
+    images: Sequence[tuple[str, str]] = (),
+    retry: bool = False,
+    start: bool = True,
+) -> int:
+    """One turn through the service; the exit status. `images`: (media type, base64) each."""
+    if not retry and not message.strip():
+        return _fail("the message is empty")
+    request: dict[str, Any] = {"type": "retry"}
+    if not retry:
+        request = {
+            "type": "send",
+            "text": message,
+            "key": f"p-{uuid.uuid4().hex}",
+            "cwd": str((workdir or Path.cwd()).resolve()),
+            "images": [{"media_type": kind, "data": data} for kind, data in images],
+        }
+    try:
+        return _Run(home, request, as_json, frozenset(grants), start).go()
+    except ServiceError as error:
+        return _fail(str(error))
+
+
+class _Run:
+    def __init__(
+        self,
+        home: Path,
+        request: dict[str, Any],
+        as_json: bool,
+        grants: frozenset[str],
+        start: bool,
+    ) -> None:
+        self.home = home
+        self.request = request
+        self.grants = grants
+        self.start = start
+        self.printer: JsonPrinter | ReplyPrinter = (
+            JsonPrinter(sys.stdout, sys.stderr) if as_json else ReplyPrinter(sys.stdout, sys.stderr)
+        )
+
+    def go(self) -> int:
+        connection = connect(self.home, CLIENT, start=self.start)
+        while True:
+            try:
+                with connection:
+                    return self._turn(connection)
+            except ServiceGone:
+                print("evertalk: the service stopped; starting it again", file=sys.stderr)
+                connection = connect(self.home, CLIENT, start=True)
+            except KeyboardInterrupt:
+                try:
+                    connection.send({"type": "cancel"})
+                finally:
+                    connection.close()
+                print("evertalk: interrupted; what was logged stays", file=sys.stderr)
+                return EXIT_INTERRUPTED
+
+    def _turn(self, connection: Connection) -> int:
+        connection.send(self.request)
+        accepted, ended = False, False
+        while True:
+            frame = connection.receive()
+            kind = frame["type"]
+            if kind == "accepted":
+                accepted = True
+                if frame.get("duplicate") and self.request["type"] == "send":
+                    # logged before the service went away, never answered: answer it now
+                    self.request = {"type": "retry"}
+                    connection.send(self.request)
+                    accepted = False
+            elif kind == "error":
+                status = EXIT_USAGE if frame.get("kind") == "nothing_to_retry" else EXIT_FAILED
+                return _fail(str(frame.get("message")), status)
+            elif kind == "ask":
+                allowed = frame.get("tool") in self.grants
+                answer = {"type": "answer", "id": frame.get("id")}
+                connection.send(answer | {"decision": "once" if allowed else "deny"})
+            elif accepted:
+                event = wire.event_of(frame)
+                if isinstance(event, Quiet) and ended:
+                    return self.printer.status
+                if isinstance(event, TurnEnded):
+                    ended = True
+                if event is not None and not isinstance(event, Quiet):
+                    self.printer.show(event)  # type: ignore[arg-type]
+
+
+def _fail(message: str, status: int = EXIT_FAILED) -> int:
+    print(escape_controls(f"evertalk: {' '.join(message.split())}"), file=sys.stderr)
+    return status

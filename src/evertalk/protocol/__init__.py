@@ -1,0 +1,1 @@
+"""The protocol between the service and its clients: events, requests, frames (no I/O)."""

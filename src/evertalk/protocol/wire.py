@@ -1,0 +1,129 @@
+"""The service's wire format, sans I/O: JSON lines, each one object with a `type`.
+
+A frame is one JSON object on one line, at most MAX_FRAME bytes with its newline (a message may
+carry images as base64). `FrameReader` takes bytes as they come and gives whole frames; a frame
+too long, not JSON or not an object is a ProtocolError, after which the connection is closed.
+
+Events cross the wire under the names of `EVENT_NAMES`, an explicit table: renaming a class must
+not change the protocol. An event is encoded with the fields of its protocol class only (the
+providers' `Retrying` adds what a failed try cost, which stays in the service's ledger), and
+decoded leniently: a field the client does not know is dropped, an event type it does not know
+is skipped (None), so that a service a minor version ahead still serves an older client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Final
+
+from evertalk.protocol import events
+
+PROTOCOL: Final = 1
+"""Bumped on a change that an older peer would misread; the handshake compares it."""
+
+MAX_FRAME: Final = 32 * 1024 * 1024
+"""Bytes of one frame, its newline included: a message's images, base64, fit with room."""
+
+
+class ProtocolError(Exception):
+    """The peer sent what is not a frame of this protocol: one line, and the connection ends."""
+
+
+EVENT_NAMES: Final[dict[str, type[Any]]] = {
+    "settling": events.Settling,
+    "catching_up": events.CatchingUp,
+    "turn_started": events.TurnStarted,
+    "text_delta": events.TextDelta,
+    "thinking_delta": events.ThinkingDelta,
+    "reply_logged": events.ReplyLogged,
+    "tool_started": events.ToolStarted,
+    "tool_finished": events.ToolFinished,
+    "delivered": events.Delivered,
+    "turn_ended": events.TurnEnded,
+    "call_usage": events.CallUsage,
+    "memory_warning": events.MemoryWarning,
+    "tools_unused": events.ToolsUnused,
+    "retrying": events.Retrying,
+    "held": events.MessageHeld,
+    "quiet": events.Quiet,
+}
+_NAME_OF: Final = {cls: name for name, cls in EVENT_NAMES.items()}
+
+
+def encode(frame: dict[str, Any]) -> bytes:
+    """One frame: compact JSON and a newline. ProtocolError when it is too long."""
+    data = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    if len(data) > MAX_FRAME:
+        raise ProtocolError(f"a frame of {len(data):,} bytes is over the {MAX_FRAME:,} limit")
+    return data
+
+
+class FrameReader:
+    """Whole frames out of bytes as they arrive."""
+
+    def __init__(self, limit: int = MAX_FRAME) -> None:
+        self._limit = limit
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        """The frames that `data` completes, in order."""
+        self._buffer += data
+        frames = []
+        while (end := self._buffer.find(b"\n")) >= 0:
+            line = bytes(self._buffer[:end])
+            del self._buffer[: end + 1]
+            frames.append(decode(line))
+        if len(self._buffer) >= self._limit:
+            raise ProtocolError(f"a frame over the {self._limit:,}-byte limit")
+        return frames
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    """The object on one line (without its newline)."""
+    try:
+        value = json.loads(line)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ProtocolError("a frame that is not JSON") from None
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise ProtocolError("a frame that is not an object with a type")
+    return value
+
+
+def event_name(event: object) -> str:
+    """The wire name of an event (of its protocol class, for a subclass)."""
+    for cls in type(event).__mro__:
+        name = _NAME_OF.get(cls)
+        if name is not None:
+            return name
+    raise ValueError(f"{type(event).__name__} is not an event of the protocol")
+
+
+def event_frame(event: object) -> dict[str, Any]:
+    """`{"type": "text_delta", "text": "…"}`: the event as `-p --json` prints it."""
+    name = event_name(event)
+    fields = dataclasses.fields(EVENT_NAMES[name])
+    body = {field.name: _plain(getattr(event, field.name)) for field in fields}
+    return {"type": name, **body}
+
+
+def _plain(value: object) -> object:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def event_of(frame: dict[str, Any]) -> object | None:
+    """The event in a frame; None for a type this side does not know. ProtocolError for a
+    known type whose fields are missing or wrong."""
+    cls = EVENT_NAMES.get(frame["type"])
+    if cls is None:
+        return None
+    known = {field.name for field in dataclasses.fields(cls)}
+    try:
+        event: object = cls(**{key: value for key, value in frame.items() if key in known})
+    except TypeError:
+        raise ProtocolError(f"a {frame['type']} event without its fields") from None
+    return event

@@ -1,0 +1,134 @@
+"""`evertalk serve` and `evertalk service status|stop`.
+
+`serve --foreground` runs the service in this process (for systemd or launchd); `serve` alone
+starts it detached, as a client would, and says where it runs. The idle time before it exits
+is `--idle SECONDS`, else the variable EVERTALK_SERVICE_IDLE, else 10 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from evertalk.client.connection import ServiceError, ServiceGone, connect, running
+from evertalk.service.paths import log_path, socket_path
+from evertalk.terminal_text import escape_controls
+
+LOCK_WAIT = 5.0
+"""Seconds a starting service waits for the chat's lock: a service that was asked to stop holds
+it while its last summaries land."""
+STOP_WAIT = 660.0
+"""Seconds `service stop` waits for the service to go (its summaries in flight may take the
+call deadline)."""
+
+
+def run_service_command(args: argparse.Namespace, home: Path) -> int:
+    try:
+        if args.command == "serve":
+            return _serve(home, args.foreground, args.idle)
+        if args.action == "status":
+            return _status(home, args.json)
+        if args.action == "stop":
+            return _stop(home)
+    except ServiceError as error:
+        return _fail(str(error))
+    return _fail("service: say what to do: status or stop", 2)
+
+
+def _serve(home: Path, foreground: bool, idle: float | None) -> int:
+    if not foreground:
+        with connect(home, "serve", start=True) as connection:
+            pid = connection.pid
+        print(f"evertalk service running (pid {pid}) on {socket_path(home)}; log: {log_path(home)}")
+        return 0
+    seconds = idle if idle is not None else float(os.environ.get("EVERTALK_SERVICE_IDLE", 600))
+    return _run_foreground(home, seconds)
+
+
+def _run_foreground(home: Path, idle: float) -> int:
+    import anyio
+
+    from evertalk.agent.session import NotConfigured
+    from evertalk.config import ConfigError
+    from evertalk.providers.base import ProviderError
+    from evertalk.service.server import log, serve
+    from evertalk.store.errors import ChatLocked, StoreError
+
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            anyio.run(serve, home, idle)
+            return 0
+        except ChatLocked as error:
+            if time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            log(f"cannot serve: {error}")
+            return _fail(f"{error}: another evertalk has the chat open")
+        except (ConfigError, NotConfigured, StoreError, ProviderError, OSError) as error:
+            log(f"cannot serve: {error}")
+            return _fail(str(error))
+        except KeyboardInterrupt:
+            return 130
+
+
+def _status(home: Path, as_json: bool) -> int:
+    if not running(home):
+        if as_json:
+            print(json.dumps({"running": False}))
+        else:
+            print(f"no evertalk service is running for {home}")
+        return 0
+    with connect(home, "status") as connection:
+        connection.send({"type": "status"})
+        while (frame := connection.receive())["type"] != "status":
+            pass
+    if as_json:
+        print(json.dumps({"running": True, **frame}, ensure_ascii=False))
+        return 0
+    turn = "a turn runs" if frame.get("busy") else "no turn runs"
+    print(
+        f"evertalk service (pid {frame['pid']}, version {frame['version']}) on "
+        f"{socket_path(home)}: {frame['clients'] - 1} other clients; {turn}; summaries: "
+        f"{frame['compactor_running']} in progress, {frame['compactor_queued']} waiting; "
+        f"log: {log_path(home)}"
+    )
+    return 0
+
+
+def _stop(home: Path) -> int:
+    if not running(home):
+        print(f"no evertalk service is running for {home}")
+        return 0
+    with connect(home, "stop") as connection:
+        pid = connection.pid
+        connection.send({"type": "stop"})
+        try:
+            while True:
+                connection.receive()
+        except ServiceGone:
+            pass
+    deadline = time.monotonic() + STOP_WAIT
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print(f"evertalk service (pid {pid}) stopped")
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fail(message: str, status: int = 1) -> int:
+    print(escape_controls(f"evertalk: {' '.join(message.split())}"), file=sys.stderr)
+    return status
