@@ -55,7 +55,7 @@ def _run_foreground(home: Path, idle: float) -> int:
     from evertalk.agent.session import NotConfigured
     from evertalk.config import ConfigError
     from evertalk.providers.base import ProviderError
-    from evertalk.service.server import log, serve
+    from evertalk.service.server import serve
     from evertalk.store.errors import ChatLocked, StoreError
 
     deadline = time.monotonic() + LOCK_WAIT
@@ -67,11 +67,9 @@ def _run_foreground(home: Path, idle: float) -> int:
             if time.monotonic() < deadline:
                 time.sleep(0.2)
                 continue
-            log(f"cannot serve: {error}")
-            return _fail(f"{error}: another evertalk has the chat open")
+            return _fail(f"cannot serve: {error}")
         except (ConfigError, NotConfigured, StoreError, ProviderError, OSError) as error:
-            log(f"cannot serve: {error}")
-            return _fail(str(error))
+            return _fail(f"cannot serve: {error}")
         except KeyboardInterrupt:
             return 130
 

@@ -77,12 +77,21 @@ class Connection:
 def connect(home: Path, client: str, *, start: bool = False) -> Connection:
     """A connection to the service of `home`; with `start`, one is started if none answers.
     ServiceError (one line) when there is none, it cannot start, or it refuses this client."""
-    sock = _socket(home)
-    if sock is None and start:
-        sock = _start(home)
-    if sock is None:
-        raise ServiceError("no evertalk service is running for this home")
-    return _handshake(sock, client)
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        sock = _socket(home)
+        if sock is None and start:
+            sock = _start(home)
+        if sock is None:
+            raise ServiceError("no evertalk service is running for this home")
+        try:
+            return _handshake(sock, client)
+        except ServiceGone:
+            # a service dying as we connected (its listener closed after it took us), or
+            # one stopping: the next try finds the socket gone, or the next service
+            if time.monotonic() > deadline:
+                raise ServiceError("the service closed the connection at the handshake") from None
+            time.sleep(0.05)
 
 
 def running(home: Path) -> bool:
@@ -165,7 +174,7 @@ def _handshake(sock: socket.socket, client: str) -> Connection:
         answer = connection.receive()
     except ServiceGone:
         connection.close()
-        raise ServiceError("the service closed the connection at the handshake") from None
+        raise
     if answer.get("type") != "welcome":
         connection.close()
         raise ServiceError(str(answer.get("message") or "the service refused this client"))

@@ -31,6 +31,10 @@ from evertalk.protocol.events import Quiet, TurnEnded
 from evertalk.terminal_text import escape_controls
 
 CLIENT = "-p"
+CUT_SHORT = (
+    "the service stopped during the turn; what it logged stays in the chat (ask again, or "
+    "ask Ever to go on)"
+)
 
 
 def run_via_service(
@@ -73,6 +77,7 @@ class _Run:
     ) -> None:
         self.home = home
         self.request = request
+        self.resent = False  # sent again after the service went away
         self.grants = grants
         self.start = start
         self.printer: JsonPrinter | ReplyPrinter = (
@@ -105,11 +110,13 @@ class _Run:
             if kind == "accepted":
                 accepted = True
                 if frame.get("duplicate") and self.request["type"] == "send":
-                    # logged before the service went away, never answered: answer it now
-                    self.request = {"type": "retry"}
+                    # logged before the service went away: a turn for it, unless one answered
+                    self.request, self.resent = {"type": "retry"}, True
                     connection.send(self.request)
                     accepted = False
             elif kind == "error":
+                if frame.get("kind") == "nothing_to_retry" and self.resent:
+                    return _fail(CUT_SHORT)
                 status = EXIT_USAGE if frame.get("kind") == "nothing_to_retry" else EXIT_FAILED
                 return _fail(str(frame.get("message")), status)
             elif kind == "ask":

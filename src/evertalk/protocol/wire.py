@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any, Final
 
 from evertalk.protocol import events
@@ -52,28 +53,55 @@ _NAME_OF: Final = {cls: name for name, cls in EVENT_NAMES.items()}
 
 
 def encode(frame: dict[str, Any]) -> bytes:
-    """One frame: compact JSON and a newline. ProtocolError when it is too long."""
-    data = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    """One frame: compact JSON and a newline. ProtocolError when it is too long.
+
+    Strict JSON for peers in any language: a float that is not finite goes as null, and a
+    lone surrogate (a file name's undecodable byte in a tool's output) as U+FFFD."""
+    try:
+        text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(frame), ensure_ascii=False, separators=(",", ":"))
+    try:
+        data = text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode() + b"\n"
     if len(data) > MAX_FRAME:
         raise ProtocolError(f"a frame of {len(data):,} bytes is over the {MAX_FRAME:,} limit")
     return data
 
 
+def _finite(value: object) -> object:
+    """`value` with every float that is not finite made None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
 class FrameReader:
-    """Whole frames out of bytes as they arrive."""
+    """Whole frames out of bytes as they arrive; no frame may pass `limit` bytes with its
+    newline."""
 
     def __init__(self, limit: int = MAX_FRAME) -> None:
         self._limit = limit
         self._buffer = bytearray()
+        self._searched = 0  # bytes of the buffer known to hold no newline
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         """The frames that `data` completes, in order."""
         self._buffer += data
         frames = []
-        while (end := self._buffer.find(b"\n")) >= 0:
+        while (end := self._buffer.find(b"\n", self._searched)) >= 0:
+            if end + 1 > self._limit:
+                raise ProtocolError(f"a frame over the {self._limit:,}-byte limit")
             line = bytes(self._buffer[:end])
             del self._buffer[: end + 1]
+            self._searched = 0
             frames.append(decode(line))
+        self._searched = len(self._buffer)
         if len(self._buffer) >= self._limit:
             raise ProtocolError(f"a frame over the {self._limit:,}-byte limit")
         return frames
@@ -82,7 +110,7 @@ class FrameReader:
 def decode(line: bytes) -> dict[str, Any]:
     """The object on one line (without its newline)."""
     try:
-        value = json.loads(line)
+        value = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ProtocolError("a frame that is not JSON") from None
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
@@ -117,7 +145,7 @@ def _plain(value: object) -> object:
 
 def event_of(frame: dict[str, Any]) -> object | None:
     """The event in a frame; None for a type this side does not know. ProtocolError for a
-    known type whose fields are missing or wrong."""
+    known type whose fields are missing (their types are the sender's word)."""
     cls = EVENT_NAMES.get(frame["type"])
     if cls is None:
         return None

@@ -1,0 +1,274 @@
+"""The service end to end, over its real socket: `evertalk serve`, `-p` through it, `service
+status|stop`, against the Anthropic fake on loopback. Each test's service is stopped (or
+killed) at its end."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.test_turn_support import (
+    API_KEY,
+    log_of,
+    script,
+    turn_bodies,
+    workdir_beside,
+    write_config,
+)
+from evertalk import __version__
+from evertalk.protocol import wire
+from evertalk.service.paths import socket_path
+from fakes import AnthropicFake, serve, slow
+from fakes import chat as answer
+
+CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
+
+
+def environment(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CLEAN)}
+    env["EVERTALK_HOME"] = str(home)
+    return env
+
+
+def run(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "evertalk", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=environment(home),
+        cwd=workdir_beside(home),
+        timeout=timeout,
+    )
+
+
+def service_pid(home: Path) -> int:
+    status = run(home, "service", "status", "--json")
+    found = json.loads(status.stdout)
+    assert found["running"], status
+    return int(found["pid"])
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a child of this test process that exited stays a zombie until reaped: it counts as gone
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split()[2] == "Z"
+
+
+def wait_until(condition: object, what: str, timeout: float = 30) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def fake() -> AnthropicFake:
+    return AnthropicFake(script())
+
+
+@pytest.fixture
+def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
+    home = tmp_path / "home"
+    with serve(fake.app) as url:
+        write_config(home, base_url=url)
+        try:
+            yield home
+        finally:
+            run(home, "service", "stop", timeout=120)
+
+
+@pytest.fixture
+def service(home: Path) -> int:
+    """A running service for `home`; its pid."""
+    started = run(home, "serve")
+    assert started.returncode == 0, started.stderr
+    assert "evertalk service running (pid " in started.stdout
+    return service_pid(home)
+
+
+def test_p_runs_its_turn_in_the_service(home: Path, fake: AnthropicFake, service: int) -> None:
+    fake.behaviour.push(answer("first answer"), answer("second answer"))  # type: ignore[attr-defined]
+    first = run(home, "-p", "first question")
+    second = run(home, "-p", "second question", "--json")
+    assert (first.returncode, first.stdout, first.stderr) == (0, "first answer\n", "")
+    events = [json.loads(line) for line in second.stdout.splitlines()]
+    assert events[0]["type"] == "turn_started" and events[-1] == {
+        "type": "turn_ended",
+        "reason": "done",
+        "error": None,
+        "error_kind": None,
+    }
+    assert {"type": "reply_logged", "text": "second answer"} in events
+    assert service_pid(home) == service  # the same service served both
+    assert [text for kind, text in log_of(home) if kind in ("user", "ever")] == [
+        "first question",
+        "first answer",
+        "second question",
+        "second answer",
+    ]
+    assert API_KEY not in first.stderr + second.stdout + second.stderr
+    socket_file = socket_path(home)
+    assert socket_file.stat().st_mode & 0o777 == 0o600
+    stopped = run(home, "service", "stop")
+    assert stopped.returncode == 0 and f"(pid {service}) stopped" in stopped.stdout
+    assert gone(service) and not socket_file.exists()
+    assert "no evertalk service is running" in run(home, "service", "status").stdout
+
+
+def test_two_p_runs_at_once_are_both_answered_once(home: Path, service: int) -> None:
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "evertalk", "-p", f"question {k}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment(home),
+            cwd=workdir_beside(home),
+        )
+        for k in range(2)
+    ]
+    outputs = [process.communicate(timeout=60) for process in runs]
+    assert [process.returncode for process in runs] == [0, 0], outputs
+    users = [text for kind, text in log_of(home) if kind == "user"]
+    assert sorted(users) == ["question 0", "question 1"]
+
+
+def hello(home: Path, version: str) -> dict[str, object]:
+    """The service's answer to a raw hello of `version`."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(str(socket_path(home)))
+        frame = {"type": "hello", "protocol": wire.PROTOCOL, "version": version, "client": "t"}
+        sock.sendall(wire.encode(frame))
+        reader = wire.FrameReader()
+        while not (frames := reader.feed(sock.recv(65536))):
+            pass
+        return frames[0]
+
+
+def test_a_client_of_another_version_is_refused_with_how_to_restart(
+    home: Path, service: int
+) -> None:
+    refused = hello(home, "0.0.1")
+    assert refused["type"] == "error" and refused["kind"] == "version"
+    assert f"runs evertalk {__version__}" in str(refused["message"])
+    assert "evertalk service stop" in str(refused["message"])
+    welcome = hello(home, __version__)
+    assert welcome["type"] == "welcome" and welcome["pid"] == service
+
+
+def test_a_stale_socket_is_replaced_and_a_second_service_refused(home: Path) -> None:
+    path = socket_path(home)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))  # a service that died left its socket behind
+    stale.close()
+    assert path.exists()
+    assert run(home, "service", "status").stdout.startswith("no evertalk service")
+    started = run(home, "serve")
+    assert started.returncode == 0, started.stderr
+    pid = service_pid(home)
+    second = run(home, "serve", "--foreground", timeout=60)
+    assert second.returncode == 1
+    assert second.stderr.count("\n") == 1 and "is open in another process" in second.stderr
+    assert service_pid(home) == pid
+
+
+def test_the_service_exits_when_idle(home: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evertalk", "serve", "--foreground", "--idle", "0.5"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(home),
+    )
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert "stopping: idle for 0.5 s" in err and not socket_path(home).exists()
+
+
+def test_kill_9_of_the_service_mid_turn_loses_and_repeats_nothing(
+    home: Path, fake: AnthropicFake, service: int
+) -> None:
+    """The service dies after logging the message, before the reply: the client starts a new
+    one, sends the message again under its key (not logged twice) and gets its answer."""
+    fake.behaviour.push(  # type: ignore[attr-defined]
+        slow(30, answer("never seen")), answer("answered after the crash")
+    )
+    client = subprocess.Popen(
+        [sys.executable, "-m", "evertalk", "-p", "are you there?"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(home),
+        cwd=workdir_beside(home),
+    )
+    try:
+        wait_until(lambda: turn_bodies(fake), "the turn's call")  # the message is logged
+        os.kill(service, signal.SIGKILL)
+        out, err = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode == 0, err
+    assert out == "answered after the crash\n"
+    assert err == "evertalk: the service stopped; starting it again\n"
+    assert log_of(home) == [("user", "are you there?"), ("ever", "answered after the crash")]
+    assert service_pid(home) != service
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to connect as another user")
+def test_a_client_of_another_user_is_refused(fake: AnthropicFake) -> None:
+    base = Path(tempfile.mkdtemp(prefix="evertalk-peer-"))
+    base.chmod(0o711)  # the other user may reach the socket: only the peer check stops it
+    home = base / "home"
+    try:
+        with serve(fake.app) as url:
+            write_config(home, base_url=url)
+            assert run(home, "serve").returncode == 0
+            path = socket_path(home)
+            path.chmod(0o666)
+            home.chmod(0o711)
+            assert connect_as_nobody(path) == 0
+    finally:
+        run(home, "service", "stop", timeout=120)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def connect_as_nobody(path: Path) -> int:
+    """0 when a client running as nobody is refused with an error of kind `peer`."""
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status
+        status = 2
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(10)
+                sock.connect(str(path))
+                data = sock.recv(65536)
+            frame = wire.decode(data.rstrip(b"\n"))
+            status = 0 if frame.get("kind") == "peer" else 1
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
