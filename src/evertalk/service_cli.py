@@ -40,13 +40,27 @@ def run_service_command(args: argparse.Namespace, home: Path) -> int:
 
 
 def _serve(home: Path, foreground: bool, idle: float | None) -> int:
+    seconds = idle if idle is not None else _idle_from_environment()
+    if seconds is None:
+        return _fail("EVERTALK_SERVICE_IDLE: give the idle time in seconds, e.g. 600", 2)
     if not foreground:
-        with connect(home, "serve", start=True) as connection:
+        arguments = ("--idle", repr(seconds)) if idle is not None else ()
+        with connect(home, "serve", start=True, serve_args=arguments) as connection:
             pid = connection.pid
         print(f"evertalk service running (pid {pid}) on {socket_path(home)}; log: {log_path(home)}")
         return 0
-    seconds = idle if idle is not None else float(os.environ.get("EVERTALK_SERVICE_IDLE", 600))
     return _run_foreground(home, seconds)
+
+
+def _idle_from_environment() -> float | None:
+    """EVERTALK_SERVICE_IDLE in seconds (`inf`: never idle out), default 600; None if it is
+    not a number of seconds."""
+    text = os.environ.get("EVERTALK_SERVICE_IDLE", "600")
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
 
 
 def _run_foreground(home: Path, idle: float) -> int:

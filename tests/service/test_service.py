@@ -29,7 +29,7 @@ from agent.test_turn_support import (
 from evertalk import __version__
 from evertalk.protocol import wire
 from evertalk.service.paths import socket_path
-from fakes import AnthropicFake, serve, slow
+from fakes import AnthropicFake, ToolCall, reply, serve, slow
 from fakes import chat as answer
 
 CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
@@ -272,3 +272,69 @@ def connect_as_nobody(path: Path) -> int:
             os._exit(status)
     _, status = os.waitpid(child, 0)
     return os.waitstatus_to_exitcode(status)
+
+
+def test_a_stop_during_a_turn_ends_the_p_run_and_starts_no_other_service(
+    home: Path, fake: AnthropicFake, service: int
+) -> None:
+    fake.behaviour.push(slow(30, answer("never seen")))  # type: ignore[attr-defined]
+    client = subprocess.Popen(
+        [sys.executable, "-m", "evertalk", "-p", "a long one"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(home),
+        cwd=workdir_beside(home),
+    )
+    try:
+        wait_until(lambda: turn_bodies(fake), "the turn's call")
+        assert run(home, "service", "stop").returncode == 0
+        out, err = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode == 1 and out == ""
+    assert err.startswith("evertalk: the service was stopped (asked by stop ")
+    assert err.count("\n") == 1
+    assert "no evertalk service is running" in run(home, "service", "status").stdout
+
+
+def test_allow_write_does_not_reach_outside_the_working_directory(
+    home: Path, fake: AnthropicFake, service: int, tmp_path: Path
+) -> None:
+    """As `-p` in its own process: --allow write lets writes run in the working directory,
+    never outside it, where a yes is needed that no one can give."""
+    outside = tmp_path / "elsewhere" / "note.txt"
+    inside = workdir_beside(home) / "note.txt"
+    fake.behaviour.push(  # type: ignore[attr-defined]
+        reply("Writing.", ToolCall("write", {"path": str(outside), "content": "out"})),
+        reply("And here.", ToolCall("write", {"path": str(inside), "content": "in"})),
+        answer("done"),
+    )
+    result = run(home, "-p", "write the notes", "--allow", "write")
+    assert result.returncode == 0, result.stderr
+    assert not outside.exists() and inside.read_text() == "in"
+
+
+def test_serve_passes_its_idle_time_to_the_service_it_starts(home: Path) -> None:
+    started = run(home, "serve", "--idle", "0.5")
+    assert started.returncode == 0, started.stderr
+    pid = int(started.stdout.split("(pid ")[1].split(")")[0])
+    wait_until(lambda: gone(pid), "the idle exit", timeout=30)
+
+
+def test_a_relative_home_starts_its_service(home: Path, fake: AnthropicFake) -> None:
+    fake.behaviour.push(answer("from a relative home"))  # type: ignore[attr-defined]
+    env = {k: v for k, v in environment(home).items() if k != "EVERTALK_HOME"}
+    started = subprocess.run(
+        [sys.executable, "-m", "evertalk", "--home", "home", "serve"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home.parent,
+        timeout=60,
+    )
+    assert started.returncode == 0, started.stderr
+    result = run(home, "-p", "hi")
+    assert result.stdout == "from a relative home\n"

@@ -12,9 +12,12 @@ class AskedInput(dict[str, Any]):
     an asker that looks no further), plus `agent`, the subagent whose call it is, or None for
     the main turn. It rides on the input so that askers written before it keep working."""
 
-    def __init__(self, tool_input: dict[str, Any], agent: str | None = None) -> None:
+    def __init__(
+        self, tool_input: dict[str, Any], agent: str | None = None, outside: bool = False
+    ) -> None:
         super().__init__(tool_input)
         self.agent = agent
+        self.outside = outside  # a file tool's call outside the working directory
 
 
 class Asker(Protocol):

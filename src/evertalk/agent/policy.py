@@ -109,7 +109,7 @@ class Policy:
         async with self._asking:
             if key in self._always:  # "always" given while this call waited
                 return None
-            decision = await asker.ask(tool, AskedInput(shown, agent))
+            decision = await asker.ask(tool, AskedInput(shown, agent, outside is not None))
             if decision == "always":
                 self._always.add(key)
             if decision in ("once", "always"):

@@ -384,6 +384,14 @@ class Agent:
         self._hold(message)
         return list(message.ids)
 
+    async def events_sent(self) -> None:
+        """Until the events sent so far have been taken by `events()` (briefly at most): what
+        a UI is asked next comes after what it was told before."""
+        for _ in range(100):
+            if self._receiver.statistics().current_buffer_used == 0:
+                return
+            await anyio.sleep(0)
+
     async def events(self) -> AsyncIterator[AgentEvent]:
         """Every event, in order, for one consumer; ends when the agent closes."""
         with suppress(anyio.ClosedResourceError):

@@ -74,14 +74,17 @@ class Connection:
         self.close()
 
 
-def connect(home: Path, client: str, *, start: bool = False) -> Connection:
-    """A connection to the service of `home`; with `start`, one is started if none answers.
-    ServiceError (one line) when there is none, it cannot start, or it refuses this client."""
+def connect(
+    home: Path, client: str, *, start: bool = False, serve_args: tuple[str, ...] = ()
+) -> Connection:
+    """A connection to the service of `home`; with `start`, one is started if none answers
+    (with `serve_args` for `evertalk serve --foreground`). ServiceError (one line) when there
+    is none, it cannot start, or it refuses this client."""
     deadline = time.monotonic() + START_SECONDS
     while True:
         sock = _socket(home)
         if sock is None and start:
-            sock = _start(home)
+            sock = _start(home, serve_args)
         if sock is None:
             raise ServiceError("no evertalk service is running for this home")
         try:
@@ -118,13 +121,15 @@ def _socket(home: Path) -> socket.socket | None:
     return sock
 
 
-def _start(home: Path) -> socket.socket:
+def _start(home: Path, serve_args: tuple[str, ...] = ()) -> socket.socket:
     """Start the service, detached, logging to `<home>/service.log`, and connect to it."""
+    home = home.resolve()  # the service runs in the home: a relative path would lead elsewhere
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     log = log_path(home)
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     start_at = log.stat().st_size
     command = [sys.executable, "-m", "evertalk", "--home", str(home), "serve", "--foreground"]
+    command += serve_args
     try:
         process = subprocess.Popen(
             command,

@@ -31,10 +31,8 @@ from evertalk.protocol.events import Quiet, TurnEnded
 from evertalk.terminal_text import escape_controls
 
 CLIENT = "-p"
-CUT_SHORT = (
-    "the service stopped during the turn; what it logged stays in the chat (ask again, or "
-    "ask Ever to go on)"
-)
+LOGGED_STAYS = "what it logged stays in the chat (ask again, or ask Ever to go on)"
+CUT_SHORT = f"the service stopped during the turn; {LOGGED_STAYS}"
 
 
 def run_via_service(
@@ -57,7 +55,8 @@ def run_via_service(
             "type": "send",
             "text": message,
             "key": f"p-{uuid.uuid4().hex}",
-            "cwd": str((workdir or Path.cwd()).resolve()),
+            "cwd": str(Path.cwd().resolve()),
+            "workdir": str(workdir.resolve()) if workdir is not None else None,
             "images": [{"media_type": kind, "data": data} for kind, data in images],
         }
     try:
@@ -119,8 +118,12 @@ class _Run:
                     return _fail(CUT_SHORT)
                 status = EXIT_USAGE if frame.get("kind") == "nothing_to_retry" else EXIT_FAILED
                 return _fail(str(frame.get("message")), status)
+            elif kind == "stopping":
+                why = frame.get("reason")
+                return _fail(f"the service was stopped ({why}) during the turn; {LOGGED_STAYS}")
             elif kind == "ask":
-                allowed = frame.get("tool") in self.grants
+                # outside the working directory a file tool needs a yes that --allow is not
+                allowed = frame.get("tool") in self.grants and not frame.get("outside")
                 answer = {"type": "answer", "id": frame.get("id")}
                 connection.send(answer | {"decision": "once" if allowed else "deny"})
             elif accepted:

@@ -66,6 +66,7 @@ class Session:
         self.stream = stream
         self.name = name
         self._outbox, self._pending = anyio.create_memory_object_stream[bytes](math.inf)
+        self.written = anyio.Event()  # the outbox is closed and all of it went out
 
     def post(self, frame: dict[str, Any] | bytes) -> None:
         data = frame if isinstance(frame, bytes) else wire.encode(frame)
@@ -73,9 +74,12 @@ class Session:
             self._outbox.send_nowait(data)
 
     async def write_out(self) -> None:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            async for data in self._pending:
-                await self.stream.send(data)
+        try:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                async for data in self._pending:
+                    await self.stream.send(data)
+        finally:
+            self.written.set()
 
     def close(self) -> None:
         self._outbox.close()
@@ -122,9 +126,11 @@ class Service:
             "tool": tool,
             "input": dict(tool_input),
             "agent": getattr(tool_input, "agent", None),
+            "outside": getattr(tool_input, "outside", False),
         }
         pending = _Ask(frame, None)
         self.asks[ask_id] = pending
+        await self._agent().events_sent()  # the events before the question go first
         try:
             with anyio.move_on_after(ASK_SECONDS):
                 while not pending.answered.is_set():
@@ -187,6 +193,16 @@ class Service:
         if not self.stopping.is_set():
             self.stop_reason = reason
             self.stopping.set()
+            for session in self.sessions:  # a client then knows not to start another
+                session.post({"type": "stopping", "pid": os.getpid(), "reason": reason})
+
+    async def farewell(self) -> None:
+        """Let every client's outbox go out (the `stopping` above), briefly."""
+        for session in self.sessions:
+            session.close()
+        with anyio.move_on_after(1.0):
+            for session in list(self.sessions):
+                await session.written.wait()
 
     # -- a client's side -------------------------------------------------------------------
 
@@ -197,13 +213,14 @@ class Service:
                 return
             reader = wire.FrameReader()
             try:
-                hello = await self._hello(stream, reader)
+                greeted = await self._hello(stream, reader)
             except (wire.ProtocolError, TimeoutError, anyio.EndOfStream, OSError) as error:
                 with contextlib.suppress(Exception):
                     await stream.send(wire.encode(_error("protocol", str(error) or "no hello")))
                 return
-            if hello is None:
+            if greeted is None:
                 return
+            hello, early = greeted
             session = Session(stream, f"{hello.get('client', 'client')} {hello.get('pid', '?')}")
             session.post(self._welcome())
             self.sessions.append(session)
@@ -212,14 +229,17 @@ class Service:
             try:
                 async with anyio.create_task_group() as group:
                     group.start_soon(session.write_out)
-                    await self._serve(session, stream, reader)
+                    await self._serve(session, stream, reader, early)
                     session.close()
             finally:
                 session.close()
                 self.sessions.remove(session)
                 self.last_active = self.clock()
 
-    async def _hello(self, stream: SocketStream, reader: wire.FrameReader) -> dict[str, Any] | None:
+    async def _hello(
+        self, stream: SocketStream, reader: wire.FrameReader
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The client's hello and the frames that came with it; None when it is refused."""
         with anyio.fail_after(HELLO_SECONDS):
             frames: list[dict[str, Any]] = []
             while not frames:
@@ -229,9 +249,7 @@ class Service:
         if problem is not None:
             await stream.send(wire.encode(_error("version", problem)))
             return None
-        for extra in frames[1:]:  # sent at once after the hello, before the welcome
-            reader.feed(wire.encode(extra))
-        return hello
+        return hello, frames[1:]  # sent at once with the hello: served after the welcome
 
     def _welcome(self) -> dict[str, Any]:
         return {
@@ -243,9 +261,12 @@ class Service:
         }
 
     async def _serve(
-        self, session: Session, stream: SocketStream, reader: wire.FrameReader
+        self,
+        session: Session,
+        stream: SocketStream,
+        reader: wire.FrameReader,
+        pending: list[dict[str, Any]],
     ) -> None:
-        pending = reader.feed(b"")
         while True:
             for frame in pending:
                 self._request(session, frame)
@@ -288,8 +309,7 @@ class Service:
         text = frame["text"]
         if not isinstance(text, str):
             raise TypeError("text is not a string")
-        cwd = frame.get("cwd")
-        workdir = Path(cwd) if isinstance(cwd, str) and os.path.isabs(cwd) else None
+        workdir = _workdir(frame, agent.runtime.config.workdir_path)
         images = [_image(item) for item in frame.get("images") or []]
         held = agent.busy
         agent.submit(text, images, key=key, workdir=workdir)
@@ -332,8 +352,16 @@ class Service:
         pending.answered.set()
 
     def _stop(self, session: Session, frame: dict[str, Any]) -> None:
-        session.post({"type": "stopping", "pid": os.getpid()})
         self.stop(f"asked by {session.name}")
+
+
+def _workdir(frame: dict[str, Any], configured: Path | None) -> Path | None:
+    """Where the tools of a message's turn work: the client's `--workdir`, else `workdir` of
+    config.toml, else the folder the client runs in (as `-p` decides on its own)."""
+    for value in (frame.get("workdir"), configured, frame.get("cwd")):
+        if isinstance(value, str | Path) and os.path.isabs(value):
+            return Path(value)
+    return None
 
 
 def _image(item: object) -> Image:
@@ -349,7 +377,7 @@ def _error(kind: str, message: str) -> dict[str, Any]:
 def _refusal(hello: dict[str, Any]) -> str | None:
     """Why a client's hello is refused: not a hello, another protocol or version."""
     if hello.get("type") != "hello":
-        return "the first frame must be a hello"
+        return "the first frame must be a hello"  # answered as a refusal of kind `version`
     if hello.get("protocol") != wire.PROTOCOL or hello.get("version") != __version__:
         return (
             f"the service runs evertalk {__version__} (protocol {wire.PROTOCOL}) and this "
@@ -391,6 +419,7 @@ async def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> None:
                 log(f"stopping: {service.stop_reason}")
                 with anyio.move_on_after(agent.compactor.settings.deadline):
                     await agent.compactor.drain()
+                await service.farewell()
                 group.cancel_scope.cancel()
         finally:
             path.unlink(missing_ok=True)
