@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -32,3 +33,22 @@ def loopback() -> Iterator[tuple[SwitchApp, str]]:
     url = server.start()
     yield switch, url
     server.stop()
+
+
+# A `-p` run starts its home's service, which would outlive the test: each is stopped when its
+# test ends, and any left over goes by itself after 30 idle seconds.
+os.environ.setdefault("EVERTALK_SERVICE_IDLE", "30")
+
+
+@pytest.fixture(autouse=True)
+def _stop_services(tmp_path: Path) -> Iterator[None]:
+    yield
+    for found in tmp_path.rglob("service.sock"):
+        stop_service(found.parent)
+
+
+def stop_service(home: Path) -> None:
+    """Stop the service of `home`, if one runs."""
+    from evertalk.client.connection import stop_service as stop
+
+    stop(home, "test")

@@ -183,6 +183,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 # the terminal app opens the agent itself: the folder reaches it through the
                 # variable that overrides `workdir` in config.toml
                 os.environ["EVERTALK_WORKDIR"] = str(args.workdir)
+            _take_over(args.home or default_home(), "the terminal app")
             return run_terminal(args.home or default_home())
         if args.workdir is not None:
             raise UsageError("--workdir goes with the terminal app or with -p MESSAGE")
@@ -196,15 +197,28 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.action == "repair":
         from evertalk.repair_cli import run_repair
 
+        _take_over(args.home or default_home(), "memory repair")
         return run_repair(args.home or default_home())
     if args.action == "compact":
         from evertalk.compact_cli import run_compact
 
+        _take_over(args.home or default_home(), "memory compact")
         return run_compact(args.home or default_home())
     from evertalk.memory_cli import run_memory_command
 
     home = args.home or default_home()
     return run_memory_command(args, home)
+
+
+def _take_over(home: Path, what: str) -> None:
+    """The terminal app and `memory compact`/`repair` open the chat themselves, for now: a
+    service that holds it is stopped first (the next `-p` starts it again)."""
+    from evertalk.client.connection import ServiceError, take_over
+
+    try:
+        take_over(home, what)
+    except ServiceError as error:
+        print(f"evertalk: {error}", file=sys.stderr)
 
 
 def _workdir(folder: Path) -> Path:
@@ -224,7 +238,6 @@ def _in_a_terminal() -> bool:
 
 
 def _headless(args: argparse.Namespace) -> int:
-    from evertalk.client.connection import running
     from evertalk.client.headless import run_via_service
     from evertalk.grants import parse_grants
     from evertalk.image_files import ImageError, read_image_file
@@ -243,27 +256,14 @@ def _headless(args: argparse.Namespace) -> int:
     message = sys.stdin.read() if args.prompt == "-" else args.prompt
     if args.prompt == "-":
         message = message.removesuffix("\n")
-    home = args.home or default_home()
-    if running(home):  # the service owns the chat: it runs the turn
-        return run_via_service(
-            home,
-            message,
-            as_json=args.json_events,
-            grants=grants,
-            workdir=args.workdir,
-            images=images,
-            retry=args.retry,
-        )
-    from evertalk.headless import run_headless
-    from evertalk.providers.base import Image
-
-    return run_headless(
-        home,
+    # the service owns the chat and runs the turn; the first -p starts it
+    return run_via_service(
+        args.home or default_home(),
         message,
         as_json=args.json_events,
         grants=grants,
         workdir=args.workdir,
-        images=[Image(kind, data) for kind, data in images],
+        images=images,
         retry=args.retry,
     )
 

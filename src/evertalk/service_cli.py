@@ -14,7 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-from evertalk.client.connection import ServiceError, ServiceGone, connect, running
+from evertalk.client.connection import (
+    ServiceError,
+    connect,
+    running,
+    stop_service,
+)
 from evertalk.service.paths import log_path, socket_path
 from evertalk.terminal_text import escape_controls
 
@@ -113,32 +118,12 @@ def _status(home: Path, as_json: bool) -> int:
 
 
 def _stop(home: Path) -> int:
-    if not running(home):
+    pid = stop_service(home)
+    if pid is None:
         print(f"no evertalk service is running for {home}")
-        return 0
-    with connect(home, "stop") as connection:
-        pid = connection.pid
-        connection.send({"type": "stop"})
-        try:
-            while True:
-                connection.receive()
-        except ServiceGone:
-            pass
-    deadline = time.monotonic() + STOP_WAIT
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    print(f"evertalk service (pid {pid}) stopped")
+    else:
+        print(f"evertalk service (pid {pid}) stopped")
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _fail(message: str, status: int = 1) -> int:

@@ -9,8 +9,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_turn_support import (
@@ -24,6 +25,7 @@ from test_turn_support import (
 )
 
 from evertalk.chat import Chat
+from evertalk.client.connection import stop_service
 from evertalk.ledger import ledger_path, read_records
 from evertalk.memory import node_name
 from fakes import (
@@ -141,7 +143,8 @@ def test_failures_are_one_line_and_nonzero(home: Path, fake: AnthropicFake) -> N
     for path in home.rglob("*"):
         if path.is_file() and path.name != "config.toml":
             assert API_KEY.encode() not in path.read_bytes(), path
-    # the chat is open in another process
+    # the chat is open in another process (not the service, which the first run started)
+    stop_service(home)
     with Chat.open(home / "chat"):
         result = run(home, "-p", "hello")
     assert result.returncode == 1
@@ -174,48 +177,6 @@ def test_shell_runs_only_when_allowed(home: Path, fake: AnthropicFake) -> None:
     allowed = run(home, "-p", "touch it", "--allow", "shell,write")
     assert allowed.returncode == 0 and allowed.stdout == "Done.\n"
     assert marker.exists()
-
-
-def test_a_crash_mid_turn_loses_and_repeats_nothing(home: Path, fake: AnthropicFake) -> None:
-    fake.behaviour.push(  # type: ignore[attr-defined]
-        reply("Working on it.", ToolCall("shell", {"command": "sleep 5"})),
-        answer("after the crash"),
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "evertalk", "-p", "do the slow thing", "--allow", "shell"],
-        env=environment(home),
-        cwd=workdir_beside(home),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not any(b'"kind": "tool"' in p.read_bytes() for p in (home / "chat").glob("main/*")):
-            assert time.monotonic() < deadline, "the tool call was never logged"
-            assert process.poll() is None
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait(10)
-    before = log_of(home)
-    assert before == [
-        ("user", "do the slow thing"),
-        ("ever", "Working on it."),
-        ("tool", 'shell {"command":"sleep 5"}'),
-    ]
-    result = run(home, "-p", "are you there?")  # the lock died with its owner
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "after the crash\n"
-    after = log_of(home)
-    assert after == [*before, ("user", "are you there?"), ("ever", "after the crash")]
-    ids = [
-        json.loads(line)["i"]
-        for p in (home / "chat").glob("main/*")
-        for line in p.read_text().splitlines()
-        if line.startswith("{")
-    ]
-    assert sorted(ids) == list(range(len(after)))
 
 
 def test_workdir_flag_and_setting(home: Path, fake: AnthropicFake, tmp_path: Path) -> None:
@@ -348,10 +309,13 @@ def built_nodes(home: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["reply", "json"])
-def test_summaries_in_progress_are_finished_before_the_exit(
+def test_summaries_go_on_in_the_service_after_the_exit(
     home: Path, fake: AnthropicFake, as_json: bool
 ) -> None:
+    """`-p` ends with its turn; the summaries it started land in the service: no call is
+    abandoned by a client that exits."""
     slow_summaries(fake, 1.0)
+    began = time.monotonic()
     result = run(home, "-p", LONG_MESSAGE, *(["--json"] if as_json else []))
     assert result.returncode == 0, result.stderr
     if as_json:  # standard output stays the events, every line one JSON object
@@ -359,44 +323,53 @@ def test_summaries_in_progress_are_finished_before_the_exit(
         assert events[-1]["type"] == "turn_ended"
     else:
         assert result.stdout == LONG_REPLY + "\n"
+    assert notes(result.stderr) == [] and "waiting for" not in result.stderr
+    wait_for(lambda: {"0+1", "1+1"} <= built_nodes(home), began)
     # every compaction call that went out was answered in full, and its line was kept
     calls = compaction_requests(fake)
     assert calls and all(call.finished for call in calls)
-    recorded = [r for r in read_records(ledger_path(home)).records if r.role == "compaction"]
-    assert len(recorded) == len(calls)
-    assert {r.node for r in recorded} <= built_nodes(home)
-    assert {"0+1", "1+1"} <= built_nodes(home)  # the message's and the reply's
-    waits = len(result.stderr.splitlines()) - len(notes(result.stderr))
-    assert waits == 1, result.stderr
+    wait_for(lambda: len(compaction_records(home)) == len(calls), began)
+    assert {r.node for r in compaction_records(home)} <= built_nodes(home)
 
 
-def test_ctrl_c_skips_the_wait_for_summaries(home: Path, fake: AnthropicFake) -> None:
-    slow_summaries(fake, 60)
+def compaction_records(home: Path) -> list[Any]:
+    return [r for r in read_records(ledger_path(home)).records if r.role == "compaction"]
+
+
+def wait_for(condition: Callable[[], bool], began: float, timeout: float = 30) -> None:
+    while not condition():
+        assert time.monotonic() - began < timeout, "not within the time"
+        time.sleep(0.05)
+
+
+def test_a_p_run_killed_mid_turn_leaves_its_turn_to_the_service(
+    home: Path, fake: AnthropicFake
+) -> None:
+    """The turn runs in the service: a client killed during it loses nothing, and the turn is
+    neither cut off nor run twice."""
+    fake.behaviour.push(  # type: ignore[attr-defined]
+        slow(2, answer("the answer it did not wait for")), answer("the next answer")
+    )
     process = subprocess.Popen(
-        [sys.executable, "-m", "evertalk", "-p", LONG_MESSAGE],
+        [sys.executable, "-m", "evertalk", "-p", "a question"],
         env=environment(home),
         cwd=workdir_beside(home),
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
-        assert process.stderr is not None
-        line = ""
-        while not WAITING.fullmatch(line):  # the run waits (60 s) once it has said so
-            line = process.stderr.readline()
-            assert line, "the run ended without waiting for the summaries"
-            line = line.rstrip("\n")
         began = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=20)
+        wait_for(lambda: bool(turn_bodies(fake)), began)
+        process.send_signal(signal.SIGKILL)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert time.monotonic() - began < 10
-    assert process.returncode == 0, stderr  # the turn itself ended well
-    assert stdout == LONG_REPLY + "\n"
-    assert "Traceback" not in stderr
-    assert log_of(home) == [("user", LONG_MESSAGE), ("ever", LONG_REPLY)]
+        process.wait(10)
+    result = run(home, "-p", "are you there?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "the next answer\n"
+    assert log_of(home) == [
+        ("user", "a question"),
+        ("ever", "the answer it did not wait for"),
+        ("user", "are you there?"),
+        ("ever", "the next answer"),
+    ]

@@ -20,6 +20,9 @@ from evertalk import __version__
 from evertalk.protocol import wire
 from evertalk.service.paths import log_path, socket_path
 
+CANNOT_SERVE = "evertalk: cannot serve: "
+"""How the service's last line starts when it could not start (`service_cli.py`)."""
+
 START_SECONDS = 10.0
 """How long a client waits for the service it started to answer."""
 
@@ -150,19 +153,21 @@ def _start(home: Path, serve_args: tuple[str, ...] = ()) -> socket.socket:
             # another client's service may be the one that got the chat: give it a moment
             deadline = min(deadline, time.monotonic() + 1.0)
         time.sleep(0.02)
-    raise ServiceError(f"the service did not start: {_log_tail(log, start_at)}")
+    tail = _log_tail(log, start_at)
+    if tail and tail[-1].startswith(CANNOT_SERVE):  # its own one-line error: the user's too
+        raise ServiceError(tail[-1].removeprefix(CANNOT_SERVE))
+    raise ServiceError(f"the service did not start: {' / '.join(tail) or f'nothing in {log}'}")
 
 
-def _log_tail(log: Path, start_at: int) -> str:
-    """The last lines the service wrote since `start_at`, on one line."""
+def _log_tail(log: Path, start_at: int) -> list[str]:
+    """The last lines the service wrote since `start_at`."""
     try:
         with log.open("rb") as file:
             file.seek(start_at)
             lines = file.read().decode("utf-8", "replace").splitlines()
     except OSError:
         lines = []
-    tail = [line.strip() for line in lines if line.strip()][-3:]
-    return " / ".join(tail) if tail else f"nothing in {log}"
+    return [line.strip() for line in lines if line.strip()][-3:]
 
 
 def _handshake(sock: socket.socket, client: str) -> Connection:
@@ -180,8 +185,63 @@ def _handshake(sock: socket.socket, client: str) -> Connection:
     except ServiceGone:
         connection.close()
         raise
+    if answer.get("type") == "error" and answer.get("kind") == "restart":
+        connection.close()
+        raise ServiceGone(str(answer.get("message")))  # it stops: the next try starts anew
     if answer.get("type") != "welcome":
         connection.close()
         raise ServiceError(str(answer.get("message") or "the service refused this client"))
     connection.welcome = answer
     return connection
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs; one that exited and waits to be reaped (a zombie) does not."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (macOS): ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+STOP_SECONDS = 660.0
+"""How long a stop waits for the service to go: its summaries in flight may take the call
+deadline (600 s by default)."""
+
+
+def stop_service(home: Path, client: str = "stop") -> int | None:
+    """Ask the service of `home` to stop and wait until it has; its pid, or None when none
+    was running."""
+    try:
+        connection = connect(home, client)
+    except ServiceError:
+        return None
+    pid = connection.pid
+    with connection:
+        try:
+            connection.send({"type": "stop"})
+            while True:
+                connection.receive()
+        except ServiceGone:
+            pass
+    deadline = time.monotonic() + STOP_SECONDS
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return pid
+
+
+def take_over(home: Path, what: str) -> None:
+    """Before `what` opens the chat in its own process: a running service is asked to stop,
+    and this is said on standard error (the service starts again with the next `-p`)."""
+    if not running(home):
+        return
+    print(f"evertalk: stopping the service to open the chat in {what}", file=sys.stderr)
+    stop_service(home, what)

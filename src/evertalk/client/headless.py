@@ -12,6 +12,7 @@ Ctrl+C cancels the turn in the service.
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from collections.abc import Sequence
@@ -27,7 +28,14 @@ from evertalk.client.printers import (
     ReplyPrinter,
 )
 from evertalk.protocol import wire
-from evertalk.protocol.events import Quiet, TurnEnded
+from evertalk.protocol.events import (
+    Delivered,
+    MemoryWarning,
+    MessageHeld,
+    Quiet,
+    TurnEnded,
+    TurnStarted,
+)
 from evertalk.terminal_text import escape_controls
 
 CLIENT = "-p"
@@ -77,6 +85,8 @@ class _Run:
         self.home = home
         self.request = request
         self.resent = False  # sent again after the service went away
+        self.waiting = False  # the message waits while a turn that is not its own runs
+        self.name = f"{CLIENT} {os.getpid()}"  # as the service names this client
         self.grants = grants
         self.start = start
         self.printer: JsonPrinter | ReplyPrinter = (
@@ -108,6 +118,7 @@ class _Run:
             kind = frame["type"]
             if kind == "accepted":
                 accepted = True
+                self.waiting = bool(frame.get("held"))  # a turn runs: the next one is ours
                 if frame.get("duplicate") and self.request["type"] == "send":
                     # logged before the service went away: a turn for it, unless one answered
                     self.request, self.resent = {"type": "retry"}, True
@@ -126,14 +137,26 @@ class _Run:
                 allowed = frame.get("tool") in self.grants and not frame.get("outside")
                 answer = {"type": "answer", "id": frame.get("id")}
                 connection.send(answer | {"decision": "once" if allowed else "deny"})
-            elif accepted:
+            elif accepted or frame["type"] == "memory_warning":
                 event = wire.event_of(frame)
                 if isinstance(event, Quiet) and ended:
                     return self.printer.status
+                if self.waiting and not self._reached(event):
+                    continue  # another client's turn, running when this message came
                 if isinstance(event, TurnEnded):
                     ended = True
                 if event is not None and not isinstance(event, Quiet):
                     self.printer.show(event)  # type: ignore[arg-type]
+
+    def _reached(self, event: object) -> bool:
+        """Whether the message, held while another turn ran, has reached the model: that
+        turn took it (`delivered`), or the next turn starts with it. Warnings always show."""
+        if isinstance(event, MessageHeld) and event.client == self.name:
+            return False
+        taken = isinstance(event, Delivered) and event.text == self.request.get("text")
+        if taken or isinstance(event, TurnStarted):
+            self.waiting = False
+        return not self.waiting or isinstance(event, MemoryWarning)
 
 
 def _fail(message: str, status: int = EXIT_FAILED) -> int:

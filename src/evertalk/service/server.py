@@ -51,6 +51,9 @@ IDLE_SECONDS = 600.0
 ASK_SECONDS = 120.0
 HELLO_SECONDS = 10.0
 DECISIONS = frozenset({"once", "always", "deny"})
+WATCHERS = frozenset({"status", "stop", "serve", "test"})
+"""Clients that only look at the service or end it: a change of settings does not restart it
+for them."""
 
 
 def log(line: str) -> None:
@@ -110,6 +113,8 @@ class Service:
         self.asks: dict[str, _Ask] = {}
         self.last_active = clock()
         self._joined = anyio.Event()  # set (and replaced) when a client connects
+        self.first_words: list[object] = []  # events for the first client alone
+        self.settings_read = settings_stamp(home)  # config.toml and instructions.md, at start
 
     # -- the agent's side -----------------------------------------------------------------
 
@@ -223,6 +228,9 @@ class Service:
             hello, early = greeted
             session = Session(stream, f"{hello.get('client', 'client')} {hello.get('pid', '?')}")
             session.post(self._welcome())
+            for event in self.first_words:
+                session.post(wire.event_frame(event))
+            self.first_words = []
             self.sessions.append(session)
             self._joined.set()
             self._joined = anyio.Event()
@@ -249,7 +257,22 @@ class Service:
         if problem is not None:
             await stream.send(wire.encode(_error("version", problem)))
             return None
+        if hello.get("client") not in WATCHERS and self._stale():
+            # the settings changed since the start and nothing runs: the client starts anew
+            await stream.send(
+                wire.encode(_error("restart", "config.toml or instructions.md changed"))
+            )
+            self.stop("config.toml or instructions.md changed")
+            return None
         return hello, frames[1:]  # sent at once with the hello: served after the welcome
+
+    def _stale(self) -> bool:
+        """Whether the settings the service read at start changed, and it may stop for a new
+        one to read them: no client connected, no turn, no subagent (the compactor's calls in
+        flight land before it goes)."""
+        changed = settings_stamp(self.home) != self.settings_read
+        quiet = not self.sessions and not self._busy() and not self._agent().compactor.in_flight
+        return changed and quiet
 
     def _welcome(self) -> dict[str, Any]:
         return {
@@ -314,7 +337,7 @@ class Service:
         held = agent.busy
         agent.submit(text, images, key=key, workdir=workdir)
         self.sender = session
-        session.post({"type": "accepted", "key": key, "duplicate": False})
+        session.post({"type": "accepted", "key": key, "duplicate": False, "held": held})
         if held:
             self.broadcast(events.MessageHeld(text, session.name))
 
@@ -364,6 +387,20 @@ def _workdir(frame: dict[str, Any], configured: Path | None) -> Path | None:
     return None
 
 
+def settings_stamp(home: Path) -> tuple[tuple[int, int] | None, ...]:
+    """What says whether the settings a process read at its start are still the files' own:
+    the modification time and size of config.toml and of instructions.md."""
+    stamps: list[tuple[int, int] | None] = []
+    for name in ("config.toml", "instructions.md"):
+        try:
+            found = (home / name).stat()
+        except OSError:
+            stamps.append(None)
+        else:
+            stamps.append((found.st_mtime_ns, found.st_size))
+    return tuple(stamps)
+
+
 def _image(item: object) -> Image:
     if not isinstance(item, dict):
         raise TypeError("an image is an object")
@@ -405,6 +442,9 @@ async def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> None:
     service = Service(home, idle_seconds)
     async with Agent.open(home, asker=service) as agent:
         service.agent = agent
+        for warning in agent.chat.warnings:  # what the open repaired: for the first client
+            log(f"warning: {warning}")
+            service.first_words.append(events.MemoryWarning(f"evertalk: warning: {warning}"))
         path = socket_path(home)
         listener = await _listen(path)
         log(f"evertalk {__version__} serving {home} on {path}")
