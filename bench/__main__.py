@@ -17,6 +17,7 @@ from bench import (
     core_replay,
     first_screen,
     hot_paths,
+    service_bench,
 )
 
 OUT = Path(__file__).with_name("out")
@@ -49,6 +50,8 @@ def main() -> int:
         flush=True,
     )
     for line in hot_paths.report(chat_dir):
+        print(line, flush=True)
+    for line in service_bench.run().lines():
         print(line, flush=True)
     screen = first_screen.run()
     print(screen.line() if screen else "app first screen: tmux is not installed; skipped")
