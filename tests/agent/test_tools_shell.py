@@ -76,7 +76,7 @@ def running(name: str) -> list[int]:
     return found
 
 
-async def wait_gone(name: str, seconds: float = 5.0) -> bool:
+async def wait_gone(name: str, seconds: float = 15.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if not running(name):

@@ -33,12 +33,15 @@ from evertalk.protocol.events import (
     MemoryWarning,
     MessageHeld,
     Quiet,
+    ReplyLogged,
     TurnEnded,
     TurnStarted,
 )
 from evertalk.terminal_text import escape_controls
 
 CLIENT = "-p"
+RETRY_HINT = "; evertalk -p --retry tries it again"
+"""Added to a stopped turn's line when its message is left without a reply."""
 LOGGED_STAYS = "what it logged stays in the chat (ask again, or ask Ever to go on)"
 CUT_SHORT = f"the service stopped during the turn; {LOGGED_STAYS}"
 
@@ -67,9 +70,14 @@ def run_via_service(
             "workdir": str(workdir.resolve()) if workdir is not None else None,
             "images": [{"media_type": kind, "data": data} for kind, data in images],
         }
+    from evertalk.config import ConfigError, load_config
+
     try:
+        # read here too: a file others may read is made private, said on this terminal, and a
+        # setting that cannot be used is this command's one-line error
+        load_config(home)
         return _Run(home, request, as_json, frozenset(grants), start).go()
-    except ServiceError as error:
+    except (ServiceError, ConfigError) as error:
         return _fail(str(error))
 
 
@@ -89,9 +97,14 @@ class _Run:
         self.name = f"{CLIENT} {os.getpid()}"  # as the service names this client
         self.grants = grants
         self.start = start
-        self.printer: JsonPrinter | ReplyPrinter = (
-            JsonPrinter(sys.stdout, sys.stderr) if as_json else ReplyPrinter(sys.stdout, sys.stderr)
-        )
+        self.replied = False  # a reply of this turn was logged: nothing to retry
+        printer = JsonPrinter if as_json else ReplyPrinter
+        self.printer = printer(sys.stdout, sys.stderr, hint=self._hint)
+
+    def _hint(self) -> str:
+        """What a stopped turn's line adds: how to try it again, when its message is left
+        without a reply."""
+        return "" if self.replied else RETRY_HINT
 
     def go(self) -> int:
         connection = connect(self.home, CLIENT, start=self.start)
@@ -145,6 +158,10 @@ class _Run:
                     continue  # another client's turn, running when this message came
                 if isinstance(event, TurnEnded):
                     ended = True
+                if isinstance(event, TurnStarted):
+                    self.replied = False
+                elif isinstance(event, ReplyLogged):
+                    self.replied = True
                 if event is not None and not isinstance(event, Quiet):
                     self.printer.show(event)  # type: ignore[arg-type]
 
