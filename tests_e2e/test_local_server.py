@@ -173,7 +173,7 @@ def test_forced_tool_call_round_trip(
         "stderr": _tail(run.stderr),
     }
     forced = [i for i, e in enumerate(chats) if e.forced]
-    assert forced, "no request offered tools without a tool_choice: nothing was forced"
+    assert forced, "no request offered tools with tool_choice auto: nothing was forced"
     first = chats[forced[0]]
     assert first.status == 200, first.error_body
     assert "tool_calls" in first.finish_reasons, first.as_dict()

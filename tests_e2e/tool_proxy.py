@@ -1,11 +1,11 @@
 """A loopback proxy between evertalk and the llama-cpp-python server that forces one tool call.
 
-SmolLM2-135M never chooses a tool by itself, and evertalk sends no `tool_choice` for a turn
-(the OpenAI default, "auto", is left out). The server does offer a way: a `tool_choice` that
+SmolLM2-135M never chooses a tool by itself, and evertalk sends `tool_choice` "auto" for a turn
+(the model decides). The server does offer a way: a `tool_choice` that
 names a function makes it constrain the reply to that function's JSON arguments (a grammar made
 from the tool's schema) and return it as a tool call. So the proxy adds
 `"tool_choice": {"type": "function", "function": {"name": TOOL}}` to the first chat request
-that offers tools and sets no `tool_choice` (a turn's first call; compactions send "none"), and
+that offers tools with `tool_choice` "auto" (a turn's first call; compactions send "none"), and
 passes every other request through untouched: the round trip that follows (the tool's result
 sent back, the model's answer) is evertalk's own.
 
@@ -118,7 +118,8 @@ class ToolForcingProxy:
                 ):
                     exchange.null_content = True
         with self._lock:
-            force = not self._forced and bool(request.get("tools")) and "tool_choice" not in request
+            chosen = request.get("tool_choice", "auto")  # a turn's: "auto" (or left out)
+            force = not self._forced and bool(request.get("tools")) and chosen == "auto"
             if force:
                 self._forced = True
         if force:

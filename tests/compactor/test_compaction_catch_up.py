@@ -104,8 +104,8 @@ async def test_a_chat_with_no_tree_catches_up_within_the_window(home: Path) -> N
 @pytest.mark.anyio
 async def test_a_context_is_trimmed_to_fit_the_compactors_window(home: Path) -> None:
     """A window of 12,000 tokens leaves room for less than the cview's 32,000 bytes: the oldest
-    lines of each context are left out, the newest kept, and the reply's cap is a sixteenth of
-    the window (here below the reply's cap, raised for the test)."""
+    lines of each context are left out, the newest kept, and the reply's cap is a 24th of the
+    window (here below the reply's cap, raised for the test)."""
     window = 12_000
     chat = Chat.open(home / "chat")
     rng = random.Random(31)
@@ -128,8 +128,8 @@ async def test_a_context_is_trimmed_to_fit_the_compactors_window(home: Path) -> 
             await work.run(until_built=True)
         assert all(r.status == 200 for r in fake.records)
         for record in fake.records:
-            assert record.body is not None and record.body["max_tokens"] == window // 16
-            assert prompt_tokens(record) + window // 16 <= window
+            assert record.body is not None and record.body["max_tokens"] == window // 24
+            assert prompt_tokens(record) + window // 24 <= window
         for sent, whole in seen:
             assert sent == whole[len(whole) - len(sent) :]  # the newest lines, ending as before
         assert sum(1 for sent, whole in seen if len(sent) < len(whole)) > 100

@@ -186,8 +186,8 @@ async def test_a_compaction_asks_for_about_a_thousand_tokens(home: Path) -> None
         ("none", False, 200_000, 1_000),
         ("high", False, 200_000, 16_000),  # a hosted model's thoughts count against the cap
         ("high", True, 200_000, 1_000),  # a local model is not asked to think
-        ("high", True, 8_192, 512),  # a small window: the reply a sixteenth of it
-        ("high", True, 2_048, 256),  # but never less than 256 tokens
+        ("high", True, 8_192, 341),  # a small window: the reply a 24th of it
+        ("high", True, 2_048, 320),  # but never less than 320 tokens
         ("high", False, 4_096, 1_024),  # thoughts too: a quarter of the window at most
         ("high", False, 32_768, 8_192),
     ],

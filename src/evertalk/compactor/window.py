@@ -37,12 +37,14 @@ count against the cap (OpenAI's reasoning, Anthropic's adaptive thinking), and a
 measured keeping to the size only with thinking on (SPEC §4.7)."""
 
 
-SMALL_REPLY_SHARE = 16
-"""In a small window the reply's cap is at most a sixteenth of it (512 tokens of 8,192): a
-small model that rambles stops sooner, and a line needs about 170 tokens."""
+SMALL_REPLY_SHARE = 24
+"""In a small window the reply's cap is at most a 24th of it (341 tokens of 8,192): a small
+local model writes about 25 tokens a second on a laptop's CPU, and one that rambles to a longer
+cap spends most of a call's time on words that are thrown away; a line needs about 170 tokens."""
 
-REPLY_FLOOR = 256
-"""The reply's cap is never made smaller than this: a line and a few words around it."""
+REPLY_FLOOR = 320
+"""The reply's cap is never made smaller than this: a line of 512 bytes in a script that takes
+more tokens per byte (CJK, about 250 tokens), and a few words around it."""
 
 
 def output_cap(max_tokens: int, window: int, thinking: bool = False) -> int:
