@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import Server
+from e2e_support import Server, evertalk_command
 
 FIGURES: dict[str, Any] = {}
 OUT = Path(__file__).resolve().parent / "out"
@@ -52,3 +54,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("e2e figures (also in tests_e2e/out/figures.json)")
     for name, values in FIGURES.items():
         terminalreporter.write_line(f"{name}: {json.dumps(values)}")
+
+
+@pytest.fixture(autouse=True)
+def _stop_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A `-p` run starts its home's service, which goes on summarizing after it: each is
+    stopped when its test ends, so that it does not call the one server during the next test
+    (the next `-p` on that home starts it again)."""
+    yield
+    for socket in tmp_path_factory.getbasetemp().rglob("service.sock"):
+        env = {**os.environ, "EVERTALK_HOME": str(socket.parent)}
+        subprocess.run(
+            [evertalk_command(), "service", "stop"], env=env, capture_output=True, timeout=900
+        )
