@@ -27,6 +27,7 @@ from agent.test_turn_support import (
     write_config,
 )
 from evertalk import __version__
+from evertalk.processes import process_alive
 from evertalk.protocol import wire
 from evertalk.service.paths import socket_path
 from fakes import AnthropicFake, ToolCall, reply, serve, slow
@@ -61,13 +62,20 @@ def service_pid(home: Path) -> int:
 
 
 def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # a child of this test process that exited stays a zombie until reaped: it counts as gone
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split()[2] == "Z"
+    return not process_alive(pid)
+
+
+def start_p(home: Path, message: str) -> subprocess.Popen[str]:
+    """`evertalk -p MESSAGE` started, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "evertalk", "-p", message],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(home),
+        cwd=workdir_beside(home),
+    )
 
 
 def wait_until(condition: object, what: str, timeout: float = 30) -> None:
@@ -133,18 +141,7 @@ def test_p_runs_its_turn_in_the_service(home: Path, fake: AnthropicFake, service
 
 
 def test_two_p_runs_at_once_are_both_answered_once(home: Path, service: int) -> None:
-    runs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "evertalk", "-p", f"question {k}"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment(home),
-            cwd=workdir_beside(home),
-        )
-        for k in range(2)
-    ]
+    runs = [start_p(home, f"question {k}") for k in range(2)]
     outputs = [process.communicate(timeout=60) for process in runs]
     assert [process.returncode for process in runs] == [0, 0], outputs
     users = [text for kind, text in log_of(home) if kind == "user"]
@@ -213,15 +210,7 @@ def test_kill_9_of_the_service_mid_turn_loses_and_repeats_nothing(
     fake.behaviour.push(  # type: ignore[attr-defined]
         slow(30, answer("never seen")), answer("answered after the crash")
     )
-    client = subprocess.Popen(
-        [sys.executable, "-m", "evertalk", "-p", "are you there?"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment(home),
-        cwd=workdir_beside(home),
-    )
+    client = start_p(home, "are you there?")
     try:
         wait_until(lambda: turn_bodies(fake), "the turn's call")  # the message is logged
         os.kill(service, signal.SIGKILL)
@@ -278,15 +267,7 @@ def test_a_stop_during_a_turn_ends_the_p_run_and_starts_no_other_service(
     home: Path, fake: AnthropicFake, service: int
 ) -> None:
     fake.behaviour.push(slow(30, answer("never seen")))  # type: ignore[attr-defined]
-    client = subprocess.Popen(
-        [sys.executable, "-m", "evertalk", "-p", "a long one"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment(home),
-        cwd=workdir_beside(home),
-    )
+    client = start_p(home, "a long one")
     try:
         wait_until(lambda: turn_bodies(fake), "the turn's call")
         assert run(home, "service", "stop").returncode == 0

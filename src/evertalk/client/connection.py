@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evertalk import __version__
+from evertalk.processes import process_alive as process_alive
 from evertalk.protocol import wire
 from evertalk.service.paths import log_path, socket_path
 
@@ -193,23 +194,6 @@ def _handshake(sock: socket.socket, client: str) -> Connection:
         raise ServiceError(str(answer.get("message") or "the service refused this client"))
     connection.welcome = answer
     return connection
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process `pid` runs; one that exited and waits to be reaped (a zombie) does not."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc (macOS): ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
 
 
 STOP_SECONDS = 660.0

@@ -8,10 +8,10 @@ gives the estimate of how long catching up takes (`catch_up_seconds`).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from evertalk.processes import process_alive
 from evertalk.store.lock import read_owner
 from evertalk.store.secure import write_atomic
 
@@ -66,14 +66,4 @@ def read_status(chat_dir: Path) -> CompactorStatus | None:
         status = CompactorStatus(**data)
     except (OSError, ValueError, TypeError):
         return None
-    return status if status.pid == owner and _alive(owner) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return status if status.pid == owner and process_alive(owner) else None
