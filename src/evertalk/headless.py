@@ -1,4 +1,6 @@
-"""`evertalk -p MESSAGE`: one turn without a terminal app.
+"""One `-p` turn in this process, with no service: what `evertalk -p` did before the service
+took the chat (`client/headless.py` is `-p` now). It stays for programs that embed evertalk
+and for the tests and benchmarks that measure a turn in one process.
 
 The turn runs as any other (the settle wait included) and its final reply goes to standard
 output, a warning about the summaries (`memory: …`) or about a model that calls no tools
