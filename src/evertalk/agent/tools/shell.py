@@ -94,15 +94,18 @@ async def run_command(
     """Run `argv`, feeding its output to `buffer`; (exit status or None on timeout, whether
     background processes still held the output when it exited)."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    process = await anyio.open_process(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=ctx.workdir,
-        env=env,
-        start_new_session=True,
-    )
+    # Shielded: a cancel that came while the command started would leave it running with no
+    # handle to kill it by (a loaded machine showed it); the cancel is taken at the next await.
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=ctx.workdir,
+            env=env,
+            start_new_session=True,
+        )
     finished = anyio.Event()
     lingering = False
 
