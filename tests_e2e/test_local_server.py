@@ -32,7 +32,7 @@ from tool_proxy import ToolForcingProxy
 
 TURN_TIMEOUT = float(os.environ.get("E2E_TURN_TIMEOUT", "600"))
 """Seconds for one `-p` run, the wait for the summaries in flight at its end included."""
-COMPACT_TIMEOUT = float(os.environ.get("E2E_COMPACT_TIMEOUT", "2400"))
+COMPACT_TIMEOUT = float(os.environ.get("E2E_COMPACT_TIMEOUT", "3600"))
 """Seconds `memory compact` gets for the 100-message chat before it is stopped (Ctrl+C, which
 keeps what was built); the figures are taken either way."""
 CATCH_UP_TIMEOUT = 120
