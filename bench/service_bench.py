@@ -2,8 +2,9 @@
 
 `python -m bench.service_bench [RUNS]` (default 100).
 
-1. `evertalk -p` wall time against a service already running (its turn answered at once by the
-   Anthropic fake on loopback), median of 15 runs, beside `python -c pass` in the same run.
+1. `evertalk -p hi` wall time against a service already running (its turn answered at once by
+   the Anthropic fake on loopback, short enough that no summary is waited for), median of 15
+   runs, beside `python -c pass` in the same run.
 2. RUNS one-turn `evertalk -p` runs, each message and reply long enough that its leaf needs a
    model call, every compaction answered 0.3 s late: the compaction calls the fake received,
    those the ledger recorded (the difference: calls abandoned), any that the fake saw cut off,
@@ -94,7 +95,29 @@ def _unbuilt(home: Path) -> int:
     return int(found.get("unbuilt", 0))
 
 
+def warm_p() -> tuple[list[float], list[float]]:
+    """Wall times of `-p hi` on a warm service (short replies: each leaf is free, so no turn
+    waits for a summary), and of `python -c pass`, interleaved."""
+    fake = AnthropicFake(Script(lambda call: Reply(pieces=(Text("Hello."),))), ping=False)
+    folder = Path(tempfile.mkdtemp(prefix="evertalk-service-warm-"))
+    home = folder / "home"
+    try:
+        with serve(fake.app) as url:
+            _configure(home, url)
+            env = _environment(home)
+            _evertalk(home, "-p", "the first message starts the service")
+            warm, python = [], []
+            for _ in range(WARM_RUNS):
+                warm.append(_wall([sys.executable, "-m", "evertalk", "-p", "hi"], env))
+                python.append(_wall([sys.executable, "-c", "pass"], env))
+    finally:
+        _evertalk(home, "service", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+    return warm, python
+
+
 def run(runs: int = 100) -> Result:
+    warm, python = warm_p()
     rng = random.Random(12)
     replies = Script(lambda call: Reply(pieces=(Text("Noted: " + prose(rng, 150)),)))
     replies.route(is_compaction, slow(0.3, summarizer(200)))
@@ -104,11 +127,6 @@ def run(runs: int = 100) -> Result:
     try:
         with serve(fake.app) as url:
             _configure(home, url)
-            env = _environment(home)
-            p_command = [sys.executable, "-m", "evertalk", "-p", "hi"]
-            _evertalk(home, "-p", "the first message starts the service")
-            warm = [_wall(p_command, env) for _ in range(WARM_RUNS)]
-            python = [_wall([sys.executable, "-c", "pass"], env) for _ in range(WARM_RUNS)]
             failed = 0
             for k in range(runs):
                 failed += _evertalk(home, "-p", f"note {k}: " + prose(rng, 150)).returncode != 0
