@@ -4,6 +4,7 @@ sends an over-long reply back cut (SPEC §4.4), against the in-process Anthropic
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -197,16 +198,16 @@ def test_the_output_cap(effort: str | None, local: bool, window: int, cap: int) 
     assert REPLY_TOKENS + THINKING_TOKENS == 16_000
 
 
-async def until_untrusted(chat: Chat, compactor: Compactor) -> None:
+async def rounds_until(chat: Chat, compactor: Compactor, done: Callable[[], bool]) -> None:
     """Let the compactor fail nodes, a new message after each round (failed nodes wait for
-    one), until its model is untrusted."""
+    one), until `done`."""
     for k in range(20):
         await settle(compactor)
-        if compactor.untrusted:
+        if done():
             return
         chat.append("user", f"short message {k}")  # free: no call of its own
         compactor.message_logged()
-    raise AssertionError("the model was never untrusted")
+    raise AssertionError("the rounds never got there")
 
 
 async def test_a_model_that_keeps_inventing_is_asked_once_per_node_and_its_nodes_cut(
@@ -225,7 +226,7 @@ async def test_a_model_that_keeps_inventing_is_asked_once_per_node_and_its_nodes
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
-            await until_untrusted(chat, compactor)
+            await rounds_until(chat, compactor, lambda: compactor.untrusted)
             chat.append("user", "one more short message")
             compactor.message_logged()
             await until(lambda: chat.core.tree.unbuilt_count() == 0)
@@ -264,12 +265,7 @@ async def test_a_model_whose_lines_pass_again_is_trusted_again(home: Path) -> No
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
-            for k in range(20):  # rounds of failures, each followed by a message
-                await settle(compactor)
-                if chat.core.tree.unbuilt_count() == 0:
-                    break
-                chat.append("user", f"short message {k}")
-                compactor.message_logged()
+            await rounds_until(chat, compactor, lambda: chat.core.tree.unbuilt_count() == 0)
             group.cancel_scope.cancel()
         trust = [w for w in warnings if "the check" in w]
         assert len(trust) == 2 and "failed the check" in trust[0]
