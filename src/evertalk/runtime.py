@@ -7,11 +7,21 @@ byte-identical on every call (SPEC §5), so an edit takes effect at the next sta
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from evertalk.config import LOCAL_PROVIDERS, Config, ConfigError, Secret, load_config
+from evertalk.config import (
+    AUTH_TOKEN_VARIABLE,
+    KEY_VARIABLES,
+    LOCAL_PROVIDERS,
+    Config,
+    ConfigError,
+    Secret,
+    config_path,
+    load_config,
+)
 from evertalk.prompts import TOOLS, system_text, system_text_without_tools
 
 if TYPE_CHECKING:
@@ -118,3 +128,16 @@ def read_instructions(home: Path) -> str:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+
+
+def configuration_problem(home: Path, config: Config) -> str | None:
+    """Why no model can be called with these settings, or None."""
+    variable = KEY_VARIABLES.get(config.provider)
+    if config.api_key is not None or variable is None:
+        return None  # a local server needs no key
+    if config.provider == "anthropic" and os.environ.get(AUTH_TOKEN_VARIABLE):
+        return None
+    return (
+        f"no provider is configured: set {variable}, or api_key in {config_path(home)} "
+        "(running evertalk in a terminal sets one up)"
+    )

@@ -110,7 +110,13 @@ def test_json_streams_the_events_of_a_message_from_stdin(home: Path, fake: Anthr
     types = [event["type"] for event in events]
     assert types[0] == "turn_started" and types[-3:] == ["reply_logged", "call_usage", "turn_ended"]
     assert "text_delta" in types
-    assert events[-1] == {"type": "turn_ended", "reason": "done", "error": None, "error_kind": None}
+    assert events[-1] == {
+        "type": "turn_ended",
+        "reason": "done",
+        "error": None,
+        "error_kind": None,
+        "retry": False,
+    }
     assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "Hello there."
     assert log_of(home)[0] == ("user", "a message\nof two lines")
 

@@ -37,7 +37,8 @@ from evertalk.protocol.events import Retrying, TurnEnded, TurnStarted
 from evertalk.providers.base import Image, Provider
 from evertalk.providers.factory import make_provider
 from evertalk.providers.retry import RetryPolicy
-from evertalk.tui import commands
+from evertalk.service import commands
+from evertalk.slash import CommandError
 from fakes import (
     IN_PROCESS_URL,
     AnthropicFake,
@@ -249,7 +250,7 @@ async def test_no_retry_while_a_turn_runs(home: Path) -> None:
 async def test_the_app_command(home: Path) -> None:
     fake = AnthropicFake(script().push(Fail(400, "no"), answer("Done.")))
     async with opened(home, fake) as agent:
-        with pytest.raises(commands.CommandError, match="no message to answer again"):
+        with pytest.raises(CommandError, match="no message to answer again"):
             commands.retry_text(agent.retry, ())
         agent.submit("do it")
         ended = (await collect_turn(agent))[-1]
@@ -257,7 +258,7 @@ async def test_the_app_command(home: Path) -> None:
         assert commands.retry_hint(agent.chat, ended) == (
             "/retry tries the turn again (the message is not sent twice)"
         )
-        with pytest.raises(commands.CommandError, match="usage: /retry"):
+        with pytest.raises(CommandError, match="usage: /retry"):
             commands.retry_text(agent.retry, ("now",))
         assert commands.retry_text(agent.retry, ()) == "trying the turn again for message 0"
         done = (await collect_turn(agent))[-1]

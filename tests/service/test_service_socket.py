@@ -122,6 +122,7 @@ def test_p_runs_its_turn_in_the_service(home: Path, fake: AnthropicFake, service
         "reason": "done",
         "error": None,
         "error_kind": None,
+        "retry": False,
     }
     assert {"type": "reply_logged", "text": "second answer"} in events
     assert service_pid(home) == service  # the same service served both

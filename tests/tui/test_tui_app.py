@@ -19,6 +19,7 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Label
 from tui_support import (
     MODEL,
+    agent_of,
     enter_line,
     is_compaction,
     log_of,
@@ -35,9 +36,10 @@ from evertalk.agent.policy import DENIED
 from evertalk.agent.subagents import stop_report
 from evertalk.agent.tool_watch import QUIET_TURNS
 from evertalk.chat import Chat
+from evertalk.client.remote import Message
 from evertalk.memory.text import LINE_LIMIT
-from evertalk.store.records import MessageRecord
-from evertalk.tui.app import EMPTY_REPLY, ChatApp, earlier_records
+from evertalk.tui.app import EMPTY_REPLY, ChatApp
+from evertalk.tui.history import EARLIER_MOST, earlier_records
 from evertalk.tui.widgets import (
     NoteRow,
     OutputRow,
@@ -128,7 +130,7 @@ async def test_a_message_is_sent_and_its_reply_streams_in(home: Path) -> None:
         assert [row.text for row in app.query(UserRow)] == ["where does the log rotate?"]
         thoughts = [row.text for row in app.query(ThoughtRow)]
         assert thoughts == ["Where is the rule?"]
-        await wait_until(pilot, lambda: not app._agent().busy)
+        await wait_until(pilot, lambda: not agent_of(app).busy)
     assert log_of(home) == [("user", "where does the log rotate?"), ("ever", LONG_REPLY)]
 
 
@@ -139,9 +141,9 @@ async def test_the_status_bar_shows_model_memory_and_cost(home: Path) -> None:
         bar = app.query_one(StatusBar)
         assert bar.text.startswith(f"{MODEL} · mem 0B/128K · ")
         await enter_line(pilot, "remember the milk")
-        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Noted."])
+        await wait_until(pilot, lambda: not agent_of(app).busy and replies(app)[-1:] == ["Noted."])
         await pilot.pause(0.6)  # the next refresh of the bar
-        view_bytes = app._agent().status().view_bytes
+        view_bytes = agent_of(app).status().view_bytes
         assert view_bytes > 0
         assert f"mem {view_bytes}B/128K" in bar.text
         assert "memory idle" in bar.text or "summarizing" in bar.text
@@ -154,7 +156,7 @@ async def test_memory_shows_the_view_and_the_status(home: Path) -> None:
         app = app_of(pilot)
         await type_text(pilot, "hi")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Hello."])
+        await wait_until(pilot, lambda: not agent_of(app).busy and replies(app)[-1:] == ["Hello."])
         await type_text(pilot, "/memory")
         await pilot.press("enter")
         await wait_until(pilot, lambda: len(outputs(app)) == 2)
@@ -178,10 +180,10 @@ async def test_ctrl_c_cancels_a_slow_reply_and_keeps_the_message(home: Path) -> 
         app = app_of(pilot)
         await enter_line(pilot, "tell me everything")
         await wait_until(pilot, lambda: replies(app) and replies(app)[-1])  # streaming
-        assert app._agent().busy
+        assert agent_of(app).busy
         await pilot.press("ctrl+c")
         await wait_until(pilot, lambda: any(note.startswith("cancelled") for note in notes(app)))
-        assert not app._agent().busy
+        assert not agent_of(app).busy
         assert len(replies(app)[-1]) < len(LONG_REPLY * 4)  # what came stays on screen
         # Ctrl+C with nothing running: nothing happens to what is typed
         await type_text(pilot, "draft")
@@ -207,7 +209,7 @@ async def test_a_denied_tool_says_so_in_its_row_and_to_the_model(home: Path) -> 
         dialog = await dialog_of(pilot)
         assert dialog.tool == "shell" and dialog.tool_input == {"command": "echo [secret]"}
         await pilot.press("enter")  # Deny has the focus
-        await wait_until(pilot, lambda: not app._agent().busy and len(replies(app)) == 2)
+        await wait_until(pilot, lambda: not agent_of(app).busy and len(replies(app)) == 2)
         row = app.query_one(ToolRow)
         assert row.finished and row.is_error and row.has_class("error")
         assert DENIED in row.output_text
@@ -227,7 +229,7 @@ async def test_a_tool_allowed_once_runs(home: Path) -> None:
         await enter_line(pilot, "run it")
         await dialog_of(pilot)
         await pilot.press("left", "left", "enter")  # from Deny over Always to Allow once
-        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["It ran."])
+        await wait_until(pilot, lambda: not agent_of(app).busy and replies(app)[-1:] == ["It ran."])
         row = app.query_one(ToolRow)
         assert not row.is_error and "ran-it" in row.output_text
         assert row.heading == "✓ shell  echo ran-it"
@@ -263,7 +265,7 @@ async def test_keys_typed_as_the_dialog_opens_allow_nothing_and_stay_the_users(
         await wait_until(pilot, lambda: app.screen is not dialog)
         # what was typed meanwhile reaches the input: the message is sent, "ay" stays
         await wait_until(pilot, lambda: app.prompt.text == "ay")
-        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Noted."])
+        await wait_until(pilot, lambda: not agent_of(app).busy and replies(app)[-1:] == ["Noted."])
         row = app.query_one(ToolRow)
         assert row.is_error and DENIED in row.output_text
     assert not (home.parent / "work" / "ran").exists()  # the tools' workdir: tui_support
@@ -280,7 +282,7 @@ async def test_ctrl_c_while_asking_takes_the_dialog_away(home: Path) -> None:
         await wait_until(pilot, lambda: isinstance(app.screen, PermissionScreen))
         await pilot.press("ctrl+c")
         await wait_until(pilot, lambda: not isinstance(app.screen, PermissionScreen))
-        await wait_until(pilot, lambda: not app._agent().busy)
+        await wait_until(pilot, lambda: not agent_of(app).busy)
         assert not (home.parent / "work" / "x").exists()
     assert [kind for kind, _ in log_of(home)] == ["user", "tool", "echo"]
 
@@ -299,7 +301,7 @@ async def test_input_lines_history_and_completion(home: Path) -> None:
         await type_text(pilot, "first line\nsecond line")
         assert prompt.text == "first line\nsecond line"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: not app._agent().busy and replies(app))
+        await wait_until(pilot, lambda: not agent_of(app).busy and replies(app))
         await type_text(pilot, "a draft")
         await pilot.press("up")
         assert prompt.text == "first line\nsecond line"
@@ -314,7 +316,7 @@ async def test_model_commands_apply_from_the_next_call(home: Path) -> None:
     fake = AnthropicFake(script().push(answer("Bonjour.")))
     async with running(home, fake) as pilot:
         app = app_of(pilot)
-        agent = app._agent()
+        agent = agent_of(app)
 
         command = partial(run_command, pilot)
 
@@ -370,12 +372,12 @@ async def test_waiting_for_summaries_is_shown_then_goes(home: Path) -> None:
     async with running(home, fake) as pilot:
         app = app_of(pilot)
         await enter_line(pilot, "first")
-        await wait_until(pilot, lambda: not app._agent().busy and len(replies(app)) == 1)
+        await wait_until(pilot, lambda: not agent_of(app).busy and len(replies(app)) == 1)
         await enter_line(pilot, "second")
         await wait_until(
             pilot, lambda: any(n.startswith("waiting for summaries (") for n in notes(app))
         )
-        await wait_until(pilot, lambda: not app._agent().busy and len(replies(app)) == 2)
+        await wait_until(pilot, lambda: not agent_of(app).busy and len(replies(app)) == 2)
         assert not any(n.startswith("waiting for summaries") for n in notes(app))
     assert [kind for kind, _ in log_of(home)] == ["user", "ever", "user", "ever"]
 
@@ -413,7 +415,7 @@ async def test_agents_lists_the_running_subagents_and_stops_one(home: Path) -> N
     )
     async with running(home, fake) as pilot:
         app = app_of(pilot)
-        agent = app._agent()
+        agent = agent_of(app)
 
         command = partial(run_command, pilot)
 
@@ -437,7 +439,7 @@ async def test_quitting_during_a_turn_keeps_what_was_logged(home: Path) -> None:
     async with running(home, fake) as pilot:
         app = app_of(pilot)
         await enter_line(pilot, "a slow one")
-        await wait_until(pilot, lambda: app._agent().busy)
+        await wait_until(pilot, lambda: agent_of(app).busy)
         await pilot.press("ctrl+d")
         await wait_until(pilot, lambda: not app.is_running)
     log = log_of(home)
@@ -465,7 +467,7 @@ async def test_a_message_sent_during_a_turn_is_held_then_delivered(tmp_path: Pat
         await wait_until(pilot, lambda: not rows[1].has_class("held"))
         # the markdown stream renders after the event: wait for the text, not only the turn
         await wait_until(
-            pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Done, and noted."]
+            pilot, lambda: not agent_of(app).busy and replies(app)[-1:] == ["Done, and noted."]
         )
     assert [kind for kind, _ in log_of(home)] == ["user", "ever", "tool", "echo", "user", "ever"]
 
@@ -493,7 +495,7 @@ def memory_rows(app: ChatApp) -> list[str]:
 
 
 def compactor_idle(app: ChatApp) -> bool:
-    status = app._agent().status()
+    status = agent_of(app).status()
     return status.compactor_running == 0 and status.compactor_queued == 0
 
 
@@ -519,8 +521,8 @@ async def test_a_batch_waiting_for_summaries_shows_its_start_and_its_end(home: P
         found = MERGED.fullmatch(memory_rows(app)[1])
         assert found is not None, memory_rows(app)
         assert float(found[1]) <= 64.1 and found[2] == f"{size / 1000:.1f}"
-        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Noted."])
-        status = app._agent().status()
+        await wait_until(pilot, lambda: not agent_of(app).busy and replies(app)[-1:] == ["Noted."])
+        status = agent_of(app).status()
         assert not status.merging and status.view_bytes <= status.view_floor + 100
         shown = f"mem {round(status.view_bytes / 1000)}K/128K · memory idle"
         await wait_until(pilot, lambda: shown in bar.text, timeout=BATCH_DEADLINE)
@@ -543,7 +545,7 @@ async def test_a_batch_done_within_one_message_shows_one_row(home: Path) -> None
         found = MERGED.fullmatch(memory_rows(app)[0])
         assert found is not None, memory_rows(app)
         assert float(found[1]) <= 64.1 and found[2] == "128.0"
-        await wait_until(pilot, lambda: not app._agent().busy and replies(app)[-1:] == ["Noted."])
+        await wait_until(pilot, lambda: not agent_of(app).busy and replies(app)[-1:] == ["Noted."])
         app.refresh_status()
         await pilot.pause()
         assert len(memory_rows(app)) == 1  # never seen waiting: no start row
@@ -572,7 +574,7 @@ async def test_an_image_attached_with_a_command_goes_with_the_next_message(
         assert "with shot.png" in notes(app)
         assert app.prompt.border_title is None
         assert "no image attached" in await command("/image")  # it went with the message
-        await wait_until(pilot, lambda: not app._agent().busy)
+        await wait_until(pilot, lambda: not agent_of(app).busy)
         await enter_line(pilot, "and now?")
         await wait_until(pilot, lambda: replies(app)[-1:] == ["Plain."])
     first, second = (body["messages"][0]["content"] for body in turn_bodies(fake))
@@ -600,7 +602,7 @@ async def test_a_failed_summary_shows_a_memory_row_and_the_status_bar_counts_it(
 
 def answered(app: ChatApp, count: int) -> bool:
     """`count` replies shown, and no turn running."""
-    return len(replies(app)) == count and not app._agent().busy
+    return len(replies(app)) == count and not agent_of(app).busy
 
 
 async def test_a_model_that_calls_no_tools_gets_a_row_and_a_mark_in_the_bar(home: Path) -> None:
@@ -676,9 +678,9 @@ async def test_an_empty_reply_says_so(home: Path) -> None:
         app = app_of(pilot)
         await enter_line(pilot, "hello?")
         await wait_until(pilot, lambda: EMPTY_REPLY in notes(app))
-        await wait_until(pilot, lambda: not app._agent().busy)
+        await wait_until(pilot, lambda: not agent_of(app).busy)
         await enter_line(pilot, "hello again")
-        await wait_until(pilot, lambda: not app._agent().busy and replies(app) == ["Here."])
+        await wait_until(pilot, lambda: not agent_of(app).busy and replies(app) == ["Here."])
         assert notes(app).count(EMPTY_REPLY) == 1  # a reply was shown the second time
 
 
@@ -720,7 +722,7 @@ async def test_the_dialog_and_the_status_bar_fit_a_narrow_terminal(home: Path) -
         bar = app.query_one(StatusBar)
         assert bar.text.endswith(" · working") and cell_len(bar.text) <= 58
         await pilot.press("enter")
-        await wait_until(pilot, lambda: not app._agent().busy)
+        await wait_until(pilot, lambda: not agent_of(app).busy)
 
 
 def earlier_log(home: Path) -> None:
@@ -777,13 +779,13 @@ async def test_earlier_tool_calls_show_as_tool_rows_from_the_start_of_their_turn
 
 
 def test_the_history_shown_starts_where_its_turn_did() -> None:
-    def log(kinds: str) -> list[MessageRecord]:
+    def log(kinds: str) -> list[Message]:
         names = {"u": "user", "e": "ever", "t": "tool", "o": "echo"}
-        return [MessageRecord(i, names[k], k, 1, "") for i, k in enumerate(kinds)]
+        return [Message(i, names[k], k) for i, k in enumerate(kinds)]
 
     def start(kinds: str) -> int:
-        records = log(kinds)
-        return len(records) - len(earlier_records(records.__getitem__, len(records)))
+        records = log(kinds)  # the app asks the service for the last EARLIER_MOST
+        return len(records) - len(earlier_records(records[-EARLIER_MOST:]))
 
     assert start("ue") == 0
     assert start("u" + "e" * 7) == 0

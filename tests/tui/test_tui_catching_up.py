@@ -6,29 +6,26 @@ with coarse lines."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from tui_support import (
-    API_KEY,
-    SIZE,
     enter_line,
+    fake_opener,
     is_compaction,
     log_of,
+    running,
     wait_until,
     write_config,
 )
 
-from evertalk.agent.session import Agent
 from evertalk.agent.turn import Limits
 from evertalk.chat import Chat
 from evertalk.memory.text import LINE_LIMIT
-from evertalk.providers.anthropic import AnthropicProvider
-from evertalk.tui.app import AgentOpener, ChatApp, hosting
+from evertalk.service.server import AgentOpener
+from evertalk.tui.app import ChatApp
 from evertalk.tui.widgets import NoteRow, ReplyView
-from fakes import IN_PROCESS_URL, AnthropicFake, Script, async_client, sized_line, slow, summarizer
+from fakes import AnthropicFake, Script, sized_line, slow, summarizer
 from fakes import chat as answer
 
 pytestmark = pytest.mark.anyio
@@ -50,27 +47,8 @@ def behind(home: Path) -> None:
 
 
 def small_window(home: Path, fake: AnthropicFake) -> AgentOpener:
-    """Opens the app's agent on the in-process fake with a small context window."""
-
-    @asynccontextmanager
-    async def open_agent(app: ChatApp) -> AsyncIterator[Agent]:
-        provider = AnthropicProvider(API_KEY, IN_PROCESS_URL, http_client=async_client(fake.app))
-        workdir = home.parent / "work"
-        workdir.mkdir(exist_ok=True)
-        try:
-            async with Agent.open(
-                home,
-                asker=app,
-                provider=provider,
-                workdir=workdir,
-                limits=WINDOW,
-                catch_up_timeout=CATCH_UP_TIMEOUT,
-            ) as agent:
-                yield agent
-        finally:
-            await provider.aclose()
-
-    return open_agent
+    """The service's agent on the fake, with a small context window."""
+    return fake_opener(home, fake, limits=WINDOW, catch_up_timeout=CATCH_UP_TIMEOUT)
 
 
 def notes(app: ChatApp) -> list[str]:
@@ -88,8 +66,9 @@ async def test_catching_up_is_shown_and_a_message_sent_meanwhile_joins_the_turn(
     behind(home)
     summaries = slow(NEVER, summarizer(100))  # the turn goes on with coarse lines at the bound
     fake = AnthropicFake(Script(answer("Both noted.")).route(is_compaction, summaries))
-    app = ChatApp(home)
-    async with hosting(app, small_window(home, fake)), app.run_test(size=SIZE) as pilot:
+    async with running(home, fake, opener=small_window(home, fake)) as pilot:
+        app = pilot.app
+        assert isinstance(app, ChatApp)
         await enter_line(pilot, "what do you remember?")
         await wait_until(pilot, lambda: any(n.startswith("catching up: ") for n in notes(app)))
         row = next(n for n in notes(app) if n.startswith("catching up: "))

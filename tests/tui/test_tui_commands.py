@@ -8,9 +8,11 @@ import pytest
 from rich.cells import cell_len
 from tui_support import MODEL
 
+from evertalk import slash
 from evertalk.agent.session import AgentStatus
 from evertalk.agent.subagents import RunningAgent, SubagentError
 from evertalk.config import ConfigError
+from evertalk.service import commands as served
 from evertalk.tui import commands
 from evertalk.tui.app import refused_key
 from evertalk.tui.commands import CommandError, Invocation, SlashSuggester, matching, read_line
@@ -20,11 +22,11 @@ from evertalk.tui.widgets import describe_call
 
 def test_a_line_is_a_command_or_a_message() -> None:
     assert read_line("hello") == "hello"
-    assert read_line("/memory") == Invocation(commands.MEMORY, "/memory", ())
-    assert read_line("/memory zoom 0 8") == Invocation(commands.ZOOM, "/memory zoom", ("0", "8"))
-    assert read_line("/model  claude-x ") == Invocation(commands.MODEL, "/model", ("claude-x",))
-    assert read_line("/agents") == Invocation(commands.AGENTS, "/agents", ())
-    stop = Invocation(commands.AGENTS_STOP, "/agents stop", ("Scout",))
+    assert read_line("/memory") == Invocation(slash.MEMORY, "/memory", ())
+    assert read_line("/memory zoom 0 8") == Invocation(slash.ZOOM, "/memory zoom", ("0", "8"))
+    assert read_line("/model  claude-x ") == Invocation(slash.MODEL, "/model", ("claude-x",))
+    assert read_line("/agents") == Invocation(slash.AGENTS, "/agents", ())
+    stop = Invocation(slash.AGENTS_STOP, "/agents stop", ("Scout",))
     assert read_line("/agents stop Scout") == stop
     assert read_line("/nope") == Invocation(None, "/nope", ())
     assert read_line("//memory is a word") == "/memory is a word"
@@ -54,24 +56,24 @@ def test_completion_follows_what_is_typed() -> None:
 
 def test_the_help_lists_every_command_and_key() -> None:
     text = commands.help_text()
-    for command in commands.COMMANDS:
+    for command in slash.COMMANDS:
         assert command.usage in text
     for key in ("Enter", "Ctrl+J", "Ctrl+C", "Ctrl+D"):
         assert key in text
 
 
 def test_agents_lists_and_stops_subagents() -> None:
-    assert commands.agents_text([], ()) == "no subagent is running"
+    assert served.agents_text([], ()) == "no subagent is running"
     running = [
         RunningAgent("Scout", "count the files", 4.2, 1),
         RunningAgent("Digger-2", "find " + "where " * 30, 3725, 17),
     ]
-    lines = commands.agents_text(running, ()).splitlines()
+    lines = served.agents_text(running, ()).splitlines()
     assert lines[0] == "2 subagents running:" and lines[-1] == "/agents stop NAME stops one"
     assert lines[1] == "  Scout          4s     1 message  count the files"
     assert lines[2].startswith("  Digger-2   1h 02m   17 messages  find where where")
-    assert lines[2].endswith("where …") and len(lines[2]) < 40 + commands.TASK_SHOWN
-    assert [commands.duration(s) for s in (0, 59.9, 60, 185, 7260)] == [
+    assert lines[2].endswith("where …") and len(lines[2]) < 40 + served.TASK_SHOWN
+    assert [served.duration(s) for s in (0, 59.9, 60, 185, 7260)] == [
         "0s",
         "59s",
         "1m 00s",
@@ -79,7 +81,7 @@ def test_agents_lists_and_stops_subagents() -> None:
         "2h 01m",
     ]
     with pytest.raises(CommandError, match="usage: /agents"):
-        commands.agents_text(running, ("list",))
+        served.agents_text(running, ("list",))
 
     stopped: list[str] = []
 
@@ -89,33 +91,33 @@ def test_agents_lists_and_stops_subagents() -> None:
         stopped.append(name)
         return "[Scout] stopped by the user"
 
-    assert commands.stop_text(stop, ("Scout",)) == (
+    assert served.stop_text(stop, ("Scout",)) == (
         "stopped Scout; Ever is told: [Scout] stopped by the user"
     )
     assert stopped == ["Scout"]
     with pytest.raises(CommandError, match=r"^no subagent named Nope is running; /agents lists"):
-        commands.stop_text(stop, ("Nope",))
+        served.stop_text(stop, ("Nope",))
     with pytest.raises(CommandError, match="usage: /agents stop NAME"):
-        commands.stop_text(stop, ())
+        served.stop_text(stop, ())
 
 
 def test_model_commands_change_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
     used: list[str] = []
-    shown = commands.model_text(MODEL, used.append, ())
+    shown = served.model_text(MODEL, used.append, ())
     assert shown.startswith(f"turn model: {MODEL}\n") and used == []
     monkeypatch.setenv("EVERTALK_MODEL", "pinned")
-    said = commands.model_text(MODEL, used.append, ("claude-next",))
+    said = served.model_text(MODEL, used.append, ("claude-next",))
     assert used == ["claude-next"]
     assert said.startswith("turn model: claude-next from the next turn on")
     assert "EVERTALK_MODEL is set: it overrides config.toml at the next start" in said
     with pytest.raises(CommandError):
-        commands.model_text(MODEL, used.append, ("two", "words"))
+        served.model_text(MODEL, used.append, ("two", "words"))
 
     def refuse(model: str) -> None:
         raise ConfigError(f"config.toml: bad model {model!r}")
 
     with pytest.raises(CommandError, match="bad model 'x y'"):
-        commands.model_text(MODEL, refuse, ("x y",))
+        served.model_text(MODEL, refuse, ("x y",))
     assert used == ["claude-next"]
 
 
@@ -125,15 +127,15 @@ def test_memory_model_commands_change_the_compactor() -> None:
     def use(model: str, effort: str | None) -> None:
         calls.append((model, effort))
 
-    shown = commands.memory_model_text("claude-haiku-5-5", "high", use, ())
+    shown = served.memory_model_text("claude-haiku-5-5", "high", use, ())
     assert shown.startswith("compaction model: claude-haiku-5-5, effort high\n") and not calls
-    said = commands.memory_model_text("claude-haiku-5-5", "high", use, ("medium",))
+    said = served.memory_model_text("claude-haiku-5-5", "high", use, ("medium",))
     assert calls == [("claude-haiku-5-5", "medium")]  # an effort alone keeps the model
     assert "claude-haiku-5-5, effort medium from the compactor's next call" in said
-    said = commands.memory_model_text("claude-haiku-5-5", "high", use, ("claude-x",))
+    said = served.memory_model_text("claude-haiku-5-5", "high", use, ("claude-x",))
     assert calls[-1] == ("claude-x", None) and "claude-x, effort high" in said
     with pytest.raises(CommandError, match="effort is one of"):
-        commands.memory_model_text("m", "high", use, ("m", "hard"))
+        served.memory_model_text("m", "high", use, ("m", "hard"))
     assert len(calls) == 2
 
 

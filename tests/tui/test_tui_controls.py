@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from tui_support import enter_line, log_of, running, script, wait_until, write_config
+from tui_support import agent_of, enter_line, log_of, running, script, wait_until, write_config
 
 from evertalk.tui.app import ChatApp
 from evertalk.tui.widgets import OutputRow, PermissionScreen, ReplyView, ToolRow
@@ -67,7 +67,7 @@ async def test_control_characters_show_escaped_and_are_logged_as_sent(tmp_path: 
         assert_escaped(pilot, f"$ echo '{SHOWN}'")  # the dialog hides the chat behind it
         await wait_until(pilot, lambda: dialog.answerable)
         await pilot.press("enter")  # Deny: what the dialog showed is what counts here
-        await wait_until(pilot, lambda: not app._agent().busy and len(app.query(ReplyView)) == 2)
+        await wait_until(pilot, lambda: not agent_of(app).busy and len(app.query(ReplyView)) == 2)
         shell, zoom = app.query(ToolRow)
         assert HOSTILE in zoom.output_text  # the row keeps what the tool said
         shell.collapsed = zoom.collapsed = False
@@ -98,7 +98,7 @@ async def test_the_rows_of_an_earlier_session_show_them_escaped(tmp_path: Path) 
     async with running(home, fake) as pilot:
         app = app_of(pilot)
         await enter_line(pilot, f"first {HOSTILE}")
-        await wait_until(pilot, lambda: not app._agent().busy and app.query(ReplyView))
+        await wait_until(pilot, lambda: not agent_of(app).busy and app.query(ReplyView))
     async with running(home, fake) as pilot:
         assert_escaped(pilot, f"first {SHOWN}", f"Seen {SHOWN}")
 

@@ -4,19 +4,30 @@ fake."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from tui_support import API_KEY, SIZE, enter_line, log_of, script, wait_until, write_config
+from tui_support import (
+    API_KEY,
+    agent_of,
+    enter_line,
+    log_of,
+    script,
+    wait_until,
+    workdir_of,
+    write_config,
+)
+from tui_support import running as app_running
 
 from evertalk.agent.session import Agent
 from evertalk.providers.factory import make_provider
 from evertalk.providers.retry import RetryPolicy
-from evertalk.tui.app import ChatApp, hosting
-from evertalk.tui.commands import RETRY_HINT
+from evertalk.service.server import AgentOpener, Service
+from evertalk.slash import RETRY_HINT
+from evertalk.tui.app import ChatApp
 from evertalk.tui.widgets import NoteRow, OutputRow, ReplyView
 from fakes import IN_PROCESS_URL, AnthropicFake, Fail, async_client
 from fakes import chat as answer
@@ -32,18 +43,18 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-def opener(
-    home: Path, fake: AnthropicFake
-) -> Callable[[ChatApp], AbstractAsyncContextManager[Agent]]:
+def opener(home: Path, fake: AnthropicFake) -> AgentOpener:
+    """The service's agent on the fake, with a retry policy of short delays."""
+
     @asynccontextmanager
-    async def open_agent(app: ChatApp) -> AsyncIterator[Agent]:
+    async def open_agent(service: Service) -> AsyncIterator[Agent]:
         client = async_client(fake.app)
         policy = RetryPolicy(base_delay=0.001)
         provider = make_provider("anthropic", API_KEY, IN_PROCESS_URL, client, retry=policy)
-        workdir = home.parent / "work"
-        workdir.mkdir(exist_ok=True)
         try:
-            async with Agent.open(home, asker=app, provider=provider, workdir=workdir) as agent:
+            async with Agent.open(
+                home, asker=service, provider=provider, workdir=workdir_of(home)
+            ) as agent:
                 yield agent
         finally:
             await provider.aclose()
@@ -53,9 +64,7 @@ def opener(
 
 @asynccontextmanager
 async def running(home: Path, fake: AnthropicFake) -> AsyncIterator[Pilot[int]]:
-    app = ChatApp(home)
-    async with hosting(app, opener(home, fake)), app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+    async with app_running(home, fake, opener=opener(home, fake)) as pilot:
         yield pilot
 
 
@@ -87,7 +96,7 @@ async def test_retry_answers_the_failed_message_without_sending_it_twice(home: P
         await enter_line(pilot, "/retry")
         await wait_until(pilot, lambda: replies(app)[-1:] == ["Done."])
         assert outputs(app) == ["trying the turn again for message 0"]
-        await wait_until(pilot, lambda: not app._agent().busy)
+        await wait_until(pilot, lambda: not agent_of(app).busy)
         await enter_line(pilot, "/retry")
         await wait_until(pilot, lambda: len(outputs(app)) == 2)
         assert outputs(app)[-1].startswith("nothing to retry: the last message has a reply")

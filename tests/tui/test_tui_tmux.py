@@ -1,9 +1,10 @@
 """End to end as a user: `evertalk` in a real terminal (tmux) against the fake on loopback.
 
-The test types two messages and a slash command with `tmux send-keys`, reads the screen with
+The test types messages and a slash command with `tmux send-keys`, reads the screen with
 `tmux capture-pane` until each reply (or the command's output) shows, quits with Ctrl+D, and
 checks the exit status and the log. A second `evertalk` on the same chat, in a terminal of its
-own (a pty), is refused with the first one's pid.
+own, attaches to the same service: it shows what the first one did, and a message sent in it
+(or by `evertalk -p` meanwhile) shows, with its reply, in both.
 Each test runs its own tmux server (a unique socket), always killed at the end.
 """
 
@@ -34,6 +35,8 @@ REPLY = "The log rotates weekly: see /etc/logrotate.d/notes."
 QUESTION = "where does the log rotate?"
 REPLY_2 = "Four old files are kept, compressed."
 QUESTION_2 = "and how many are kept?"
+REPLY_3 = "Noted for the next rotation."
+QUESTION_3 = "keep eight from now on"
 WAIT = 20.0  # seconds, at most, for anything to show
 
 
@@ -104,24 +107,6 @@ def wait_for_file(path: Path) -> str:
     return path.read_text().strip()
 
 
-def second_evertalk(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
-    """`evertalk` with a terminal as its input and output (so it would open the app)."""
-    leader, follower = os.openpty()
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "evertalk"],
-            stdin=follower,
-            stdout=follower,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            timeout=WAIT,
-        )
-    finally:
-        os.close(follower)
-        os.close(leader)
-
-
 def idle(screen: str) -> bool:
     """The status bar no longer says a turn works."""
     return "working" not in screen
@@ -138,7 +123,10 @@ def test_a_session_in_a_real_terminal(tmp_path: Path) -> None:
     done = tmp_path / "exit-status"
     env = environment(home)
     run = f"{shlex.quote(sys.executable)} -m evertalk; echo $? > {shlex.quote(str(done))}"
-    with serve(fake.app) as url, terminal(env) as term:
+    done_2 = tmp_path / "exit-status-2"
+    run_2 = f"{shlex.quote(sys.executable)} -m evertalk; echo $? > {shlex.quote(str(done_2))}"
+    fake.behaviour.push(answer(REPLY_3))  # type: ignore[attr-defined]
+    with serve(fake.app) as url, terminal(env) as term, terminal(env) as term_2:
         write_config(home, base_url=url)
         term.start(f"cd {shlex.quote(str(home))} && {run}")
         term.wait_for(lambda s: "mem 0B/128K" in s and "A new chat" in s, "ready app")
@@ -148,23 +136,36 @@ def test_a_session_in_a_real_terminal(tmp_path: Path) -> None:
         assert QUESTION in screen
         term.wait_for(idle, "end of the first turn")
 
-        term.send(QUESTION_2)
-        screen = term.wait_for(lambda s: REPLY_2 in s and idle(s), "second reply")
-        for text in (QUESTION, REPLY, QUESTION_2):  # the first exchange is still on screen
-            assert text in screen, text
+        # a second window on the same chat: it shows what the first one did
+        term_2.start(f"cd {shlex.quote(str(home))} && {run_2}")
+        screen = term_2.wait_for(lambda s: REPLY in s and "2 messages in this chat" in s, "2nd")
+        assert QUESTION in screen
+
+        term_2.send(QUESTION_2)  # sent in the second, shown with its reply in both
+        for window in (term_2, term):
+            screen = window.wait_for(lambda s: REPLY_2 in s and idle(s), "second reply")
+            for text in (QUESTION, REPLY, QUESTION_2):  # the first exchange is still on screen
+                assert text in screen, text
         print(screen)  # shown with -s: what a user sees
 
-        pid = int((home / "chat" / "lock").read_text())
-        refused = second_evertalk(env, home)
-        err = refused.stderr.decode()
-        assert refused.returncode == 1, err
-        assert f"is open in another process (pid {pid})" in err, err
-        assert API_KEY not in err
+        said = subprocess.run(
+            [sys.executable, "-m", "evertalk", "-p", QUESTION_3],
+            env=env,
+            cwd=home,
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        )
+        assert (said.returncode, said.stdout) == (0, REPLY_3 + "\n"), said.stderr
+        for window in (term, term_2):
+            window.wait_for(lambda s: QUESTION_3 in s and REPLY_3 in s, "the -p exchange")
 
         term.send("/memory")
         screen = term.wait_for(lambda s: "compactor summarizing" in s, "/memory output")
-        assert "messages  4" in screen  # the status under the view: both exchanges
+        assert "messages  6" in screen  # the status under the view: the three exchanges
 
+        term_2.keys("C-d")
+        assert wait_for_file(done_2) == "0"
         term.keys("C-d")
         assert wait_for_file(done) == "0"
     assert log_of(home) == [
@@ -172,6 +173,8 @@ def test_a_session_in_a_real_terminal(tmp_path: Path) -> None:
         ("ever", REPLY),
         ("user", QUESTION_2),
         ("ever", REPLY_2),
+        ("user", QUESTION_3),
+        ("ever", REPLY_3),
     ]
 
 
@@ -222,7 +225,7 @@ def test_an_open_config_is_made_private_and_escapes_stay_inert(tmp_path: Path) -
         config = home / "config.toml"
         config.chmod(0o644)
         term.start(f"cd {shlex.quote(str(home))} && {run}")
-        screen = term.wait_for(lambda s: "mem " in s and "messages in this chat" in s, "the app")
+        screen = term.wait_for(lambda s: "mem " in s and "It printed" in s, "the app")
         words = " ".join(screen.split())  # the warning may wrap
         warning = f"warning: {config} holds api_key and was open to other users (mode 0644)"
         assert words.count(warning) == 1, screen

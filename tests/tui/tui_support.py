@@ -1,26 +1,31 @@
 """Shared pieces of the terminal app's tests (no tests of its own).
 
-A home folder whose config points at a fake; the app run by Textual's Pilot with the real Agent
-talking to the in-process Anthropic fake through the real SDK (each agent the app opens, the first
-and one after each /setup, gets a provider with the key config.toml holds then); waiting for what
-the screen shows.
+A home folder whose config points at a fake; the app run by Textual's Pilot, a client of a real
+service (`service/server.py`) run in the test's own event loop and reached over its real Unix
+socket. The service's agent talks to the in-process Anthropic fake through the real SDK (each
+agent the service opens, the first and one after each /setup, gets a provider with the key
+config.toml holds then); a service that stops is started again when the app reconnects. Waiting
+for what the screen shows.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup, TaskStatus
 from textual.pilot import Pilot
 
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
+from evertalk.client.remote import Remote, open_remote
 from evertalk.config import load_config
 from evertalk.providers.anthropic import AnthropicProvider
-from evertalk.tui.app import ChatApp, hosting
+from evertalk.service.server import AgentOpener, Service, serve
+from evertalk.tui.app import ChatApp
 from fakes import IN_PROCESS_URL, AnthropicFake, Call, Script, async_client, summarizer
 
 API_KEY = "sk-ant-test-SECRET-0123456789"
@@ -63,27 +68,91 @@ def script() -> Script:
     return Script().route(is_compaction, summarizer(100))
 
 
-def fake_opener(
-    home: Path, fake: AnthropicFake
-) -> Callable[[ChatApp], AbstractAsyncContextManager[Agent]]:
-    """Opens the app's agents on the in-process fake, with the key config.toml holds."""
+def workdir_of(home: Path) -> Path:
+    """The folder the app's tools work in: beside the home, which the tools keep out of."""
+    workdir = home.parent / "work"
+    workdir.mkdir(exist_ok=True)
+    return workdir
+
+
+def fake_opener(home: Path, fake: AnthropicFake, **options: Any) -> AgentOpener:
+    """Opens the service's agents on the in-process fake, with the key config.toml holds;
+    `options` go to Agent.open (limits, a clock, …)."""
 
     @asynccontextmanager
-    async def open_agent(app: ChatApp) -> AsyncIterator[Agent]:
+    async def open_agent(service: Service) -> AsyncIterator[Agent]:
         key = load_config(home).api_key
         client = async_client(fake.app)
         provider = AnthropicProvider(
             key.reveal() if key else None, IN_PROCESS_URL, http_client=client
         )
         try:
-            workdir = home.parent / "work"  # not in the home, which the tools keep out of
-            workdir.mkdir(exist_ok=True)
-            async with Agent.open(home, asker=app, provider=provider, workdir=workdir) as agent:
+            async with Agent.open(
+                home, asker=service, provider=provider, workdir=workdir_of(home), **options
+            ) as agent:
                 yield agent
         finally:
             await provider.aclose()
 
     return open_agent
+
+
+class ServiceHost:
+    """The service of one test, in its event loop: started at the first connection, and again
+    at a connection after it stopped."""
+
+    def __init__(self, home: Path, opener: AgentOpener, group: TaskGroup) -> None:
+        self.home = home
+        self.opener = opener
+        self.group = group
+        self.service: Service | None = None
+        self.ended = anyio.Event()
+        self.ended.set()
+        self.starts = 0
+
+    async def connect(self) -> Remote:
+        if self.service is None or self.service.stopping.is_set():
+            await self.ended.wait()
+            self.ended = anyio.Event()
+            self.service = await self.group.start(self._serve)
+            self.starts += 1
+        return await open_remote(self.home, "app", start=False)
+
+    async def _serve(self, *, task_status: TaskStatus[Service]) -> None:
+        try:
+            await serve(self.home, 3600, self.opener, signals=False, task_status=task_status)
+        finally:
+            self.ended.set()
+
+    async def stop(self) -> None:
+        """Stop the service; one still waiting for a summary in flight (a fake that never
+        answers) is cut short after a moment."""
+        if self.service is not None:
+            self.service.stop("the test is over")
+        with anyio.move_on_after(5):
+            await self.ended.wait()
+        self.group.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def hosted(home: Path, opener: AgentOpener) -> AsyncIterator[ServiceHost]:
+    """A ServiceHost whose service (and its tasks) end with the block."""
+    async with anyio.create_task_group() as group:
+        host = ServiceHost(home, opener, group)
+        try:
+            yield host
+        finally:
+            await host.stop()
+
+
+HOSTS: dict[int, ServiceHost] = {}
+
+
+def agent_of(app: ChatApp) -> Agent:
+    """The agent of the service the app runs against (in the test's own process)."""
+    service = HOSTS[id(app)].service
+    assert service is not None and service.agent is not None
+    return service.agent
 
 
 @asynccontextmanager
@@ -93,12 +162,18 @@ async def running(
     *,
     editor: Callable[[Path], None] | None = None,
     size: tuple[int, int] = SIZE,
+    opener: AgentOpener | None = None,
 ) -> AsyncIterator[Pilot[int]]:
-    """The app on an open agent, driven by a Pilot; everything closed at the end."""
-    app = ChatApp(home, editor=editor)
-    async with hosting(app, fake_opener(home, fake)), app.run_test(size=size) as pilot:
-        await pilot.pause()
-        yield pilot
+    """The app, a client of a service on the fake, driven by a Pilot once it shows the log;
+    everything closed at the end."""
+    async with hosted(home, opener or fake_opener(home, fake)) as host:
+        app = ChatApp(home, connector=host.connect, editor=editor, workdir=workdir_of(home))
+        HOSTS[id(app)] = host
+        async with app.run_test(size=size) as pilot:
+            with anyio.fail_after(20):
+                await app.ready.wait()
+            await pilot.pause()
+            yield pilot
 
 
 async def wait_until(

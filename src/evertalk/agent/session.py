@@ -24,7 +24,6 @@ Toolbox redacts every tool result, and every append of the session goes through 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
@@ -58,10 +57,7 @@ from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
 from evertalk.compactor.status import catch_up_seconds
 from evertalk.config import (
-    AUTH_TOKEN_VARIABLE,
-    KEY_VARIABLES,
     Config,
-    config_path,
     redact,
     save_models,
     secret_values,
@@ -79,9 +75,11 @@ from evertalk.protocol.events import (
     TurnEnded,
     TurnStarted,
 )
+from evertalk.protocol.status import AgentStatus as AgentStatus
 from evertalk.providers.base import Image, Provider
 from evertalk.providers.lane import turns_first
 from evertalk.runtime import Runtime, cache_key
+from evertalk.runtime import configuration_problem as configuration_problem
 from evertalk.store.errors import StoreError
 
 RESTART_SECONDS = 5.0
@@ -101,19 +99,6 @@ class NotConfigured(Exception):
     """No provider can be called: no API key anywhere. The message is one line."""
 
 
-def configuration_problem(home: Path, config: Config) -> str | None:
-    """Why no model can be called with these settings, or None."""
-    variable = KEY_VARIABLES.get(config.provider)
-    if config.api_key is not None or variable is None:
-        return None  # a local server needs no key
-    if config.provider == "anthropic" and os.environ.get(AUTH_TOKEN_VARIABLE):
-        return None
-    return (
-        f"no provider is configured: set {variable}, or api_key in {config_path(home)} "
-        "(running evertalk in a terminal sets one up)"
-    )
-
-
 def limits_for(config: Config) -> Limits:
     """The turn's limits for the configured context window. A small window also gets a smaller
     output cap, so that the prompt keeps three quarters of it; no window set: the defaults."""
@@ -121,26 +106,6 @@ def limits_for(config: Config) -> Limits:
     if window is None:
         return Limits()
     return Limits(max_tokens=min(TURN_MAX_TOKENS, window // 4), context_budget=window)
-
-
-@dataclass(frozen=True)
-class AgentStatus:
-    model: str
-    view_bytes: int  # the view's size as the budget counts it (SPEC §3.1)
-    view_ceiling: int  # a batch of merges starts once the view is above this (SPEC §3.4)
-    view_floor: int  # … and merges it down to this
-    merging: bool  # a batch waits for summaries to go on (the view's `shrinking`)
-    view_merges: int  # over the whole chat: it also moves for a batch done within one message
-    compactor_running: int
-    compactor_queued: int
-    cost: float  # USD spent in this session: turns, subagents and compactions
-    turn_cost: float  # of which turns and subagents
-    busy: bool
-    subagents: int  # running now
-    compactor_failed: int = 0  # nodes waiting to be tried again after a failure
-    compactor_error: str | None = None  # the latest one, as `12+1: why`
-    catching_up: CatchingUp | None = None  # the memory is far behind: how far, how long
-    tools_unused: bool = False  # said to call no tools, and none called since (`tool_watch.py`)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ class Connection:
         self.sock = sock
         self.welcome = welcome
         self.reader = wire.FrameReader()
-        self._frames: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []  # frames read, not yet received
 
     @property
     def pid(self) -> int:
@@ -57,15 +57,15 @@ class Connection:
 
     def receive(self) -> dict[str, Any]:
         """The next frame; ServiceGone when the service closed the connection."""
-        while not self._frames:
+        while not self.pending:
             try:
                 data = self.sock.recv(1 << 16)
             except OSError:
                 data = b""
             if not data:
                 raise ServiceGone("the service went away")
-            self._frames = self.reader.feed(data)
-        return self._frames.pop(0)
+            self.pending = self.reader.feed(data)
+        return self.pending.pop(0)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -31,7 +31,7 @@ from evertalk.protocol import wire
 from evertalk.protocol.events import (
     Delivered,
     MemoryWarning,
-    MessageHeld,
+    MessageSent,
     Quiet,
     ReplyLogged,
     TurnEnded,
@@ -168,8 +168,8 @@ class _Run:
     def _reached(self, event: object) -> bool:
         """Whether the message, held while another turn ran, has reached the model: that
         turn took it (`delivered`), or the next turn starts with it. Warnings always show."""
-        if isinstance(event, MessageHeld) and event.client == self.name:
-            return False
+        if isinstance(event, MessageSent):
+            return False  # its own message it knows; another's is not its turn
         taken = isinstance(event, Delivered) and event.text == self.request.get("text")
         if taken or isinstance(event, TurnStarted):
             self.waiting = False

@@ -130,6 +130,7 @@ class TurnEnded:
     reason: EndReason
     error: str | None = None  # one line: why, for every reason but "done" and "cancelled"
     error_kind: str | None = None  # a failed model call's ProviderError kind ("auth", …)
+    retry: bool = False  # its message is left without a reply: `/retry` would try it again
 
 
 @dataclass(frozen=True)
@@ -165,12 +166,15 @@ class ToolsUnused:
 
 
 @dataclass(frozen=True)
-class MessageHeld:
-    """A client sent a message while a turn ran: the service holds it until the model takes it
-    (`Delivered`) or the next turn starts with it (`TurnStarted`). Every window shows it held."""
+class MessageSent:
+    """A client sent a message, and the service logged it or holds it: every window shows it.
+    `held`: a turn runs, and the message waits until the model takes it (`Delivered`) or the
+    next turn starts with it (`TurnStarted`)."""
 
     text: str
     client: str  # which client sent it: `-p 4242`, `app 4250`
+    held: bool
+    images: int = 0  # images sent with it
 
 
 @dataclass(frozen=True)

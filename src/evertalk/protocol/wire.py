@@ -46,7 +46,7 @@ EVENT_NAMES: Final[dict[str, type[Any]]] = {
     "memory_warning": events.MemoryWarning,
     "tools_unused": events.ToolsUnused,
     "retrying": events.Retrying,
-    "held": events.MessageHeld,
+    "sent": events.MessageSent,
     "quiet": events.Quiet,
 }
 _NAME_OF: Final = {cls: name for name, cls in EVENT_NAMES.items()}

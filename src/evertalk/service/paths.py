@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 SOCKET_NAME = "service.sock"
@@ -26,3 +28,9 @@ def socket_path(home: Path) -> Path:
 
 def log_path(home: Path) -> Path:
     return home / LOG_NAME
+
+
+def log(line: str) -> None:
+    """One line of the service's log (standard error: the log file when started by a client)."""
+    stamp = datetime.now().astimezone().isoformat(timespec="seconds")
+    print(f"{stamp} [{os.getpid()}] {line}", file=sys.stderr, flush=True)

@@ -7,12 +7,13 @@ the 0700 home), and on Linux each peer's uid is checked as well (SO_PEERCRED).
 
 Each connection: a `hello` with the client's protocol and version, answered by `welcome` or by
 an `error` that says how to restart the service; from then on the client gets every event of
-the agent as a frame (`protocol/wire.py`), and sends requests: `send` (a message, with an
-idempotency key and the client's working directory), `retry`, `cancel`, `status`, `answer` (to
-a permission request), `stop`. One task writes to each connection, from its outbox.
+the agent as a frame (`protocol/wire.py`), and sends requests (`requests.py`: a message with an
+idempotency key and the client's working directory, a cancel, the status, slash commands, the
+log's messages, …). One task writes to each connection, from its outbox.
 
 A permission request goes to the client that sent the latest message, or, when that one has
-gone, to any other; with none connected it waits ASK_SECONDS for one, then is denied.
+gone, to any other; with none connected it waits ASK_SECONDS for one, then is denied. When it
+ends otherwise (answered, the turn cancelled) the window asked is told to close its dialog.
 
 The service stays while a client is connected, a turn runs, a subagent works or the compactor
 has work, and exits after `idle_seconds` without any of them. SIGTERM or a `stop` request end it
@@ -23,69 +24,37 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import signal
-import socket
-import struct
-import sys
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import SocketStream
 
 from evertalk import __version__
 from evertalk.agent.permissions import Decision
-from evertalk.agent.retry import NothingToRetry
-from evertalk.agent.session import Agent
+from evertalk.agent.retry import has_unanswered
+from evertalk.agent.session import Agent, NotConfigured
+from evertalk.config import ConfigError
 from evertalk.protocol import events, wire
-from evertalk.providers.base import Image
-from evertalk.service.paths import socket_path
+from evertalk.providers.base import ProviderError
+from evertalk.service.paths import log, socket_path
+from evertalk.service.requests import HANDLERS
+from evertalk.service.session import Session, error_frame, refusal, same_user
+from evertalk.store.errors import ChatLocked, StoreError
 
 IDLE_SECONDS = 600.0
 ASK_SECONDS = 120.0
 HELLO_SECONDS = 10.0
-DECISIONS = frozenset({"once", "always", "deny"})
+FIRST_WORDS_MOST = 20  # warnings kept for the next client while none is connected
 WATCHERS = frozenset({"status", "stop", "serve", "test"})
 """Clients that only look at the service or end it: a change of settings does not restart it
 for them."""
-
-
-def log(line: str) -> None:
-    """One line of the service's log (standard error: the log file when started by a client)."""
-    stamp = datetime.now().astimezone().isoformat(timespec="seconds")
-    print(f"{stamp} [{os.getpid()}] {line}", file=sys.stderr, flush=True)
-
-
-class Session:
-    """One connected client: its name, and an outbox that one task writes to the socket."""
-
-    def __init__(self, stream: SocketStream, name: str) -> None:
-        self.stream = stream
-        self.name = name
-        self._outbox, self._pending = anyio.create_memory_object_stream[bytes](math.inf)
-        self.written = anyio.Event()  # the outbox is closed and all of it went out
-
-    def post(self, frame: dict[str, Any] | bytes) -> None:
-        data = frame if isinstance(frame, bytes) else wire.encode(frame)
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._outbox.send_nowait(data)
-
-    async def write_out(self) -> None:
-        try:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                async for data in self._pending:
-                    await self.stream.send(data)
-        finally:
-            self.written.set()
-
-    def close(self) -> None:
-        self._outbox.close()
 
 
 @dataclasses.dataclass
@@ -94,6 +63,18 @@ class _Ask:
     session: Session | None
     answered: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     decision: Decision = "deny"
+
+
+AgentOpener = Callable[["Service"], AbstractAsyncContextManager[Agent]]
+
+
+def open_agent(service: Service) -> AbstractAsyncContextManager[Agent]:
+    """The service's agent: the settings in config.toml, the service as its asker."""
+    return Agent.open(service.home, asker=service)
+
+
+class NotReady(Exception):
+    """The service has no agent for a moment (it reopens on new settings)."""
 
 
 class Service:
@@ -115,12 +96,22 @@ class Service:
         self._joined = anyio.Event()  # set (and replaced) when a client connects
         self.first_words: list[object] = []  # events for the first client alone
         self.settings_read = settings_stamp(home)  # config.toml and instructions.md, at start
+        self.compacting: set[Session] = set()  # `memory compact` clients
+        self.closed = anyio.Event()  # the last agent has closed
+        self._reopen = anyio.Event()
 
     # -- the agent's side -----------------------------------------------------------------
 
-    def _agent(self) -> Agent:
-        assert self.agent is not None, "the service's agent is not open yet"
+    def agent_open(self) -> Agent:
+        """The agent; NotReady while a reopen has none."""
+        if self.agent is None:
+            raise NotReady("the new settings are being applied: a moment")
         return self.agent
+
+    def settings_saved(self) -> None:
+        """The service itself wrote config.toml (a model change): what it runs on is the
+        file's, and no client need restart it for that."""
+        self.settings_read = settings_stamp(self.home)
 
     async def ask(self, tool: str, tool_input: dict[str, Any]) -> Decision:
         """The Asker of the agent: the question goes to a client, whose answer decides."""
@@ -135,7 +126,7 @@ class Service:
         }
         pending = _Ask(frame, None)
         self.asks[ask_id] = pending
-        await self._agent().events_sent()  # the events before the question go first
+        await self.agent_open().events_sent()  # the events before the question go first
         try:
             with anyio.move_on_after(ASK_SECONDS):
                 while not pending.answered.is_set():
@@ -150,6 +141,14 @@ class Service:
             return pending.decision
         finally:
             del self.asks[ask_id]
+            if pending.session is not None:  # its dialog goes: answered, or no longer asked
+                pending.session.post({"type": "ask_closed", "id": ask_id})
+
+    def answer(self, ask_id: str, decision: Decision) -> None:
+        pending = self.asks.get(ask_id)
+        if pending is not None:
+            pending.decision = decision
+            pending.answered.set()
 
     def _asked(self) -> Session | None:
         if self.sender in self.sessions:
@@ -160,28 +159,99 @@ class Service:
         self.broadcast(events.MemoryWarning(f"service: {text}"))
 
     def broadcast(self, event: object) -> None:
-        data = wire.encode(wire.event_frame(event))
+        if not self.sessions and isinstance(event, events.MemoryWarning):
+            # said with no window open: the next client to connect is told
+            self.first_words = [*self.first_words, event][-FIRST_WORDS_MOST:]
+        self.broadcast_frame(wire.event_frame(event))
+
+    async def keep_agents(
+        self, opener: AgentOpener, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
+        """Hold the agent from its opening to its closing, in this task (its task group asks
+        for that): the first, then a new one on the saved settings at each `reopen`, until the
+        service stops. A reopen that fails stops the service, saying why."""
+        first = True
+        while not self.stopping.is_set():
+            try:
+                async with opener(self) as agent:
+                    self.agent = agent
+                    self.settings_read = settings_stamp(self.home)
+                    if first:
+                        first = False
+                        self._opened_first(agent)
+                        task_status.started()
+                    else:
+                        self.broadcast_frame(self._reopened(agent))
+                    await self._run_agent(agent)
+            except (ChatLocked, ConfigError, NotConfigured, StoreError, ProviderError) as error:
+                if first:
+                    raise
+                why = f"cannot open the chat with the new settings: {error}"
+                log(why)
+                self.broadcast(events.MemoryWarning(f"service: {why}"))
+                self.stop(why)
+            finally:
+                self.agent = None
+        self.closed.set()
+
+    def _opened_first(self, agent: Agent) -> None:
+        for warning in agent.chat.warnings:  # what the open repaired: for the first client
+            log(f"warning: {warning}")
+            self.first_words.append(events.MemoryWarning(f"evertalk: warning: {warning}"))
+
+    def _reopened(self, agent: Agent) -> dict[str, Any]:
+        config = agent.runtime.config
+        log(f"reopened on new settings: {config.provider}, model {agent.model}")
+        return {
+            "type": "reopened",
+            "provider": config.provider,
+            "model": agent.model,
+            "base_url": config.base_url,
+        }
+
+    async def _run_agent(self, agent: Agent) -> None:
+        """Its events to the clients until the service stops (then the compaction calls in
+        flight land, each paid for) or reopens."""
+        self._reopen = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.pump_events)
+            async with anyio.create_task_group() as either:
+                for event in (self.stopping, self._reopen):
+                    either.start_soon(_set_then_cancel, event, either.cancel_scope)
+            if self.stopping.is_set():
+                with anyio.move_on_after(agent.compactor.settings.deadline):
+                    await agent.compactor.drain()
+            group.cancel_scope.cancel()
+
+    def reopen(self) -> None:
+        """Close the agent and open one on the settings saved now (`/setup`)."""
+        self._reopen.set()
+
+    def broadcast_frame(self, frame: dict[str, Any]) -> None:
+        data = wire.encode(frame)
         for session in self.sessions:
             session.post(data)
 
     async def pump_events(self) -> None:
         """Every event of the agent to every client; `quiet` after a turn that leaves nothing
         to do (a `-p` client goes then)."""
-        agent = self._agent()
+        agent = self.agent_open()
         async for event in agent.events():
+            if isinstance(event, events.TurnEnded) and event.reason not in ("done", "cancelled"):
+                event = dataclasses.replace(event, retry=has_unanswered(agent.chat))
             self.broadcast(event)
-            if isinstance(event, events.TurnEnded) and not self._busy():
+            if isinstance(event, events.TurnEnded) and not self.busy():
                 self.broadcast(events.Quiet())
 
-    def _busy(self) -> bool:
-        agent = self._agent()
-        return agent.busy or bool(agent.subagents.running)
+    def busy(self) -> bool:
+        agent = self.agent
+        return agent is not None and (agent.busy or bool(agent.subagents.running))
 
     def _working(self) -> bool:
         """A client, a turn, a subagent, or compaction work that can go on: not idle."""
-        if self.sessions or self._busy():
+        if self.agent is None or self.sessions or self.busy():
             return True
-        status = self._agent().compactor.status()
+        status = self.agent_open().compactor.status()
         return status.running > 0 or status.queued > 0
 
     async def watch_idle(self) -> None:
@@ -213,21 +283,23 @@ class Service:
 
     async def handle(self, stream: SocketStream) -> None:
         async with stream:
-            if not _same_user(stream):
-                await stream.send(wire.encode(_error("peer", "refused: another user's client")))
+            if not same_user(stream):
+                refused = error_frame("peer", "refused: another user's client")
+                await stream.send(wire.encode(refused))
                 return
             reader = wire.FrameReader()
             try:
                 greeted = await self._hello(stream, reader)
             except (wire.ProtocolError, TimeoutError, anyio.EndOfStream, OSError) as error:
                 with contextlib.suppress(Exception):
-                    await stream.send(wire.encode(_error("protocol", str(error) or "no hello")))
+                    said = error_frame("protocol", str(error) or "no hello")
+                    await stream.send(wire.encode(said))
                 return
             if greeted is None:
                 return
             hello, early = greeted
             session = Session(stream, f"{hello.get('client', 'client')} {hello.get('pid', '?')}")
-            session.post(self._welcome())
+            session.post(self._welcome(session))
             for event in self.first_words:
                 session.post(wire.event_frame(event))
             self.first_words = []
@@ -242,7 +314,7 @@ class Service:
             finally:
                 session.close()
                 self.sessions.remove(session)
-                self.last_active = self.clock()
+                self._left(session)
 
     async def _hello(
         self, stream: SocketStream, reader: wire.FrameReader
@@ -253,14 +325,14 @@ class Service:
             while not frames:
                 frames = reader.feed(await stream.receive())
         hello = frames[0]
-        problem = _refusal(hello)
+        problem = refusal(hello)
         if problem is not None:
-            await stream.send(wire.encode(_error("version", problem)))
+            await stream.send(wire.encode(error_frame("version", problem)))
             return None
         if hello.get("client") not in WATCHERS and self._stale():
             # the settings changed since the start and nothing runs: the client starts anew
             await stream.send(
-                wire.encode(_error("restart", "config.toml or instructions.md changed"))
+                wire.encode(error_frame("restart", "config.toml or instructions.md changed"))
             )
             self.stop("config.toml or instructions.md changed")
             return None
@@ -270,18 +342,30 @@ class Service:
         """Whether the settings the service read at start changed, and it may stop for a new
         one to read them: no client connected, no turn, no subagent (the compactor's calls in
         flight land before it goes)."""
+        if self.agent is None:
+            return False
         changed = settings_stamp(self.home) != self.settings_read
-        quiet = not self.sessions and not self._busy() and not self._agent().compactor.in_flight
+        quiet = not self.sessions and not self.busy() and not self.agent.compactor.in_flight
         return changed and quiet
 
-    def _welcome(self) -> dict[str, Any]:
+    def _welcome(self, session: Session) -> dict[str, Any]:
         return {
             "type": "welcome",
             "protocol": wire.PROTOCOL,
             "version": __version__,
             "pid": os.getpid(),
             "home": str(self.home),
+            "name": session.name,  # as `sent` events name this client
         }
+
+    def _left(self, session: Session) -> None:
+        self.last_active = self.clock()
+        if self.sender is session:
+            self.sender = None
+        if session in self.compacting:
+            self.compacting.discard(session)
+            if not self.compacting:  # nobody waits for the tree now: failures wait for a message
+                self.agent_open().compactor.waiting = False
 
     async def _serve(
         self,
@@ -300,91 +384,26 @@ class Service:
             try:
                 pending = reader.feed(data)
             except wire.ProtocolError as error:
-                session.post(_error("protocol", str(error)))
+                session.post(error_frame("protocol", str(error)))
                 return
 
     def _request(self, session: Session, frame: dict[str, Any]) -> None:
         kind = frame["type"]
-        handler = {
-            "send": self._send,
-            "retry": self._retry,
-            "cancel": self._cancel,
-            "status": self._status,
-            "answer": self._answer,
-            "stop": self._stop,
-        }.get(kind)
-        if handler is None:
-            session.post(_error("protocol", f"unknown request {kind!r}"))
-            return
+        handler = HANDLERS.get(kind)
+        reply: dict[str, Any] | None
         try:
-            handler(session, frame)
+            if handler is None:
+                reply = error_frame("protocol", f"unknown request {kind!r}")
+            else:
+                reply = handler(self, session, frame)
+        except NotReady as error:
+            reply = error_frame("not_ready", str(error))
         except (ValueError, TypeError, KeyError) as error:
-            session.post(_error("bad_request", f"{kind}: {error}"))
-
-    def _send(self, session: Session, frame: dict[str, Any]) -> None:
-        agent = self._agent()
-        key = frame.get("key")
-        if not isinstance(key, str) or not key:
-            key = None
-        if key is not None and agent.holds_key(key):  # a client that sent it before it lost us
-            session.post({"type": "accepted", "key": key, "duplicate": True})
-            return
-        text = frame["text"]
-        if not isinstance(text, str):
-            raise TypeError("text is not a string")
-        workdir = _workdir(frame, agent.runtime.config.workdir_path)
-        images = [_image(item) for item in frame.get("images") or []]
-        held = agent.busy
-        agent.submit(text, images, key=key, workdir=workdir)
-        self.sender = session
-        session.post({"type": "accepted", "key": key, "duplicate": False, "held": held})
-        if held:
-            self.broadcast(events.MessageHeld(text, session.name))
-
-    def _retry(self, session: Session, frame: dict[str, Any]) -> None:
-        try:
-            ids = self._agent().retry()
-        except NothingToRetry as error:
-            session.post(_error("nothing_to_retry", str(error)))
-            return
-        self.sender = session
-        session.post({"type": "accepted", "ids": ids, "duplicate": False})
-
-    def _cancel(self, session: Session, frame: dict[str, Any]) -> None:
-        self._agent().cancel()
-        session.post({"type": "ok"})
-
-    def _status(self, session: Session, frame: dict[str, Any]) -> None:
-        status = dataclasses.asdict(self._agent().status())
-        session.post(
-            {
-                "type": "status",
-                "pid": os.getpid(),
-                "version": __version__,
-                "clients": len(self.sessions),
-                **status,
-            }
-        )
-
-    def _answer(self, session: Session, frame: dict[str, Any]) -> None:
-        pending = self.asks.get(str(frame.get("id")))
-        decision = frame.get("decision")
-        if pending is None or decision not in DECISIONS:
-            return  # withdrawn meanwhile (the turn was cancelled), or answered elsewhere
-        pending.decision = decision
-        pending.answered.set()
-
-    def _stop(self, session: Session, frame: dict[str, Any]) -> None:
-        self.stop(f"asked by {session.name}")
-
-
-def _workdir(frame: dict[str, Any], configured: Path | None) -> Path | None:
-    """Where the tools of a message's turn work: the client's `--workdir`, else `workdir` of
-    config.toml, else the folder the client runs in (as `-p` decides on its own)."""
-    for value in (frame.get("workdir"), configured, frame.get("cwd")):
-        if isinstance(value, str | Path) and os.path.isabs(value):
-            return Path(value)
-    return None
+            reply = error_frame("bad_request", f"{kind}: {error}")
+        if reply is not None:
+            if "rid" in frame:
+                reply["rid"] = frame["rid"]
+            session.post(reply)
 
 
 def settings_stamp(home: Path) -> tuple[tuple[int, int] | None, ...]:
@@ -401,69 +420,60 @@ def settings_stamp(home: Path) -> tuple[tuple[int, int] | None, ...]:
     return tuple(stamps)
 
 
-def _image(item: object) -> Image:
-    if not isinstance(item, dict):
-        raise TypeError("an image is an object")
-    return Image(str(item["media_type"]), str(item["data"]))
-
-
-def _error(kind: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "kind": kind, "message": message}
-
-
-def _refusal(hello: dict[str, Any]) -> str | None:
-    """Why a client's hello is refused: not a hello, another protocol or version."""
-    if hello.get("type") != "hello":
-        return "the first frame must be a hello"  # answered as a refusal of kind `version`
-    if hello.get("protocol") != wire.PROTOCOL or hello.get("version") != __version__:
-        return (
-            f"the service runs evertalk {__version__} (protocol {wire.PROTOCOL}) and this "
-            f"client is {hello.get('version')} (protocol {hello.get('protocol')}): restart the "
-            "service with `evertalk service stop`, and run the command again"
-        )
-    return None
-
-
-def _same_user(stream: SocketStream) -> bool:
-    """On Linux, whether the peer runs as this user (SO_PEERCRED); elsewhere the socket's mode
-    and the home's are the guard."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return True
-    raw = stream.extra(SocketAttribute.raw_socket)
-    creds = raw.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
-    return bool(uid == os.getuid())
-
-
-async def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> None:
+async def serve(
+    home: Path,
+    idle_seconds: float = IDLE_SECONDS,
+    opener: AgentOpener = open_agent,
+    *,
+    signals: bool = True,
+    task_status: anyio.abc.TaskStatus[Service] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     """Open the chat, listen, serve until stopped or idle. ChatLocked (another owner) and the
-    errors of opening the agent propagate."""
+    errors of opening the agent propagate. Started in a task group, it reports the service
+    once it listens. `signals`: SIGTERM, SIGINT and SIGHUP stop it (its own process)."""
     service = Service(home, idle_seconds)
-    async with Agent.open(home, asker=service) as agent:
-        service.agent = agent
-        for warning in agent.chat.warnings:  # what the open repaired: for the first client
-            log(f"warning: {warning}")
-            service.first_words.append(events.MemoryWarning(f"evertalk: warning: {warning}"))
-        path = socket_path(home)
+    try:
+        await _serve(service, opener, signals, task_status)
+    except BaseExceptionGroup as errors:
+        # the first open's error (another owner, bad settings) comes out as itself
+        if len(errors.exceptions) == 1:
+            raise errors.exceptions[0] from None
+        raise
+    log("stopped")
+
+
+async def _serve(
+    service: Service,
+    opener: AgentOpener,
+    signals: bool,
+    task_status: anyio.abc.TaskStatus[Service],
+) -> None:
+    path = socket_path(service.home)
+    async with anyio.create_task_group() as agents:
+        await agents.start(service.keep_agents, opener)  # the chat is ours before we listen
         listener = await _listen(path)
-        log(f"evertalk {__version__} serving {home} on {path}")
+        log(f"evertalk {__version__} serving {service.home} on {path}")
         try:
             async with listener, anyio.create_task_group() as group:
-                group.start_soon(service.pump_events)
                 group.start_soon(service.watch_idle)
-                group.start_soon(_stop_on_signals, service)
+                if signals:
+                    group.start_soon(_stop_on_signals, service)
                 group.start_soon(listener.serve, service.handle)
+                task_status.started(service)
                 await service.stopping.wait()
                 path.unlink(missing_ok=True)  # a client from now on starts the next service
                 log(f"stopping: {service.stop_reason}")
-                with anyio.move_on_after(agent.compactor.settings.deadline):
-                    await agent.compactor.drain()
+                await service.closed.wait()  # the compactor's calls in flight landed
                 await service.farewell()
                 group.cancel_scope.cancel()
         finally:
             path.unlink(missing_ok=True)
-    log("stopped")
+            service.stop("the service ended")
+
+
+async def _set_then_cancel(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def _listen(path: Path) -> Any:

@@ -1,34 +1,35 @@
 """The chat screen: the log of the session, the input, the status bar; and `run_terminal`.
 
-`run_terminal(home)` opens the agent first, so that a chat already open in another process is
-reported (with its pid) before any screen is drawn, then runs the app on the same event loop.
-On a machine with no provider configured, the setup screen comes first. The agent lives in a
-task of its own (`ChatApp.keep_agent`, started by `hosting`): `/setup` saves new settings, has
-that task close the agent and open another on them, and the app goes on with it.
+The app is a client of the service (`client/remote.py`), which owns the chat and runs the
+turns: any number of windows show the same chat. `run_terminal(home)` connects first (the
+service is started when none runs), so that a service that cannot start is reported before any
+screen is drawn; on a machine with no provider configured, the setup screen comes first.
 
-The app consumes the agent's events in one worker (`_pump`), in order: each reply streams into
-a Markdown row, each tool call is a collapsed row whose title gets ✓ or ✗ when it finished,
-thoughts are dimmed. It is also the agent's `Asker`: a tool whose policy is `ask` opens a dialog
-(allow once, always, deny) and the turn waits for the answer.
+One worker (`_keep_connected`) holds the connection: it shows the last messages of the log, then
+the service's frames in order; when the service goes (stopped, idle elsewhere, killed), it says
+so and connects again, starting the next one. Each reply streams into a Markdown row, each tool
+call is a collapsed row whose title gets ✓ or ✗ when it finished, thoughts are dimmed. Every
+message any window sends shows in every window, held while a turn runs, until Ever takes it.
+A tool whose policy is `ask` is asked of the window that sent the message (`ask`): a dialog
+(allow once, always, deny), withdrawn when the service says so (`ask_closed`). `/setup` saves new
+settings and has the service reopen the chat on them (`reopen`).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import replace
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
-from anyio.abc import TaskStatus
 from textual import events
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
@@ -38,16 +39,18 @@ from textual.widget import Widget
 from textual.widgets import Footer, Markdown, TextArea
 from textual.widgets.markdown import MarkdownStream
 
-from evertalk.agent.permissions import Decision
-from evertalk.agent.policy import DENIED
-from evertalk.agent.session import Agent, NotConfigured, configuration_problem
-from evertalk.config import KEY_VARIABLES, ConfigError, load_config, warn_on_stderr
+from evertalk import slash
+from evertalk.client.remote import Remote, RequestFailed, ServiceError, ServiceGone, open_remote
+from evertalk.config import KEY_VARIABLES, Config, ConfigError, load_config, warn_on_stderr
+from evertalk.protocol import wire
 from evertalk.protocol.events import (
     AgentEvent,
     CallUsage,
     CatchingUp,
     Delivered,
     MemoryWarning,
+    MessageSent,
+    Quiet,
     ReplyLogged,
     Retrying,
     Settling,
@@ -60,13 +63,13 @@ from evertalk.protocol.events import (
     TurnStarted,
     catching_up_text,
 )
-from evertalk.providers.base import ProviderError
-from evertalk.store.errors import ChatLocked, StoreError
-from evertalk.store.records import MessageRecord
+from evertalk.protocol.status import AgentStatus, status_of
+from evertalk.runtime import configuration_problem
+from evertalk.slash import MEMORY, RETRY_HINT
 from evertalk.terminal_text import escape_controls
 from evertalk.tui import commands
 from evertalk.tui.commands import CommandError, Invocation, read_line
-from evertalk.tui.setup import SetupScreen
+from evertalk.tui.history import EARLIER_MOST, earlier_records, earlier_rows
 from evertalk.tui.status import MemoryWatch, status_line
 from evertalk.tui.widgets import (
     ChatLog,
@@ -85,11 +88,10 @@ from evertalk.tui.widgets import (
     one_line,
 )
 
-EARLIER = 8  # messages of the log shown when the app opens, at least
-EARLIER_MOST = 40  # messages read back to start them at the user message that opened a turn
 HISTORY = 200  # messages the user sent before, for Up and Down
 HISTORY_SCAN = 2_000  # messages read back to find them
-STATUS_EVERY = 0.5  # seconds between two looks at the agent's status
+STATUS_EVERY = 0.5  # seconds between two looks at the service's status
+RECONNECT_EVERY = 1.0  # seconds between two tries to reach a service that went
 
 KEY_HINT = "check your key with /setup (it also changes the provider and the base URL)"
 
@@ -111,12 +113,7 @@ AUTH_WORDS = re.compile(
 )
 
 Editor = Callable[[Path], None]
-AgentOpener = Callable[["ChatApp"], AbstractAsyncContextManager[Agent]]
-
-
-def open_agent(app: ChatApp) -> AbstractAsyncContextManager[Agent]:
-    """The agent of the terminal app: the settings in config.toml, the app as its asker."""
-    return Agent.open(app.home, asker=app)
+Connector = Callable[[], Awaitable[Remote]]
 
 
 def cannot_edit(editor: str, why: str) -> str:
@@ -144,96 +141,10 @@ def refused_key(error: str | None, kind: str | None = None) -> bool:
     return bool(error and error.startswith(FAILED_CALL) and AUTH_WORDS.search(error))
 
 
-# --- the rows of the log shown when the app opens ---------------------------------------------
-
-
-def earlier_records(read: Callable[[int], MessageRecord], t: int) -> list[MessageRecord]:
-    """The last EARLIER messages of a log of `t`, and before them the rest of the turn they
-    start in: from the user message that opened it, unless that is more than EARLIER_MOST back
-    (then the last EARLIER alone)."""
-    low = max(0, t - EARLIER_MOST)
-    records = [read(i) for i in range(low, t)]
-    last = max(0, len(records) - EARLIER)
-    opened = [at for at, record in enumerate(records[: last + 1]) if record.kind == "user"]
-    start = opened[-1] if opened else last
-    return records[start:]
-
-
-def earlier_rows(records: list[MessageRecord]) -> list[Widget]:
-    """Rows as a live session shows them: a `tool` message and the `echo` after it make one
-    tool row; an echo of no call (`turn stopped: …`) is a note."""
-    rows: list[Widget] = []
-    call: ToolRow | None = None  # the last call, waiting for its echo
-    for record in join_pages(records):
-        if record.kind == "echo" and call is not None:
-            output = record.text.removeprefix(f"{call.tool}: ")
-            call.finish(output, output.startswith(REFUSED))
-            call = None
-            continue
-        if call is not None:  # the process ended before the call's result was logged
-            call.finish("no result was logged", True)
-            call = None
-        if record.kind == "tool":
-            call = ToolRow(*tool_call(record.text))
-            rows.append(call)
-        else:
-            rows.append(earlier_row(record))
-    if call is not None:
-        call.finish("no result was logged", True)
-    return rows
-
-
-# the starts of an echo that reads as a failed call (the log does not keep whether it failed)
-REFUSED = (DENIED, "cancelled by the user")
-
-
-def earlier_row(record: MessageRecord) -> Widget:
-    if record.kind == "user":
-        return UserRow(record.text, classes="earlier")
-    if record.kind == "ever":
-        return ReplyView(record.text, classes="earlier")
-    if record.kind == "work":
-        return WorkRow(record.text)
-    prefix = "" if record.kind == "echo" else f"{record.kind}: "
-    return NoteRow(prefix + clip(one_line(record.text), 160))
-
-
-def tool_call(text: str) -> tuple[str, dict[str, Any]]:
-    """A `tool` message's name and input (`shell {"command":"ls"}`)."""
-    name, _, raw = text.partition(" ")
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
-    return name, value if isinstance(value, dict) else {"input": raw}
-
-
-def join_pages(records: list[MessageRecord]) -> list[MessageRecord]:
-    """The records with the pages of a long message (keys `K.0`, `K.1`, …) joined into one."""
-    joined: list[MessageRecord] = []
-    for record in records:
-        page, before = page_of(record.key), (joined[-1] if joined else None)
-        if (
-            page is not None
-            and before is not None
-            and before.kind == record.kind
-            and page_of(before.key) == (page[0], page[1] - 1)
-        ):
-            # the joined record keeps the later key, so that the next page finds it
-            joined[-1] = replace(before, text=before.text + record.text, key=record.key)
-            continue
-        joined.append(record)
-    return joined
-
-
-def page_of(key: str | None) -> tuple[str, int] | None:
-    """(K, n) for the key `K.n` of page n of a long message; None for a whole one."""
-    stem, dot, number = (key or "").rpartition(".")
-    return (stem, int(number)) if dot and number.isdigit() else None
-
-
 class ChatApp(App[int]):
-    """The chat in the terminal. Attach an open agent before running it."""
+    """The chat in the terminal, a client of the service. `connector` makes a connection (by
+    default to the home's service, started if none runs); one made before the app runs may be
+    attached with `attach`."""
 
     TITLE = "evertalk"
     ENABLE_COMMAND_PALETTE = False
@@ -249,12 +160,22 @@ class ChatApp(App[int]):
     ]
 
     def __init__(
-        self, home: Path, *, editor: Editor | None = None, notices: Sequence[str] = ()
+        self,
+        home: Path,
+        *,
+        connector: Connector | None = None,
+        editor: Editor | None = None,
+        notices: Sequence[str] = (),
+        workdir: Path | None = None,
     ) -> None:
         super().__init__()
         self.home = home
+        self.connector: Connector = connector or (lambda: open_remote(home, "app"))
         self.notices = list(notices)  # what loading the settings corrected, shown as warnings
-        self.agent: Agent | None = None
+        self.workdir = workdir or Path.cwd()  # where the tools of this window's messages work
+        self.remote: Remote | None = None
+        self.status: AgentStatus | None = None
+        self.busy = False  # a turn runs (from the events, and each status)
         self.editor = editor  # None: $VISUAL or $EDITOR, the app suspended meanwhile
         self.memory_watch = MemoryWatch()
         self._reply: ReplyView | None = None
@@ -263,21 +184,18 @@ class ChatApp(App[int]):
         self._thought: ThoughtRow | None = None
         self._tools: dict[str, ToolRow] = {}
         self._held: list[UserRow] = []
+        self._sending: list[tuple[str, str]] = []  # (text, image names) sent, not yet shown
+        self._asked: dict[str, PermissionScreen] = {}
         self.attachments = commands.Attachments()
         self._settling: NoteRow | None = None
         self._said = True  # the running turn has shown a reply or a tool call
-        self._wake: anyio.Event | None = None  # tells `keep_agent` to reopen or to close
-        self._reopen = False
-        self._released = False
-        self.failure: str | None = None  # why the app stopped without an agent
+        self._polling = False
+        self._quitting = False
+        self.failure: str | None = None  # why the app stopped on its own
+        self.ready = anyio.Event()  # the first connection showed the log's last messages
 
-    def attach(self, agent: Agent) -> None:
-        self.agent = agent
-
-    def _agent(self) -> Agent:
-        if self.agent is None:
-            raise RuntimeError("the app runs with an open agent: call attach() first")
-        return self.agent
+    def attach(self, remote: Remote) -> None:
+        self.remote = remote
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -301,27 +219,66 @@ class ChatApp(App[int]):
         return self.query_one(StatusBar)
 
     async def on_mount(self) -> None:
-        agent = self._agent()
         self.chat_log.anchor()
         self.prompt.focus()
-        rows = self._earlier_rows()
-        warnings = [*self.notices, *agent.chat.warnings]
-        rows += [NoteRow(f"warning: {w}", classes="error") for w in warnings]
-        await self.chat_log.mount_all(rows)
-        self.prompt.sent = self._sent_before()
-        self.refresh_status()
+        self.status_bar.set_text("connecting to the service…")
         self.set_interval(STATUS_EVERY, self.refresh_status)
-        self._start_pump(agent)
+        self.run_worker(self._keep_connected(), name="service", group="service")
 
-    def _start_pump(self, agent: Agent) -> None:
-        self.run_worker(self._pump(agent), name="events", group="events", exit_on_error=True)
+    async def _add(self, *rows: Widget) -> None:
+        await self.chat_log.mount_all(rows)
 
-    def _earlier_rows(self) -> list[Widget]:
-        chat = self._agent().chat
-        t = chat.t
+    # -- the connection -------------------------------------------------------------------
+
+    async def _keep_connected(self) -> None:
+        """The service's frames, in order, for as long as the app runs: connected again (a
+        new service started) each time one goes."""
+        remote, first, said = self.remote, True, False
+        while not self._quitting:
+            if remote is None:
+                try:
+                    remote = await self.connector()
+                except ServiceError as error:
+                    if not said:  # once; the next tries are quiet until one works
+                        await self._add(
+                            NoteRow(f"cannot reach the service: {error}", classes="error")
+                        )
+                        said = True
+                    await anyio.sleep(RECONNECT_EVERY)
+                    continue
+            self.remote, said = remote, False
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(remote.run)
+                    await self._opened(remote, first)
+                    first = False
+                    await self._pump(remote)
+                    group.cancel_scope.cancel()
+            finally:
+                self.remote = None
+                await remote.aclose()
+            remote = None
+            if not self._quitting:
+                await self._lost()
+
+    async def _opened(self, remote: Remote, first: bool) -> None:
+        self.refresh_status()
+        if not first:
+            await self._add(NoteRow(f"connected to the service (pid {remote.pid})"))
+            return
+        status = await remote.request({"type": "status"})
+        t = int(status.get("messages", 0))
+        rows = await self._earlier_rows(remote, t)
+        rows += [NoteRow(f"warning: {notice}", classes="error") for notice in self.notices]
+        await self._add(*rows)
+        sent = await remote.records(last=HISTORY, kind="user", scan=HISTORY_SCAN)
+        self.prompt.sent = [message.text for message in sent]
+        self.ready.set()
+
+    async def _earlier_rows(self, remote: Remote, t: int) -> list[Widget]:
         if t == 0:
             return [NoteRow("A new chat. Say hello; /help lists the keys and the commands.")]
-        records = earlier_records(chat.store.read_message, t)
+        records = earlier_records(await remote.records(start=max(0, t - EARLIER_MOST), end=t))
         start = t - len(records)
         intro = NoteRow(
             f"{t:,} messages in this chat"
@@ -330,26 +287,61 @@ class ChatApp(App[int]):
         )
         return [intro, *earlier_rows(records)]
 
-    def _sent_before(self) -> list[str]:
-        chat = self._agent().chat
-        found: list[str] = []
-        for i in range(chat.t - 1, max(-1, chat.t - 1 - HISTORY_SCAN), -1):
-            record = chat.store.read_message(i)
-            if record.kind == "user":
-                found.append(record.text)
-                if len(found) == HISTORY:
-                    break
-        return found[::-1]
+    async def _lost(self) -> None:
+        """The service went: what was under way is shown as cut short."""
+        await self._end_reply()
+        await self._unsettle()
+        for tool in self._tools.values():
+            if not tool.finished:
+                tool.finish("the service stopped before it finished", True)
+        self._tools.clear()
+        self.busy = False
+        self.status_bar.set_text("connecting to the service…")
 
-    async def _add(self, *rows: Widget) -> None:
-        await self.chat_log.mount_all(rows)
+    async def _pump(self, remote: Remote) -> None:
+        async for frame in remote.frames():  # it ends when the connection does
+            try:
+                await self._frame(frame)
+            except NoMatches:  # the app is closing: its widgets are gone
+                return
+            except Exception as error:  # a row that fails to show must not stop the session
+                await self._add(NoteRow(f"display error: {error!r}", classes="error"))
+
+    async def _frame(self, frame: dict[str, Any]) -> None:
+        kind = frame["type"]
+        if kind == "ask":
+            self._ask(frame)
+        elif kind == "ask_closed":
+            self._withdraw(str(frame.get("id")))
+        elif kind == "stopping":
+            why = escape_controls(str(frame.get("reason")))
+            await self._add(NoteRow(f"the service is stopping ({why}); connecting to the next"))
+        elif kind == "reopened":
+            await self._add(NoteRow(applied(frame)))
+        elif kind == "error":
+            await self._add(NoteRow(f"service: {frame.get('message')}", classes="error"))
+        else:
+            event = wire.event_of(frame)
+            if event is not None:
+                await self.show(event)  # type: ignore[arg-type]
 
     # -- the status bar -------------------------------------------------------------------
 
     def refresh_status(self) -> None:
-        if self.agent is None:
+        if self.remote is None or self._polling:
             return
-        status = self.agent.status()
+        self._polling = True
+        self.run_worker(self._poll_status(self.remote), group="status")
+
+    async def _poll_status(self, remote: Remote) -> None:
+        try:
+            frame = await remote.request({"type": "status"})
+        except ServiceError:
+            return
+        finally:
+            self._polling = False
+        status = self.status = status_of(frame)
+        self.busy = status.busy
         try:
             bar, log = self.status_bar, self.chat_log
         except NoMatches:  # the app is closing
@@ -360,15 +352,6 @@ class ChatApp(App[int]):
             log.mount(NoteRow(row, classes="memory"))
 
     # -- the agent's events ---------------------------------------------------------------
-
-    async def _pump(self, agent: Agent) -> None:
-        async for event in agent.events():  # it ends when the agent closes
-            try:
-                await self.show(event)
-            except NoMatches:  # the app is closing: its widgets are gone
-                return
-            except Exception as error:  # a row that fails to show must not stop the session
-                await self._add(NoteRow(f"display error: {error!r}", classes="error"))
 
     async def show(self, event: AgentEvent) -> None:
         if isinstance(event, TextDelta):
@@ -389,6 +372,8 @@ class ChatApp(App[int]):
                 found = ToolRow(event.name, {})
                 await self._add(found)
             found.finish(event.output, event.is_error)
+        elif isinstance(event, MessageSent):
+            await self._sent(event)
         elif isinstance(event, Delivered):
             await self._delivered(event)
         elif isinstance(event, Settling):
@@ -401,6 +386,8 @@ class ChatApp(App[int]):
             await self._turn_ended(event)
         elif isinstance(event, CallUsage):
             self.refresh_status()
+        elif isinstance(event, Quiet):
+            self.busy = False
         elif isinstance(event, MemoryWarning):
             await self._add(NoteRow(event.text, classes="memory"))
         elif isinstance(event, ToolsUnused):  # the row says why; the bar keeps a mark of it
@@ -466,20 +453,42 @@ class ChatApp(App[int]):
             await self._settling.remove()
             self._settling = None
 
+    async def _sent(self, event: MessageSent) -> None:
+        """A message any window sent (this one's too): shown in every window, held while a
+        turn runs."""
+        names = ""
+        own = self.remote is not None and event.client == self.remote.name
+        for at, (text, attached) in enumerate(self._sending if own else []):
+            if text == event.text:
+                names = attached
+                del self._sending[at]
+                break
+        row = UserRow(event.text, held=event.held)
+        if event.held:
+            self._held.append(row)
+        else:
+            self.busy = True  # its turn starts
+        await self._add(row)
+        if names:
+            await self._add(NoteRow(f"with {names}"))
+        elif event.images:
+            await self._add(NoteRow(f"with {event.images} image{'s' if event.images != 1 else ''}"))
+
     async def _turn_started(self, ids: list[int]) -> None:
         await self._unsettle()
+        self.busy = True
         self._streamed = ""
         self._said = False
         for row in self._held:
             row.delivered()
         self._held.clear()
-        agent = self.agent
-        if agent is None:
+        remote = self.remote
+        if remote is None or not ids:
             return
-        for i in ids:  # a subagent's report that starts a turn: the user has not seen it
-            record = agent.chat.store.read_message(i)
-            if record.kind == "work":
-                await self._add(WorkRow(record.text))
+        # a subagent's report that starts a turn: the user has not seen it
+        for message in await remote.records(start=min(ids), end=max(ids) + 1):
+            if message.i in ids and message.kind == "work":
+                await self._add(WorkRow(message.text))
 
     async def _turn_ended(self, event: TurnEnded) -> None:
         await self._end_reply()
@@ -501,51 +510,38 @@ class ChatApp(App[int]):
             await self._add(NoteRow(text, classes=classes))
         elif not self._said:  # done, and nothing came: say so rather than show nothing
             await self._add(NoteRow(EMPTY_REPLY))
-        if self.agent is not None and (hint := commands.retry_hint(self.agent.chat, event)):
-            await self._add(NoteRow(hint))
+        if event.retry:
+            await self._add(NoteRow(RETRY_HINT))
         self._said = True
-        agent = self.agent
-        if agent is None or not agent.busy:  # a cancel while settling logs what was held
-            for row in self._held:
-                row.delivered()
-            self._held.clear()
         self.refresh_status()
 
-    # -- the agent asks -------------------------------------------------------------------
+    # -- the service asks -----------------------------------------------------------------
 
-    async def ask(self, tool: str, tool_input: dict[str, Any]) -> Decision:
-        """`Asker.ask`: a dialog over the chat; the turn waits for the user's answer. If the turn
-        is cancelled meanwhile, the dialog goes away."""
-        answered = anyio.Event()
-        answers: list[Decision] = []
-        shown: list[PermissionScreen] = []
+    def _ask(self, frame: dict[str, Any]) -> None:
+        """A tool waits for the user's yes: a dialog over the chat; the answer goes back."""
+        ask_id = str(frame.get("id"))
+        tool_input = frame.get("input")
+        screen = PermissionScreen(
+            str(frame.get("tool")), tool_input if isinstance(tool_input, dict) else {}
+        )
+        self._asked[ask_id] = screen
 
-        def done(decision: Decision | None) -> None:
-            if not answers:
-                answers.append(decision or "deny")
-            answered.set()
-            for screen in shown:
-                self._hand_back(screen.typed)
+        def done(decision: str | None) -> None:
+            self._asked.pop(ask_id, None)
+            self._hand_back(screen.typed)
+            remote = self.remote
+            if remote is not None:
+                answer = {"type": "answer", "id": ask_id, "decision": decision or "deny"}
+                self.run_worker(_quietly(remote.post(answer)), group="answers")
 
-        def open_dialog() -> None:
-            screen = PermissionScreen(tool, tool_input)
-            shown.append(screen)
-            self.bell()
-            self.push_screen(screen, callback=done)
+        self.bell()
+        self.push_screen(screen, callback=done)
 
-        def close_dialog() -> None:
-            for screen in shown:
-                if screen in self.screen_stack:
-                    screen.dismiss(None)
-
-        self.call_later(open_dialog)  # in the app's own task, whatever task asks
-        try:
-            await answered.wait()
-        finally:
-            if not answers:
-                answers.append("deny")
-                self.call_later(close_dialog)
-        return answers[0]
+    def _withdraw(self, ask_id: str) -> None:
+        """The question is no longer asked (answered, or its turn was cancelled)."""
+        screen = self._asked.pop(ask_id, None)
+        if screen is not None and screen in self.screen_stack:
+            screen.dismiss(None)
 
     def _hand_back(self, keys: list[events.Key]) -> None:
         """The keys the dialog kept, typed again: they reach the input, which has the focus
@@ -578,25 +574,31 @@ class ChatApp(App[int]):
             self.chat_log.scroll_page_down()
 
     async def send(self, text: str) -> None:
-        agent = self.agent
-        if agent is None:  # between two agents, after /setup
-            await self._add(NoteRow(f"not sent: {REOPENING} (Up brings it back)", classes="error"))
+        remote = self.remote
+        if remote is None:
+            await self._add(
+                NoteRow(f"not sent: {NOT_CONNECTED} (Up brings it back)", classes="error")
+            )
             return
-        held = agent.busy
-        row = UserRow(text, held=held)
-        names = self.attachments.names()
+        frame: dict[str, Any] = {
+            "type": "send",
+            "text": text,
+            "key": uuid.uuid4().hex,  # the service logs it once, however often it is sent
+            "cwd": str(self.workdir),
+            "images": [
+                {"media_type": image.media_type, "data": image.data}
+                for image in self.attachments.images()
+            ],
+        }
+        self._sending.append((text, self.attachments.names()))
         try:
-            agent.submit(text, self.attachments.images())
-        except (RuntimeError, ValueError) as error:
-            await self._add(NoteRow(f"not sent: {error}", classes="error"))
+            await remote.request(frame)
+        except ServiceError as error:
+            self._sending = [item for item in self._sending if item[0] != text]
+            await self._add(NoteRow(f"not sent: {error} (Up brings it back)", classes="error"))
             return
         self.attachments.clear()
         self._show_attachments()
-        if held:
-            self._held.append(row)
-        await self._add(row)
-        if names:
-            await self._add(NoteRow(f"with {names}"))
 
     async def run_command(self, line: Invocation) -> None:
         command = line.command
@@ -606,53 +608,43 @@ class ChatApp(App[int]):
                     f"unknown command {line.word}: /help lists the commands "
                     "(// sends a message that starts with /)"
                 )
-            if command is commands.QUIT:
-                await self.action_quit()
-            elif self.agent is None:
-                raise CommandError(REOPENING)
-            else:
-                await self._run(line, self.agent)
+            await self._run(line)
         except CommandError as error:
             await self._add(OutputRow(str(error), classes="error"))
 
-    async def _run(self, line: Invocation, agent: Agent) -> None:
+    async def _run(self, line: Invocation) -> None:
         command = line.command
-        if command is commands.HELP:
+        if command is slash.QUIT:
+            await self.action_quit()
+        elif command is slash.HELP:
             await self._output(commands.help_text())
-        elif command is commands.MEMORY:
-            status = agent.status()
-            view, summary = commands.memory_text(
-                agent.chat, status.compactor_running, status.compactor_queued
-            )
-            await self._add(OutputRow(view, classes="view"), OutputRow(summary))
-        elif command is commands.ZOOM:
-            await self._output(commands.zoom_text(agent.chat, line.args))
-        elif command is commands.MODEL:
-            await self._output(commands.model_text(agent.model, agent.use_model, line.args))
-        elif command is commands.MEMORY_MODEL:
-            settings = agent.compactor.settings
-            await self._output(
-                commands.memory_model_text(
-                    settings.model, settings.effort, agent.use_memory_model, line.args
-                )
-            )
-        elif command is commands.AGENTS:
-            await self._output(commands.agents_text(agent.subagents.listing(), line.args))
-        elif command is commands.AGENTS_STOP:
-            await self._output(commands.stop_text(agent.subagents.stop, line.args))
-        elif command is commands.IMAGE:
+        elif command is slash.IMAGE:
             try:
-                await self._output(self.attachments.command(line.args, agent.workdir))
+                await self._output(self.attachments.command(line.args, self.workdir))
             finally:
                 self._show_attachments()
-        elif command is commands.SETUP:
-            self.open_setup(agent)
-        elif command is commands.USAGE:
-            await self._output(commands.usage_text(self.home))
-        elif command is commands.INSTRUCTIONS:
+        elif command is slash.SETUP:
+            await self.open_setup()
+        elif command is slash.INSTRUCTIONS:
             await self._output(self.edit_instructions())
-        elif command is commands.RETRY:
-            await self._output(commands.retry_text(agent.retry, line.args))
+        elif command is not None:
+            await self._served(command, line.args)
+
+    async def _served(self, command: slash.Command, args: tuple[str, ...]) -> None:
+        """A command the service runs: its texts as rows (`/memory`'s view dimmed)."""
+        remote = self.remote
+        if remote is None:
+            raise CommandError(NOT_CONNECTED)
+        request = {"type": "command", "name": command.name, "args": list(args)}
+        try:
+            reply = await remote.request(request)
+        except ServiceError as error:
+            raise CommandError(str(error)) from None
+        texts = [str(text) for text in reply.get("texts", [])]
+        rows = [OutputRow(text) for text in texts]
+        if command is MEMORY and len(rows) > 1:
+            rows[0].add_class("view")
+        await self._add(*rows)
 
     async def _output(self, text: str) -> None:
         await self._add(OutputRow(text))
@@ -664,75 +656,46 @@ class ChatApp(App[int]):
         # a border's title is markup: a file named `[b]x.png` must show as it is named
         self.prompt.border_title = escape(escape_controls(clip(waiting, 60))) if count else None
 
-    # -- /setup: new settings, a new agent ------------------------------------------------
+    # -- /setup: new settings, the service reopens the chat on them ------------------------
 
-    def open_setup(self, agent: Agent) -> None:
+    async def open_setup(self) -> None:
         """The setup form over the chat, filled in with the settings in use (never the key).
-        The agent is closed to apply them: not while it works."""
-        if agent.busy:
-            raise CommandError("a turn is running: /setup once it ends (Ctrl+C cancels it)")
-        if agent.subagents.running:
-            raise CommandError("subagents are working: /setup once they have reported")
+        The service reopens the chat to apply them: not while it works."""
+        remote = self.remote
+        if remote is not None:
+            try:
+                status = status_of(await remote.request({"type": "status"}))
+            except ServiceError as error:
+                raise CommandError(str(error)) from None
+            if status.busy:
+                raise CommandError("a turn is running: /setup once it ends (Ctrl+C cancels it)")
+            if status.subagents:
+                raise CommandError("subagents are working: /setup once they have reported")
         try:
             current = load_config(self.home)
         except ConfigError as error:
             raise CommandError(str(error)) from None
+        from evertalk.tui.setup import SetupScreen  # the form's imports wait for its first use
+
         self.push_screen(SetupScreen(self.home, current, change=True), callback=self._set_up)
 
     async def _set_up(self, saved: bool | None) -> None:
         if not saved:
             await self._add(NoteRow("setup left: nothing changed"))
             return
-        agent = self.agent
-        if agent is None or agent.busy:  # a subagent's report started a turn meanwhile
-            await self._add(NoteRow(SAVED_FOR_LATER))
+        remote = self.remote
+        if remote is None:  # no service now: the next one reads the new settings
+            await self._add(NoteRow("settings saved: the service starts on them"))
             return
-        self.agent = None  # from now on the old one is closing: nothing may use it
-        self._reopen = True
-        if self._wake is not None:
-            self._wake.set()
-
-    async def _reopened(self, agent: Agent) -> None:
-        """`keep_agent` opened a new agent on the new settings: the app goes on with it."""
-        await self._end_reply()
-        self.attach(agent)
-        self._start_pump(agent)
-        self.refresh_status()
-        await self._add(NoteRow(applied(agent)))
-
-    async def keep_agent(
-        self, opener: AgentOpener, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Hold the app's agent, in this task from its opening to its closing (its task group
-        asks for that): the first before the app runs (so that a chat locked elsewhere is
-        reported before any screen is drawn), then a new one at each /setup, until `release`."""
-        self._wake = anyio.Event()
-        async with opener(self) as agent:
-            self.attach(agent)
-            task_status.started()
-            await self._wait_woken()
-        while self._reopen and not self._released:
-            self._reopen = False
-            try:
-                async with opener(self) as agent:
-                    self.call_later(self._reopened, agent)
-                    await self._wait_woken()
-            except (ChatLocked, ConfigError, NotConfigured, StoreError, ProviderError) as error:
-                self.failure = f"cannot open the chat with the new settings: {error}"
-                self.exit(return_code=1)
+        try:
+            await remote.request({"type": "reopen"})
+        except RequestFailed as error:
+            if error.kind == "busy":  # a subagent's report started a turn meanwhile
+                await self._add(NoteRow(SAVED_FOR_LATER))
                 return
-
-    async def _wait_woken(self) -> None:
-        assert self._wake is not None
-        await self._wake.wait()
-        self._wake = anyio.Event()
-        self.agent = None  # the agent closes next
-
-    def release(self) -> None:
-        """The app has ended: the agent closes."""
-        self._released = True
-        if self._wake is not None:
-            self._wake.set()
+            await self._add(NoteRow(f"settings saved, not applied: {error}", classes="error"))
+        except ServiceGone:
+            pass  # the next service reads them
 
     def edit_instructions(self) -> str:
         """Open `<home>/instructions.md` in the editor; what to tell the user after."""
@@ -768,9 +731,9 @@ class ChatApp(App[int]):
 
     def action_interrupt(self) -> None:
         """Ctrl+C: cancel the running turn; otherwise copy the selection, or say how to quit."""
-        agent = self.agent
-        if agent is not None and agent.busy:
-            agent.cancel()
+        remote = self.remote
+        if remote is not None and self.busy:
+            self.run_worker(_quietly(remote.post({"type": "cancel"})), group="cancel")
             return
         prompt = self.prompt
         if prompt.selected_text:
@@ -779,52 +742,40 @@ class ChatApp(App[int]):
         self.notify("No turn is running. Ctrl+D or /quit leaves.", timeout=3)
 
     async def action_quit(self) -> None:
+        self._quitting = True
         await self._end_reply()
         self.exit(0)
 
 
-REOPENING = "the new settings are being applied: a moment"
+async def _quietly(sent: Awaitable[None]) -> None:
+    """A frame sent for which nothing waits: a service gone meanwhile is said elsewhere."""
+    with contextlib.suppress(ServiceError):
+        await sent
+
+
+NOT_CONNECTED = "the service is not connected yet: a moment"
 SAVED_FOR_LATER = (
-    "settings saved; a turn started meanwhile, so this session goes on with the old ones: "
+    "settings saved; a turn started meanwhile, so the chat goes on with the old ones: "
     "/setup again once it ends applies them"
 )
 
 
-def applied(agent: Agent) -> str:
-    """What the chat goes on with after /setup (never the key)."""
-    config = agent.runtime.config
-    line = f"settings applied: {config.provider}, model {agent.model}"
-    if config.base_url:
-        line += f", at {config.base_url}"
-    variable = KEY_VARIABLES.get(config.provider)
+def applied(frame: dict[str, Any]) -> str:
+    """What the chat goes on with after /setup (never the key), from `reopened`."""
+    line = f"settings applied: {frame.get('provider')}, model {frame.get('model')}"
+    if frame.get("base_url"):
+        line += f", at {frame.get('base_url')}"
+    variable = KEY_VARIABLES.get(str(frame.get("provider")))
     if variable and os.environ.get(variable):
         line += f" ({variable} is set: its key is used, not the one in config.toml)"
-    return line
-
-
-@asynccontextmanager
-async def hosting(app: ChatApp, opener: AgentOpener = open_agent) -> AsyncIterator[None]:
-    """The app's agent, opened (its errors raised here, before the app runs) and kept in a task
-    of its own while the body runs the app; closed after."""
-    try:
-        async with anyio.create_task_group() as group:
-            await group.start(app.keep_agent, opener)
-            try:
-                yield
-            finally:
-                app.release()
-    except BaseExceptionGroup as errors:
-        # one error, the opener's or the body's, comes out as itself, not wrapped by the group
-        if len(errors.exceptions) == 1:
-            raise errors.exceptions[0] from None
-        raise
+    return escape_controls(line)
 
 
 # --- the command line's entry point -----------------------------------------------------------
 
 
 def run_terminal(home: Path) -> int:
-    """Set up the provider if none is, open the chat, run the app; the exit status."""
+    """Set up the provider if none is, connect to the service, run the app; the exit status."""
     try:
         return anyio.run(_main, home)
     except KeyboardInterrupt:
@@ -839,24 +790,25 @@ async def _main(home: Path) -> int:
         for notice in notices:  # the file was made private before the error was found
             warn_on_stderr(notice)
         return _fail(str(error))
-    if configuration_problem(home, config) is not None:
+    if _unconfigured(home, config):
         from evertalk.tui.setup import SetupApp
 
         if not await SetupApp(home, config).run_async():
             return _fail("nothing was set up; run evertalk again to set up a provider")
-    app = ChatApp(home, notices=notices)
     try:
-        async with hosting(app):
-            await app.run_async()
-    except ChatLocked as error:
-        return _fail(
-            f"{error}. Only one evertalk at a time can use a chat: close the other one first."
-        )
-    except (ConfigError, NotConfigured, StoreError, ProviderError) as error:
+        remote = await open_remote(home, "app")
+    except ServiceError as error:
         return _fail(str(error))
+    app = ChatApp(home, notices=notices, workdir=config.workdir_path)
+    app.attach(remote)
+    await app.run_async()
     if app.failure is not None:
         return _fail(app.failure)
     return app.return_code or 0
+
+
+def _unconfigured(home: Path, config: Config) -> bool:
+    return configuration_problem(home, config) is not None
 
 
 def _fail(message: str) -> int:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from rich.cells import cell_len
 
-from evertalk.agent.session import AgentStatus
 from evertalk.protocol.events import catching_up_text
+from evertalk.protocol.status import AgentStatus
 
 
 def kilobytes(size: int) -> str:

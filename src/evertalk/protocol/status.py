@@ -1,0 +1,39 @@
+"""What the service says of its agent when a client asks (`status`): the turn model, the view's
+size and bounds, the compactor's work, the session's cost. The status bar shows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from evertalk.protocol.events import CatchingUp
+
+
+@dataclass(frozen=True)
+class AgentStatus:
+    model: str
+    view_bytes: int  # the view's size as the budget counts it (SPEC §3.1)
+    view_ceiling: int  # a batch of merges starts once the view is above this (SPEC §3.4)
+    view_floor: int  # … and merges it down to this
+    merging: bool  # a batch waits for summaries to go on (the view's `shrinking`)
+    view_merges: int  # over the whole chat: it also moves for a batch done within one message
+    compactor_running: int
+    compactor_queued: int
+    cost: float  # USD spent in this session: turns, subagents and compactions
+    turn_cost: float  # of which turns and subagents
+    busy: bool
+    subagents: int  # running now
+    compactor_failed: int = 0  # nodes waiting to be tried again after a failure
+    compactor_error: str | None = None  # the latest one, as `12+1: why`
+    catching_up: CatchingUp | None = None  # the memory is far behind: how far, how long
+    tools_unused: bool = False  # said to call no tools, and none called since (`tool_watch.py`)
+
+
+def status_of(frame: dict[str, Any]) -> AgentStatus:
+    """The status in a `status` frame (the fields this side knows; a newer service may add)."""
+    known = {field.name for field in fields(AgentStatus)}
+    values = {key: value for key, value in frame.items() if key in known}
+    catching = values.get("catching_up")
+    if isinstance(catching, dict):
+        values["catching_up"] = CatchingUp(**catching)
+    return AgentStatus(**values)

@@ -1,0 +1,72 @@
+"""One connected client as the service sees it, and the checks at its connection: the peer's
+user, the hello's protocol and version."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import struct
+from typing import Any
+
+import anyio
+from anyio.abc import SocketAttribute, SocketStream
+
+from evertalk import __version__
+from evertalk.protocol import wire
+
+
+class Session:
+    """One connected client: its name, and an outbox that one task writes to the socket."""
+
+    def __init__(self, stream: SocketStream, name: str) -> None:
+        self.stream = stream
+        self.name = name
+        self._outbox, self._pending = anyio.create_memory_object_stream[bytes](math.inf)
+        self.written = anyio.Event()  # the outbox is closed and all of it went out
+
+    def post(self, frame: dict[str, Any] | bytes) -> None:
+        data = frame if isinstance(frame, bytes) else wire.encode(frame)
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._outbox.send_nowait(data)
+
+    async def write_out(self) -> None:
+        try:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                async for data in self._pending:
+                    await self.stream.send(data)
+        finally:
+            self.written.set()
+
+    def close(self) -> None:
+        self._outbox.close()
+
+
+def error_frame(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "kind": kind, "message": message}
+
+
+def refusal(hello: dict[str, Any]) -> str | None:
+    """Why a client's hello is refused: not a hello, another protocol or version."""
+    if hello.get("type") != "hello":
+        return "the first frame must be a hello"  # answered as a refusal of kind `version`
+    if hello.get("protocol") != wire.PROTOCOL or hello.get("version") != __version__:
+        return (
+            f"the service runs evertalk {__version__} (protocol {wire.PROTOCOL}) and this "
+            f"client is {hello.get('version')} (protocol {hello.get('protocol')}): restart the "
+            "service with `evertalk service stop`, and run the command again"
+        )
+    return None
+
+
+def same_user(stream: SocketStream) -> bool:
+    """On Linux, whether the peer runs as this user (SO_PEERCRED); elsewhere the socket's mode
+    and the home's are the guard."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return True
+    raw = stream.extra(SocketAttribute.raw_socket)
+    creds = raw.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    return bool(uid == os.getuid())

@@ -1,0 +1,101 @@
+"""The rows of the log the app shows when it opens: the last messages, joined and paired as a
+live session shows them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Final
+
+from textual.widget import Widget
+
+from evertalk.agent.policy import DENIED
+from evertalk.client.remote import Message
+from evertalk.tui.widgets import NoteRow, ReplyView, ToolRow, UserRow, WorkRow, clip, one_line
+
+EARLIER: Final = 8  # messages of the log shown when the app opens, at least
+EARLIER_MOST: Final = 40  # messages read back to start them at the user message that opened a turn
+
+
+def earlier_records(records: Sequence[Message]) -> list[Message]:
+    """Of the last EARLIER_MOST messages of a log, the last EARLIER, and before them the rest
+    of the turn they start in: from the user message that opened it, unless that is more than
+    EARLIER_MOST back (then the last EARLIER alone)."""
+    last = max(0, len(records) - EARLIER)
+    opened = [at for at, record in enumerate(records[: last + 1]) if record.kind == "user"]
+    start = opened[-1] if opened else last
+    return list(records[start:])
+
+
+def earlier_rows(records: list[Message]) -> list[Widget]:
+    """Rows as a live session shows them: a `tool` message and the `echo` after it make one
+    tool row; an echo of no call (`turn stopped: …`) is a note."""
+    rows: list[Widget] = []
+    call: ToolRow | None = None  # the last call, waiting for its echo
+    for record in join_pages(records):
+        if record.kind == "echo" and call is not None:
+            output = record.text.removeprefix(f"{call.tool}: ")
+            call.finish(output, output.startswith(REFUSED))
+            call = None
+            continue
+        if call is not None:  # the process ended before the call's result was logged
+            call.finish("no result was logged", True)
+            call = None
+        if record.kind == "tool":
+            call = ToolRow(*tool_call(record.text))
+            rows.append(call)
+        else:
+            rows.append(earlier_row(record))
+    if call is not None:
+        call.finish("no result was logged", True)
+    return rows
+
+
+# the starts of an echo that reads as a failed call (the log does not keep whether it failed)
+REFUSED = (DENIED, "cancelled by the user")
+
+
+def earlier_row(record: Message) -> Widget:
+    if record.kind == "user":
+        return UserRow(record.text, classes="earlier")
+    if record.kind == "ever":
+        return ReplyView(record.text, classes="earlier")
+    if record.kind == "work":
+        return WorkRow(record.text)
+    prefix = "" if record.kind == "echo" else f"{record.kind}: "
+    return NoteRow(prefix + clip(one_line(record.text), 160))
+
+
+def tool_call(text: str) -> tuple[str, dict[str, Any]]:
+    """A `tool` message's name and input (`shell {"command":"ls"}`)."""
+    name, _, raw = text.partition(" ")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    return name, value if isinstance(value, dict) else {"input": raw}
+
+
+def join_pages(records: list[Message]) -> list[Message]:
+    """The records with the pages of a long message (keys `K.0`, `K.1`, …) joined into one."""
+    joined: list[Message] = []
+    for record in records:
+        page, before = page_of(record.key), (joined[-1] if joined else None)
+        if (
+            page is not None
+            and before is not None
+            and before.kind == record.kind
+            and page_of(before.key) == (page[0], page[1] - 1)
+        ):
+            # the joined record keeps the later key, so that the next page finds it
+            joined[-1] = replace(before, text=before.text + record.text, key=record.key)
+            continue
+        joined.append(record)
+    return joined
+
+
+def page_of(key: str | None) -> tuple[str, int] | None:
+    """(K, n) for the key `K.n` of page n of a long message; None for a whole one."""
+    stem, dot, number = (key or "").rpartition(".")
+    return (stem, int(number)) if dot and number.isdigit() else None
