@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,7 +23,6 @@ from evertalk.config import (
     Secret,
     ToolPolicies,
     TurnConfig,
-    dump_toml,
     load_config,
     save_config,
     save_models,
@@ -670,28 +670,97 @@ def test_saving_checks_the_values(tmp_path: Path) -> None:
     assert not (tmp_path / "config.toml").exists()
 
 
-# --- the TOML writer -------------------------------------------------------------------------
+# --- saving changes the file, comments and all -------------------------------------------------
 
-scalars = st.one_of(
-    st.text(),
-    st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.floats(allow_nan=False),
-    st.booleans(),
-)
-keys = st.text(min_size=1)
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-@given(st.dictionaries(keys, scalars), st.dictionaries(keys, st.dictionaries(keys, scalars)))
-def test_the_writer_round_trips_through_tomllib(
-    top: dict[str, object], tables: dict[str, dict[str, object]]
-) -> None:
-    document: dict[str, object] = {k: v for k, v in top.items() if k not in tables}
-    document.update(tables)
-    assert tomllib.loads(dump_toml(document)) == document
+def readme_example() -> str:
+    """The config.toml that the README shows, comments and all."""
+    found = re.search(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+    assert found is not None
+    return found.group(1)
 
 
-def test_the_writer_writes_special_floats_and_leaves_out_none() -> None:
-    text = dump_toml({"a": math.inf, "b": -math.inf, "c": None, "t": {"n": math.nan, "x": None}})
-    loaded = tomllib.loads(text)
-    assert loaded["a"] == math.inf and loaded["b"] == -math.inf and "c" not in loaded
-    assert math.isnan(loaded["t"]["n"]) and "x" not in loaded["t"]
+def test_a_model_change_leaves_the_readmes_example_as_written(tmp_path: Path) -> None:
+    example = readme_example()
+    write(tmp_path, example)
+    model = load_config(tmp_path, {}).model
+    save_models(tmp_path, model="claude-opus-5-5")  # as /model does
+    line = next(line for line in example.splitlines() if line.startswith("model = "))
+    changed = line.replace(f'"{model}"', '"claude-opus-5-5"')
+    assert (tmp_path / "config.toml").read_text() == example.replace(line, changed, 1)
+    assert load_config(tmp_path, {}).model == "claude-opus-5-5"
+    assert (tmp_path / "config.toml").stat().st_mode & 0o777 == 0o600
+
+
+def test_setup_keeps_every_comment_and_reads_back_what_it_saved(tmp_path: Path) -> None:
+    example = readme_example()
+    write(tmp_path, example)
+    loaded = load_config(tmp_path, {})
+    changed = replace(
+        loaded,
+        base_url="https://proxy.example/v1",
+        api_key=Secret(KEY),
+        memory=replace(loaded.memory, effort="low"),
+        turn=replace(loaded.turn, context_window=64_000),
+    )
+    save_config(tmp_path, changed)  # as /setup does
+    text = (tmp_path / "config.toml").read_text()
+    comments = [line for line in example.splitlines() if line.lstrip().startswith("#")]
+    assert comments and [line for line in text.splitlines() if line in comments] == comments
+    assert load_config(tmp_path, {}) == changed
+    assert text.count("\n") == example.count("\n") + 3  # base_url, api_key, context_window
+
+
+def test_a_table_evertalk_does_not_know_is_kept(tmp_path: Path) -> None:
+    original = (
+        "# my settings\n"
+        'provider = "anthropic"  # for now\n'
+        "\n"
+        "# read by my wrapper script, not by evertalk\n"
+        "[wrapper]\n"
+        'theme = "dark"  # its colours\n'
+        "retries = 3\n"
+        "\n"
+        "[tools]\n"
+        "# the shell without asking\n"
+        'shell = "allow"\n'
+    )
+    write(tmp_path, original)
+    config = Config(
+        provider="openai", model="gpt-5.6-sol", api_key=Secret(KEY), tools=ToolPolicies("allow")
+    )
+    save_config(tmp_path, config)
+    text = (tmp_path / "config.toml").read_text()
+    kept = [line for line in original.splitlines() if "#" in line or "wrapper" in line]
+    kept += ['theme = "dark"  # its colours', "retries = 3"]
+    assert all(line in text.splitlines() for line in kept if "anthropic" not in line)
+    assert 'provider = "openai"  # for now' in text.splitlines()
+    assert tomllib.loads(text) == {
+        "provider": "openai",
+        "model": "gpt-5.6-sol",
+        "api_key": KEY,
+        "wrapper": {"theme": "dark", "retries": 3},
+        "tools": {"shell": "allow"},
+    }
+    assert (tmp_path / "config.toml").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_file_that_is_not_toml_is_not_overwritten(tmp_path: Path) -> None:
+    path = write(tmp_path, f'api_key = "{KEY}\nmodel = "claude-opus-5-5"\n')
+    before = path.read_bytes()
+    with pytest.raises(ConfigError) as caught:
+        save_config(tmp_path, Config(model="claude-sonnet-5-5"))
+    message = str(caught.value)
+    assert message.startswith(f"{path}: not valid TOML (line ") and "SECRET" not in message
+    assert path.read_bytes() == before
+
+
+@given(st.text(min_size=1).filter(lambda name: name == name.strip()))
+def test_any_model_name_round_trips(name: str) -> None:
+    """The file is TOML that tomllib reads back as written: quotes, backslashes, control
+    characters and any other character in a value."""
+    with tempfile.TemporaryDirectory() as folder:
+        save_config(Path(folder), Config(provider="openrouter", model=name))
+        assert load_config(Path(folder), {}).model == name

@@ -400,9 +400,11 @@ def test_unreported_tokens_are_shown_unknown_not_zero() -> None:
     assert rows["anthropic/claude-haiku-5-5"][:5] == ["1", "10", "5", "80", "0"]
     # a day with both: its sums are lower bounds
     assert rows["2026-10-20"][:5] == ["3", "10+", "5+", "80+", "0+"]
-    # the table stays aligned: every row as long as the header
+    # the table stays aligned: every row ends where the header does, but for a cost's mark
+    # (with no trailing space where a row has none)
     table = [line for line in lines if line.startswith(("  ", "by day", "total"))]
-    assert len({len(line) for line in table}) == 1
+    assert len({len(line) - line.endswith("*") for line in table}) == 1
+    assert any(line.endswith("*") for line in table)
     text = "\n".join(lines)
     assert "of 90+ prompt tokens" in text
     assert "usage not reported               2 of 3 calls" in text

@@ -81,3 +81,27 @@ def test_a_chat_whose_compactor_keeps_up_says_nothing_of_it(
     assert "catching up" not in out
     data = json.loads(status(tmp_path, capsys, as_json=True))
     assert data["catch_up"]["behind"] is False and data["catch_up"]["to_go"] == 4
+
+
+def test_the_text_and_the_json_count_the_nodes_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each number of the text's `nodes` line is the JSON's field of the same word: `built`
+    is the nodes the model wrote in both, not every node that has its line."""
+    with Chat.open(tmp_path / "chat") as chat:
+        for k in range(6):
+            chat.append("user", f"short note {k}")  # free leaves, and their free parents
+        long_messages(chat, 3)
+        chat.build((0, 6), "user: m0 about backups, rsync and cron")
+        chat.cut((0, 7))
+    data = json.loads(status(tmp_path, capsys, as_json=True))
+    counts = {key: data[key] for key in ("nodes", "built", "free", "cut", "unbuilt")}
+    assert counts["built"] == 1 and counts["cut"] == 1 and counts["free"] > counts["built"]
+    assert counts["unbuilt"] > 0
+    assert counts["nodes"] == sum(counts[key] for key in ("built", "free", "cut", "unbuilt"))
+    [line] = [line for line in status(tmp_path, capsys).splitlines() if line.startswith("nodes")]
+    assert line == (
+        f"nodes     {counts['nodes']}: {counts['built']} built by the model, "
+        f"{counts['free']} free (short enough to need no call), "
+        f"{counts['cut']} cut (input shortened: no summary came), {counts['unbuilt']} unbuilt"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -76,13 +77,13 @@ def test_the_table(tmp_path: Path) -> None:
         "cost",
     ]
     rows = {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ")}
-    assert rows["2026-10-20"] == ["2", "1,100", "250", "159.0k", "4,900", "96.4%", "$0.38"]
-    assert rows["2026-10-21"] == ["2", "200", "70", "19,800", "0", "99.0%", "$0.50*"]
-    assert rows["turn"] == ["1", "1,000", "200", "150.0k", "4,000", "96.8%", "$0.12"]
-    assert rows["compaction"] == ["3", "300", "120", "28,800", "900", "96.0%", "$0.75*"]
+    assert rows["2026-10-20"] == ["2", "1.1k", "250", "159.0k", "4.9k", "96.4%", "$0.38"]
+    assert rows["2026-10-21"] == ["2", "200", "70", "19.8k", "0", "99.0%", "$0.50*"]
+    assert rows["turn"] == ["1", "1.0k", "200", "150.0k", "4.0k", "96.8%", "$0.12"]
+    assert rows["compaction"] == ["3", "300", "120", "28.8k", "900", "96.0%", "$0.75*"]
     assert rows["anthropic/claude-haiku-5-5"] == rows["compaction"]
     total = next(line for line in lines if line.startswith("total")).split()
-    assert total == ["total", "4", "1,300", "320", "178.8k", "4,900", "96.6%", "$0.88*"]
+    assert total == ["total", "4", "1.3k", "320", "178.8k", "4.9k", "96.6%", "$0.88*"]
     assert "compaction calls per built node  1.50 (3 calls, 2 nodes)" in lines
     assert any(line.startswith("cache read share") and "96.6%" in line for line in lines)
     assert lines[-1] == "* leaves out 1 call with no known price"
@@ -206,7 +207,7 @@ def test_usage_not_reported_is_shown_as_unknown(tmp_path: Path) -> None:
     assert rows["anthropic/claude-haiku-5-5"][:5] == ["1", "100", "40", "900", "0"]
     total = next(line for line in lines if line.startswith("total")).split()
     assert total[:6] == ["total", "5", "100+", "40+", "900+", "0+"]
-    assert "cache read share                 90.0% of 1,000+ prompt tokens" in lines
+    assert "cache read share                 90.0% of 1.0k+ prompt tokens" in lines
     assert (
         "usage not reported               4 of 5 calls (their tokens are unknown, not 0)" in lines
     )
@@ -270,3 +271,34 @@ def test_lines_written_before_these_fields_read_as_before(tmp_path: Path) -> Non
     data = json.loads(run("usage", "--json", home=tmp_path).stdout)
     assert data["total"]["unreported"] == 0
     assert data["rejections"]["anthropic/claude-haiku-5-5"]["rejected"] == 0
+
+
+TOKEN_CELL = re.compile(r"(\d{1,3}|\d{1,3}(,\d{3})*\.\d[kMB])[+]?")
+
+
+def test_one_number_format_per_column_and_no_trailing_spaces(tmp_path: Path) -> None:
+    """Token sums all take one form (as they are below 1,000, else 55.4k, 183.7k, 1.3M), never
+    183.7k beside 55,382; calls are counted in full, shares in percent, costs in dollars; and
+    no line ends in a space (the marks' room after an unmarked cost was one)."""
+    with Ledger(ledger_path(tmp_path)) as ledger:
+        for day, (cache_read, cost) in enumerate(((55_382, 0.5), (183_700, None))):
+            ledger.record(
+                role="turn",
+                provider="anthropic",
+                model="claude-sonnet-5-5",
+                usage=Usage(950, 1_260_000 * day, cache_read, 12_345),
+                cost=cost,
+                duration_ms=10,
+                date=datetime(2026, 10, 20 + day, 12, 0, tzinfo=PLUS1),
+            )
+    out = run("usage", home=tmp_path).stdout
+    lines = out.splitlines()
+    assert [line for line in lines if line != line.rstrip()] == []
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ")}
+    rows["total"] = next(line for line in lines if line.startswith("total")).split()[1:]
+    assert rows["2026-10-20"] == ["1", "950", "0", "55.4k", "12.3k", "80.6%", "$0.50"]
+    assert rows["2026-10-21"] == ["1", "950", "1.3M", "183.7k", "12.3k", "93.3%", "?"]
+    assert rows["total"] == ["2", "1.9k", "1.3M", "239.1k", "24.7k", "90.0%", "$0.50*"]
+    for label, cells in rows.items():
+        assert all(TOKEN_CELL.fullmatch(cell) for cell in cells[1:5]), (label, cells)
+    assert "cache read share                 90.0% of 265.7k prompt tokens" in lines

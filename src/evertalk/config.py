@@ -1,8 +1,8 @@
 """Settings: `<home>/config.toml`, overridden by the environment (SPEC §1.1, §4.7, §6.6).
 
 `load_config` reads the file with `tomllib`, checks every value, applies the environment and
-fills in the defaults; `save_config` writes the file back with a small TOML writer of our own
-(flat tables of strings, numbers and booleans), private (0600 in a 0700 folder) and atomic.
+fills in the defaults; `save_config` changes the settings in the file with `tomlkit`, which keeps
+the user's comments and layout, and writes it private (0600 in a 0700 folder) and atomic.
 
 Precedence, highest first:
 
@@ -719,26 +719,75 @@ def save_config(home: Path, config: Config) -> None:
     since loading. Values that came from the environment or the defaults stay out of the file, so
     an API key read from a variable is never written, and a default model is not pinned.
     A config made directly (not loaded) writes the values that differ from the defaults.
+
+    The file is changed, not rewritten: its comments, its layout and anything evertalk does not
+    know (a table of another tool, a setting of a later version) stay as they were; a setting
+    whose value is the same is not touched. A file that is not TOML is left alone (ConfigError).
     """
     for key, value in _flatten(config).items():
         if value is not None and key != "api_key":
             _check(key, value, "config")
     wanted = _to_write(config)
-    tables: dict[str, dict[str, str | int | float | bool]] = {"": {}}
-    for key in KEYS:
-        if key not in wanted or wanted[key] is None:
-            continue
-        value = wanted[key]
-        plain = value.reveal() if isinstance(value, Secret) else value
-        table, _, name = key.rpartition(".")
-        tables.setdefault(table, {})[name] = cast("str | int | float | bool", plain)
-    top = tables.pop("")
-    document: dict[str, object] = {**top, **tables}
-    body = dump_toml(document)
-    text = "# evertalk settings (rewritten by evertalk: comments are not kept)\n"
-    text += "\n" + body if body else ""
+    path = config_path(home)
+    text = _update_toml(path, _read_for_update(path), wanted)
     make_dir(home)
-    write_atomic(config_path(home), text.encode("utf-8"))
+    write_atomic(path, text.encode("utf-8"))
+
+
+NEW_FILE_HEADER: Final = "evertalk settings (evertalk keeps your comments when it saves them)"
+
+
+def _read_for_update(path: Path) -> str | None:
+    """The file's text, or None when there is none yet."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text, so it is not rewritten") from None
+
+
+def _update_toml(path: Path, text: str | None, wanted: Mapping[str, Value]) -> str:
+    """`text` with every setting of KEYS as in `wanted` (None or missing: not in the file)."""
+    # tomlkit only here, where the file is written: reading needs only tomllib, and every
+    # command (`memory status` too) reads the file, 50 ms sooner without it
+    import tomlkit
+    from tomlkit.exceptions import ParseError
+
+    if text is None:
+        document = tomlkit.document()
+        document.add(tomlkit.comment(NEW_FILE_HEADER))
+        document.add(tomlkit.nl())
+    else:
+        try:
+            document = tomlkit.parse(text)
+        except ParseError as error:  # where, but not what: the text may hold the key
+            raise ConfigError(
+                f"{path}: not valid TOML (line {error.line}, column {error.col}), so it is not "
+                "rewritten: fix it or move it away"
+            ) from None
+    for key in KEYS:
+        table, _, name = key.rpartition(".")
+        value = wanted.get(key)
+        plain = value.reveal() if isinstance(value, Secret) else value
+        holder = document.get(table) if table else document
+        if holder is not None and not isinstance(holder, dict):
+            raise ConfigError(f"{path}: `{table}` must be a table ([{table}]) to save `{key}`")
+        if plain is None:
+            if holder is not None and name in holder:
+                del holder[name]
+            continue
+        if holder is None:
+            holder = document[table] = tomlkit.table()
+        if name in holder and _same(holder[name], plain):
+            continue  # as the user wrote it (20 stays 20, not 20.0)
+        holder[name] = plain
+    return document.as_string()
+
+
+def _same(written: object, value: object) -> bool:
+    """Whether the file's value is already `value` (true is not 1, though Python says so)."""
+    return isinstance(written, bool) == isinstance(value, bool) and written == value
 
 
 def save_models(
@@ -781,64 +830,3 @@ def _to_write(config: Config) -> dict[str, Value]:
         else:
             wanted[key] = value
     return wanted
-
-
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n"}
-_ESCAPES2: Final = {"\f": "\\f", "\r": "\\r"}
-
-
-def dump_toml(document: Mapping[str, object]) -> str:
-    """TOML for a flat document: top-level scalars first, then tables of scalars. Scalars are
-    str, int, float and bool; None values are left out (TOML has no null)."""
-    lines: list[str] = []
-    tables: list[tuple[str, Mapping[str, object]]] = []
-    for key, value in document.items():
-        if isinstance(value, Mapping):
-            tables.append((key, value))
-        elif value is not None:
-            lines.append(f"{toml_key(key)} = {toml_value(value)}")
-    for name, table in tables:
-        if lines:
-            lines.append("")
-        lines.append(f"[{toml_key(name)}]")
-        for key, value in table.items():
-            if value is not None:
-                lines.append(f"{toml_key(key)} = {toml_value(value)}")
-    return "\n".join(lines) + "\n" if lines else ""
-
-
-def toml_key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else toml_string(key)
-
-
-def toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)  # always has a '.' or an exponent: a TOML float
-    if isinstance(value, str):
-        return toml_string(value)
-    raise TypeError(f"cannot write a {type(value).__name__} as a TOML value")
-
-
-def toml_string(text: str) -> str:
-    """A TOML basic string: quotes, backslashes and control characters escaped."""
-    out = ['"']
-    for char in text:
-        if char in _ESCAPES:
-            out.append(_ESCAPES[char])
-        elif char in _ESCAPES2:
-            out.append(_ESCAPES2[char])
-        elif char < " " or char == "\x7f":
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)

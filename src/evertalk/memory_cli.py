@@ -70,7 +70,7 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
         if getattr(args, "json", False):
             compactor = asdict(live) if live else None
             behind = {**asdict(catch_up), "eta_seconds": round(eta, 2)}
-            fields = {**asdict(status), "path": str(status.path)}
+            fields = {**asdict(status), "path": str(status.path), "nodes": node_count(status)}
             print(json.dumps({**fields, "compactor": compactor, "catch_up": behind}))
         else:
             _say(format_status(status))
@@ -105,10 +105,24 @@ def format_status(status: Status) -> str:
             f"{flag(status.shrinking)}",
             f"cview     {status.cview_lines:,} lines, {status.cview_bytes:,} bytes, "
             f"{flag(status.cshrinking)}",
-            f"nodes     {status.built + status.free + status.cut:,} built "
-            f"({status.free:,} free, {status.cut:,} cut), {status.unbuilt:,} unbuilt",
+            format_nodes(status),
             f"ready     {status.ready_leaves:,} leaves, {status.ready_merges:,} merges",
         ]
+    )
+
+
+def node_count(status: Status) -> int:
+    return status.built + status.free + status.cut + status.unbuilt
+
+
+def format_nodes(status: Status) -> str:
+    """The tree's lines by how each came to be, in the words (and with the numbers) of the
+    JSON's `nodes`, `built`, `free`, `cut` and `unbuilt`: each node is counted once, and
+    `built` means written by the model, as there."""
+    return (
+        f"nodes     {node_count(status):,}: {status.built:,} built by the model, "
+        f"{status.free:,} free (short enough to need no call), "
+        f"{status.cut:,} cut (input shortened: no summary came), {status.unbuilt:,} unbuilt"
     )
 
 

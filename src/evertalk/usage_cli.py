@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Final
 
 from evertalk.ledger import LedgerContents, Summary, Totals, ledger_path, read_records, summarize
 
@@ -80,7 +81,9 @@ def format_summary(summary: Summary) -> str:
         padded = "  ".join(
             cell.rjust(size) for cell, size in zip(cells, header_widths, strict=True)
         )
-        return f"{label.ljust(width)}  {padded}"
+        # the room kept for a mark after an unmarked cost lines the figures up; at the end of
+        # the line it is only a trailing space
+        return f"{label.ljust(width)}  {padded}".rstrip()
 
     lines: list[str] = []
     for title, groups in sections:
@@ -156,14 +159,20 @@ def token_cell(count: int, totals: Totals, marked: bool) -> str:
     return tokens(count) + "+"
 
 
+TOKEN_UNITS: Final = (("k", 1e3), ("M", 1e6), ("B", 1e9))
+
+
 def tokens(count: int) -> str:
-    """Exact below 100,000; then 123.4k, 12.3M, 1.2B."""
-    if count < 100_000:
-        return f"{count:,}"
-    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if count >= size:
-            return f"{count / size:,.1f}{unit}"
-    raise AssertionError(count)  # pragma: no cover
+    """A token count in the one form every token figure takes: as it is below 1,000, then
+    with one decimal and a unit (55.4k, 183.7k, 12.3M, 1.2B), so that a column never mixes
+    183.7k with 55,382."""
+    if count < 1_000:
+        return str(count)
+    for unit, size in TOKEN_UNITS:
+        scaled = round(count / size, 1)
+        if scaled < 1_000 or unit == TOKEN_UNITS[-1][0]:  # 999,960 is 1.0M, not 1000.0k
+            return f"{scaled:,.1f}{unit}"
+    raise AssertionError(count)  # pragma: no cover - the last unit always returns
 
 
 def share(value: float | None) -> str:

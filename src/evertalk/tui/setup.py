@@ -15,6 +15,11 @@ context_window`) and a connection test (`providers.server_info`, in a worker thr
 never waits on the network) that lists the server's models to pick from and fills in the window
 the server reports. Save tests the server first and saves only answers it can serve; the same
 answers saved again are saved anyway (a server may be set up before it is started).
+
+Keys read in one go (a password manager types so, and a terminal hands over at once what was
+typed while the app was busy) are taken in the order typed: each goes to the field focused when
+it was typed, a field's editing keys act between the characters around them, and a save waits
+for the keys typed before it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import ClassVar, Final, Literal, cast
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
@@ -236,6 +242,21 @@ def save_problem(config: Config, info: ServerInfo | ServerInfoError) -> str | No
     )
 
 
+class Field(Input):
+    """An Input whose own keys (Backspace, Ctrl+U, the arrows, Enter) act when the field reads
+    them, in the order they were typed. Textual runs a widget's key bindings only once the key
+    has gone up from the field to the app, while the characters typed after it are put in at
+    once: Ctrl+U then a new address, read together, wiped the new address (and an empty base
+    URL was saved)."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+            if not binding.priority and await self.app.run_action(binding.action, self):
+                event.prevent_default()  # not again by Input's own handler
+                event.stop()  # nor by the app's bindings, later
+                return
+
+
 class SetupScreen(ModalScreen[bool]):
     """The form; its result is True once the settings are saved, False if left."""
 
@@ -264,6 +285,16 @@ class SetupScreen(ModalScreen[bool]):
     SetupScreen .hidden { display: none; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
+        # Priority, unlike Textual's own Tab: that one moves the focus only once the key has
+        # gone through the focused field and back up to the app, and the app has meanwhile
+        # handed the keys read after it (a password manager's "key, Tab, address") to the field
+        # still focused. Here the focus moves as soon as the app reads the key, so each key
+        # goes to the field focused when it was typed.
+        Binding("tab", "focus_next", "next field", show=False, priority=True),
+        Binding("shift+tab", "focus_previous", "previous field", show=False, priority=True),
+        # Textual's own Tab, for an open list of choices (see `check_action`)
+        Binding("tab", "app.focus_next", "next field", show=False),
+        Binding("shift+tab", "app.focus_previous", "previous field", show=False),
         # Not priority bindings: they then come after the keys typed before them (a pasted key
         # and Ctrl+S at once), as they pass through the focused field first.
         Binding("ctrl+s", "save", "save"),
@@ -286,6 +317,7 @@ class SetupScreen(ModalScreen[bool]):
         # answers whose problem the form showed: Save again saves them anyway, with it as a warning
         self._excused: tuple[str, ...] | None = None
         self._excuse = ""
+        self._fitted = ""  # the provider the fields were last fitted to
 
     def compose(self) -> ComposeResult:
         provider = self.current.provider
@@ -303,16 +335,16 @@ class SetupScreen(ModalScreen[bool]):
             )
             yield Label("Model", id="model-label")
             with Horizontal(classes="row"):
-                yield Input(self.current.model if self.change else "", id="model")
+                yield Field(self.current.model if self.change else "", id="model")
                 yield Select[str]([], prompt="the server's models", id="models", classes="hidden")
             yield Label("API key", id="key-label")
-            yield Input(password=True, id="key")
+            yield Field(password=True, id="key")
             yield Label("Server address", id="url-label")
             with Horizontal(classes="row"):
-                yield Input(self._filled_url, id="url")
+                yield Field(self._filled_url, id="url")
                 yield Button("Test (Ctrl+T)", id="test")
             yield Label("Context window (tokens)", id="window-label")
-            yield Input("" if window is None else str(window), id="window")
+            yield Field("" if window is None else str(window), id="window")
             yield Static(TEST_HINT, id="status", markup=False)
             yield Static("", id="problem", markup=False)
             with Horizontal(id="buttons"):
@@ -329,8 +361,23 @@ class SetupScreen(ModalScreen[bool]):
         self._fit(self.current.provider)
         self.query_one("#provider", Select).focus()
 
+    def action_focus_next(self) -> None:
+        self.focus_next()
+
+    def action_focus_previous(self) -> None:
+        self.focus_previous()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("focus_next", "focus_previous"):
+            # While a list of choices is open, Tab takes Textual's usual path, behind the keys
+            # before it: an Enter that picks a choice refocuses its Select when handled, which
+            # would pull the focus back from where a Tab taken at once had moved it.
+            return not any(select.expanded for select in self.query(Select))
+        return True
+
     def _fit(self, provider: str) -> None:
         """Labels and placeholders for this provider."""
+        self._fitted = provider
         local = provider in LOCAL_PROVIDERS
         default = DEFAULT_MODELS[provider][0]
         model = self.query_one("#model", Input)
@@ -380,8 +427,10 @@ class SetupScreen(ModalScreen[bool]):
         if event.select.id == "models":
             self._picked(event.value)
             return
-        self._clear_problem()
-        if isinstance(event.value, str):
+        # The list reports the provider it starts with only after `on_mount` has fitted the
+        # form to it, by when a save may be asking the server: that is no change to undo it.
+        if isinstance(event.value, str) and event.value != self._fitted:
+            self._clear_problem()
             self._fit(event.value)
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -535,6 +584,11 @@ class SetupScreen(ModalScreen[bool]):
     # -- saving -------------------------------------------------------------------------------
 
     def action_save(self) -> None:
+        if any(field.message_queue_size for field in self.query(Field)):
+            # Keys typed before the save may still wait in a field the focus left (a Tab moves
+            # it at once): they are part of the answers.
+            self.set_timer(0.01, self.action_save)
+            return
         if self._check is not None and self._check.purpose == "save":
             return  # already asking the server before saving
         provider = self._provider()
