@@ -183,7 +183,6 @@ def _dispatch(args: argparse.Namespace) -> int:
                 # the terminal app opens the agent itself: the folder reaches it through the
                 # variable that overrides `workdir` in config.toml
                 os.environ["EVERTALK_WORKDIR"] = str(args.workdir)
-            _take_over(args.home or default_home(), "the terminal app")
             return run_terminal(args.home or default_home())
         if args.workdir is not None:
             raise UsageError("--workdir goes with the terminal app or with -p MESSAGE")

@@ -16,6 +16,7 @@ from textual.widgets import Input, Select, Static
 from tui_support import (
     API_KEY,
     MODEL,
+    agent_of,
     enter_line,
     fake_opener,
     log_of,
@@ -29,7 +30,9 @@ from tui_support import (
 from evertalk.agent.session import Agent, NotConfigured, configuration_problem
 from evertalk.chat import Chat
 from evertalk.config import Config, MemoryConfig, TurnConfig, load_config
-from evertalk.tui.app import KEY_HINT, ChatApp, hosting, run_terminal
+from evertalk.service.server import Service
+from evertalk.tui import run_terminal
+from evertalk.tui.app import KEY_HINT, ChatApp
 from evertalk.tui.setup import SetupApp, SetupError, SetupScreen, build_config, parse_window
 from evertalk.tui.widgets import NoteRow, OutputRow, ReplyView
 from fakes import AnthropicFake, OpenAIFake, serve, slow
@@ -195,7 +198,7 @@ async def test_setup_in_the_chat_fixes_a_refused_key(tmp_path: Path) -> None:
         await enter_line(pilot, "hi")
         await wait_until(pilot, lambda: KEY_HINT in notes(app))
         assert any("invalid x-api-key" in note for note in notes(app))
-        first = app._agent()
+        first = agent_of(app)
 
         form = await open_form(pilot)
         assert form.query_one("#provider", Select).value == "anthropic"
@@ -207,7 +210,7 @@ async def test_setup_in_the_chat_fixes_a_refused_key(tmp_path: Path) -> None:
         await pilot.press(*API_KEY, "ctrl+s")
         await wait_until(pilot, lambda: any(n.startswith("settings applied") for n in notes(app)))
         assert notes(app)[-1] == f"settings applied: anthropic, model {MODEL}"
-        assert app.agent is not first and app.agent is not None
+        assert agent_of(app) is not first
 
         await enter_line(pilot, "hi again")
         await wait_until(
@@ -229,12 +232,12 @@ async def test_setup_keeps_the_key_and_waits_for_the_turn(tmp_path: Path) -> Non
     async with running(home, fake) as pilot:
         app = chat_of(pilot)
         await enter_line(pilot, "take your time")
-        await wait_until(pilot, lambda: app._agent().busy)
+        await wait_until(pilot, lambda: agent_of(app).busy)
         await enter_line(pilot, "/setup")  # the agent is closed to apply settings: not now
         await wait_until(pilot, lambda: app.query(OutputRow))
         assert app.query(OutputRow).last().text.startswith("a turn is running: /setup once")
         assert not isinstance(app.screen, SetupScreen)
-        await wait_until(pilot, lambda: not app._agent().busy, timeout=20)
+        await wait_until(pilot, lambda: not agent_of(app).busy, timeout=20)
 
         form = await open_form(pilot)
         await pilot.press("escape")
@@ -247,36 +250,35 @@ async def test_setup_keeps_the_key_and_waits_for_the_turn(tmp_path: Path) -> Non
         model.focus()
         await pilot.press("enter")  # the key field left empty: the key in use is kept
         await wait_until(pilot, lambda: any(n.startswith("settings applied") for n in notes(app)))
-        assert app._agent().model == "claude-opus-5-5"
+        assert agent_of(app).model == "claude-opus-5-5"
         await enter_line(pilot, "and now?")
-        await wait_until(pilot, lambda: not app._agent().busy and len(app.query(ReplyView)) == 2)
+        await wait_until(pilot, lambda: not agent_of(app).busy and len(app.query(ReplyView)) == 2)
     saved = tomllib.loads((home / "config.toml").read_text())
     assert saved["api_key"] == API_KEY and saved["model"] == "claude-opus-5-5"
     assert turn_models(fake) == [MODEL, "claude-opus-5-5"]
 
 
 @pytest.mark.anyio
-async def test_an_agent_that_cannot_reopen_ends_the_app_with_why(tmp_path: Path) -> None:
+async def test_settings_the_service_cannot_open_are_said_in_the_chat(tmp_path: Path) -> None:
     home = tmp_path / "home"
     write_config(home)
     opener = fake_opener(home, AnthropicFake(script()))
-    opened: list[ChatApp] = []
+    opened: list[Service] = []
 
-    def first_only(app: ChatApp) -> AbstractAsyncContextManager[Agent]:
+    def first_only(service: Service) -> AbstractAsyncContextManager[Agent]:
         if opened:
             raise NotConfigured("no provider is configured: the test says so")
-        opened.append(app)
-        return opener(app)
+        opened.append(service)
+        return opener(service)
 
-    app = ChatApp(home)
-    async with hosting(app, first_only), app.run_test(size=(120, 40)) as pilot:
+    async with running(home, AnthropicFake(script()), opener=first_only) as pilot:
+        app = chat_of(pilot)
         await open_form(pilot)
         await pilot.press("ctrl+s")  # as it is: the key in use is kept
-        await wait_until(pilot, lambda: not app.is_running)
-    assert app.return_code == 1
-    assert app.failure == (
-        "cannot open the chat with the new settings: no provider is configured: the test says so"
-    )
+        why = "cannot open the chat with the new settings: no provider is configured: the test says"
+        await wait_until(pilot, lambda: any(why in note for note in notes(app)))
+        await wait_until(pilot, lambda: any("cannot reach the service" in n for n in notes(app)))
+        assert app.is_running  # the window stays, and connects once a service can start
 
 
 class ChangeApp(App[bool]):

@@ -21,7 +21,7 @@ from textual.pilot import Pilot
 
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
-from evertalk.client.remote import Remote, open_remote
+from evertalk.client.remote import Remote, ServiceError, open_remote
 from evertalk.config import load_config
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.service.server import AgentOpener, Service, serve
@@ -114,7 +114,11 @@ class ServiceHost:
         if self.service is None or self.service.stopping.is_set():
             await self.ended.wait()
             self.ended = anyio.Event()
-            self.service = await self.group.start(self._serve)
+            try:
+                self.service = await self.group.start(self._serve)
+            except Exception as error:  # as a client sees a service that cannot start
+                self.ended.set()
+                raise ServiceError(f"cannot serve: {error}") from None
             self.starts += 1
         return await open_remote(self.home, "app", start=False)
 

@@ -79,15 +79,23 @@ class Connection:
 
 
 def connect(
-    home: Path, client: str, *, start: bool = False, serve_args: tuple[str, ...] = ()
+    home: Path,
+    client: str,
+    *,
+    start: bool = False,
+    serve_args: tuple[str, ...] = (),
+    starting: Starting | None = None,
 ) -> Connection:
     """A connection to the service of `home`; with `start`, one is started if none answers
-    (with `serve_args` for `evertalk serve --foreground`). ServiceError (one line) when there
-    is none, it cannot start, or it refuses this client."""
+    (with `serve_args` for `evertalk serve --foreground`), or the one `starting` already is
+    awaited. ServiceError (one line) when there is none, it cannot start, or it refuses this
+    client."""
     deadline = time.monotonic() + START_SECONDS
     while True:
         sock = _socket(home)
-        if sock is None and start:
+        if sock is None and starting is not None:
+            sock, starting = starting.wait(), None
+        elif sock is None and start:
             sock = _start(home, serve_args)
         if sock is None:
             raise ServiceError("no evertalk service is running for this home")
@@ -125,39 +133,81 @@ def _socket(home: Path) -> socket.socket | None:
     return sock
 
 
-def _start(home: Path, serve_args: tuple[str, ...] = ()) -> socket.socket:
-    """Start the service, detached, logging to `<home>/service.log`, and connect to it."""
-    home = home.resolve()  # the service runs in the home: a relative path would lead elsewhere
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    log = log_path(home)
-    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    start_at = log.stat().st_size
-    command = [sys.executable, "-m", "evertalk", "--home", str(home), "serve", "--foreground"]
-    command += serve_args
-    try:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=descriptor,
-            stderr=descriptor,
-            start_new_session=True,  # not ended by the terminal's Ctrl+C or hangup
-            cwd=home,
+class Starting:
+    """A service started, detached, logging to `<home>/service.log`: `wait` for it to answer."""
+
+    def __init__(self, home: Path, serve_args: tuple[str, ...] = ()) -> None:
+        home = home.resolve()  # the service runs in the home: a relative path would lead elsewhere
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.home = home
+        self.log = log_path(home)
+        descriptor = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.start_at = self.log.stat().st_size
+        command = [sys.executable, "-m", "evertalk", "--home", str(home), "serve", "--foreground"]
+        command += serve_args
+        try:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=descriptor,
+                stderr=descriptor,
+                start_new_session=True,  # not ended by the terminal's Ctrl+C or hangup
+                cwd=home,
+            )
+        finally:
+            os.close(descriptor)
+
+    def wait(self) -> socket.socket:
+        """A socket connected to it, once it answers; ServiceError (its log's last lines)
+        when it does not within START_SECONDS."""
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            sock = _socket(self.home)
+            if sock is not None:
+                return sock
+            if self.process.poll() is not None:
+                # another client's service may be the one that got the chat: give it a moment
+                deadline = min(deadline, time.monotonic() + 1.0)
+            time.sleep(0.02)
+        tail = _log_tail(self.log, self.start_at)
+        if tail and tail[-1].startswith(CANNOT_SERVE):  # its own one-line error: the user's too
+            raise ServiceError(tail[-1].removeprefix(CANNOT_SERVE))
+        raise ServiceError(
+            f"the service did not start: {' / '.join(tail) or f'nothing in {self.log}'}"
         )
-    finally:
-        os.close(descriptor)
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
+
+
+LOCK_SECONDS = 5.0
+"""How long a client waits for a chat held by a process that serves no socket (a service
+stopping, whose summaries in flight land first) before it says who holds it."""
+
+
+def start_service(home: Path) -> Starting | None:
+    """Start the service of `home` unless one answers; None when one does. The caller goes on
+    with its own start meanwhile and connects with `connect(..., starting=…)`. A chat that
+    another program holds (`memory compact`, an older evertalk) is a ServiceError naming it."""
+    from evertalk.store.lock import read_owner
+
+    deadline = time.monotonic() + LOCK_SECONDS
+    while True:
         sock = _socket(home)
         if sock is not None:
-            return sock
-        if process.poll() is not None:
-            # another client's service may be the one that got the chat: give it a moment
-            deadline = min(deadline, time.monotonic() + 1.0)
-        time.sleep(0.02)
-    tail = _log_tail(log, start_at)
-    if tail and tail[-1].startswith(CANNOT_SERVE):  # its own one-line error: the user's too
-        raise ServiceError(tail[-1].removeprefix(CANNOT_SERVE))
-    raise ServiceError(f"the service did not start: {' / '.join(tail) or f'nothing in {log}'}")
+            sock.close()
+            return None
+        owner = read_owner(home / "chat")
+        if owner is None:
+            return Starting(home)
+        if time.monotonic() > deadline:
+            raise ServiceError(
+                f"the chat at {home / 'chat'} is open in another process (pid {owner}). "
+                "Only one program at a time can own a chat: close the other one first"
+            )
+        time.sleep(0.05)
+
+
+def _start(home: Path, serve_args: tuple[str, ...] = ()) -> socket.socket:
+    """Start the service and connect to it."""
+    return Starting(home, serve_args).wait()
 
 
 def _log_tail(log: Path, start_at: int) -> list[str]:

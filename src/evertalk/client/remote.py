@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 from anyio.abc import SocketStream
 
-from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
+from evertalk.client.connection import Connection, ServiceError, ServiceGone, Starting, connect
 from evertalk.protocol import wire
 
 __all__ = ["Message", "Remote", "ServiceError", "ServiceGone", "open_remote"]
@@ -165,11 +165,14 @@ def _message(item: dict[str, Any]) -> Message:
     )
 
 
-async def open_remote(home: Path, client: str = "app", *, start: bool = True) -> Remote:
-    """A connection to the service of `home` (started when none answers, with `start`).
-    ServiceError (one line) when it cannot be reached or refuses this client."""
+async def open_remote(
+    home: Path, client: str = "app", *, start: bool = True, starting: Starting | None = None
+) -> Remote:
+    """A connection to the service of `home` (started when none answers, with `start`; or the
+    one `starting`, awaited). ServiceError (one line) when it cannot be reached or refuses this
+    client."""
     connection = await anyio.to_thread.run_sync(
-        lambda: connect(home, client, start=start), abandon_on_cancel=True
+        lambda: connect(home, client, start=start, starting=starting), abandon_on_cancel=True
     )
     sock = connection.sock
     try:

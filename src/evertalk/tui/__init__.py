@@ -6,19 +6,40 @@
 - `status.py`: the status bar's text and the `memory:` rows;
 - `setup.py`: the setup form (the first run, and `/setup` over the chat).
 
-`run_terminal(home)` is the entry point the command line calls; it imports Textual only then.
+`run_terminal(home)` is the entry point the command line calls. It reads the settings and, when
+a provider is set up, starts the service (unless one runs) before it imports Textual: the two
+start side by side, and the app connects once both are up.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 
 def run_terminal(home: Path) -> int:
     """Open the chat in the terminal app; the exit status."""
+    from evertalk.client.connection import ServiceError, start_service
+    from evertalk.config import ConfigError, load_config, warn_on_stderr
+    from evertalk.runtime import configuration_problem, read_instructions
+    from evertalk.terminal_text import escape_controls
+
+    notices: list[str] = []  # for the app to show: stderr is hidden while it runs
+    try:
+        config = load_config(home, warn=notices.append)
+        starting = None
+        if configuration_problem(home, config) is None:  # else the setup form comes first
+            read_instructions(home)  # what the service would fail on is said before any screen
+            starting = start_service(home)
+    except (ConfigError, ServiceError) as error:
+        if isinstance(error, ConfigError):
+            for notice in notices:  # the file was made private before the error was found
+                warn_on_stderr(notice)
+        print(f"evertalk: {escape_controls(' '.join(str(error).split()))}", file=sys.stderr)
+        return 1
     from evertalk.tui.app import run_terminal as run
 
-    return run(home)
+    return run(home, config, notices, starting)
 
 
 __all__ = ["run_terminal"]

@@ -40,8 +40,9 @@ from textual.widgets import Footer, Markdown, TextArea
 from textual.widgets.markdown import MarkdownStream
 
 from evertalk import slash
+from evertalk.client.connection import Starting
 from evertalk.client.remote import Remote, RequestFailed, ServiceError, ServiceGone, open_remote
-from evertalk.config import KEY_VARIABLES, Config, ConfigError, load_config, warn_on_stderr
+from evertalk.config import KEY_VARIABLES, Config, ConfigError, load_config
 from evertalk.protocol import wire
 from evertalk.protocol.events import (
     AgentEvent,
@@ -173,6 +174,7 @@ class ChatApp(App[int]):
         self.connector: Connector = connector or (lambda: open_remote(home, "app"))
         self.notices = list(notices)  # what loading the settings corrected, shown as warnings
         self.workdir = workdir or Path.cwd()  # where the tools of this window's messages work
+        self._workdir_set = workdir is not None  # by --workdir or config.toml: it goes first
         self.remote: Remote | None = None
         self.status: AgentStatus | None = None
         self.busy = False  # a turn runs (from the events, and each status)
@@ -232,17 +234,21 @@ class ChatApp(App[int]):
 
     async def _keep_connected(self) -> None:
         """The service's frames, in order, for as long as the app runs: connected again (a
-        new service started) each time one goes."""
+        new service started) each time one goes. A first connection that fails ends the app,
+        saying why."""
         remote, first, said = self.remote, True, False
         while not self._quitting:
             if remote is None:
                 try:
                     remote = await self.connector()
                 except ServiceError as error:
+                    if first:
+                        self.failure = str(error)
+                        self.exit(return_code=1)
+                        return
                     if not said:  # once; the next tries are quiet until one works
-                        await self._add(
-                            NoteRow(f"cannot reach the service: {error}", classes="error")
-                        )
+                        said_row = NoteRow(f"cannot reach the service: {error}", classes="error")
+                        await self._add(said_row)
                         said = True
                     await anyio.sleep(RECONNECT_EVERY)
                     continue
@@ -584,12 +590,14 @@ class ChatApp(App[int]):
             "type": "send",
             "text": text,
             "key": uuid.uuid4().hex,  # the service logs it once, however often it is sent
-            "cwd": str(self.workdir),
+            "cwd": os.getcwd(),
             "images": [
                 {"media_type": image.media_type, "data": image.data}
                 for image in self.attachments.images()
             ],
         }
+        if self._workdir_set:
+            frame["workdir"] = str(self.workdir)
         self._sending.append((text, self.attachments.names()))
         try:
             await remote.request(frame)
@@ -774,33 +782,32 @@ def applied(frame: dict[str, Any]) -> str:
 # --- the command line's entry point -----------------------------------------------------------
 
 
-def run_terminal(home: Path) -> int:
-    """Set up the provider if none is, connect to the service, run the app; the exit status."""
+def run_terminal(
+    home: Path, config: Config, notices: Sequence[str] = (), starting: Starting | None = None
+) -> int:
+    """Set up the provider if none is, connect to the service (`starting` already, or started
+    now), run the app; the exit status."""
     try:
-        return anyio.run(_main, home)
+        return anyio.run(_main, home, config, notices, starting)
     except KeyboardInterrupt:
         return 130
 
 
-async def _main(home: Path) -> int:
-    notices: list[str] = []  # for the app to show: stderr is hidden while it runs
-    try:
-        config = load_config(home, warn=notices.append)
-    except ConfigError as error:
-        for notice in notices:  # the file was made private before the error was found
-            warn_on_stderr(notice)
-        return _fail(str(error))
+async def _main(
+    home: Path, config: Config, notices: Sequence[str], starting: Starting | None
+) -> int:
     if _unconfigured(home, config):
         from evertalk.tui.setup import SetupApp
 
         if not await SetupApp(home, config).run_async():
             return _fail("nothing was set up; run evertalk again to set up a provider")
-    try:
-        remote = await open_remote(home, "app")
-    except ServiceError as error:
-        return _fail(str(error))
-    app = ChatApp(home, notices=notices, workdir=config.workdir_path)
-    app.attach(remote)
+
+    async def connector() -> Remote:
+        nonlocal starting
+        started, starting = starting, None
+        return await open_remote(home, "app", starting=started)
+
+    app = ChatApp(home, connector=connector, notices=notices, workdir=config.workdir_path)
     await app.run_async()
     if app.failure is not None:
         return _fail(app.failure)
