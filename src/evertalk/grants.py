@@ -7,6 +7,9 @@ from typing import Final
 GUARDED: Final = ("shell", "read", "write", "edit")
 """The tools that may change (or read outside) the machine's files: they run by policy."""
 
+DENIED: Final = "the user did not allow this call"
+"""How a call the user (or the policy) refused starts its result."""
+
 
 def parse_grants(text: str) -> list[str]:
     """The tools of a `--allow` value such as `shell,write,edit` (spaces allowed); a ValueError

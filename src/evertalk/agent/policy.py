@@ -24,10 +24,10 @@ import anyio
 from evertalk.agent.permissions import AskedInput, Asker
 from evertalk.config import Policy as Rule
 from evertalk.config import ToolPolicies
+from evertalk.grants import DENIED as DENIED
 from evertalk.grants import GUARDED as GUARDED
 from evertalk.grants import parse_grants as parse_grants
 
-DENIED: Final = "the user did not allow this call"
 """The start of every refusal (SPEC §6.6)."""
 
 CONFINED: Final = ("write", "edit")

@@ -148,13 +148,14 @@ class Remote:
     async def records(self, **query: Any) -> list[Message]:
         """Messages of the log (the `records` request): `start`/`end`, or `last`/`kind`/`scan`."""
         reply = await self.request({"type": "records", **query})
-        return [_message(item) for item in reply["records"]]
+        return [message_of(item) for item in reply["records"]]
 
     async def aclose(self) -> None:
         await self.stream.aclose()
 
 
-def _message(item: dict[str, Any]) -> Message:
+def message_of(item: dict[str, Any]) -> Message:
+    """A message of a `records` reply."""
     return Message(
         int(item["id"]),
         str(item["kind"]),

@@ -128,21 +128,34 @@ class Service:
         self.asks[ask_id] = pending
         await self.agent_open().events_sent()  # the events before the question go first
         try:
-            with anyio.move_on_after(ASK_SECONDS):
-                while not pending.answered.is_set():
-                    if pending.session is None or pending.session not in self.sessions:
-                        pending.session = self._asked()
-                        if pending.session is not None:
-                            pending.session.post(frame)
-                    with anyio.move_on_after(1.0 if pending.session else ASK_SECONDS):
-                        await (pending.answered if pending.session else self._joined).wait()
-            if not pending.answered.is_set():
-                self._agent_said(f"no window answered whether {tool} may run: denied")
+            if not await self._answered(pending):
+                self._agent_said(f"no window was open to answer whether {tool} may run: denied")
             return pending.decision
         finally:
             del self.asks[ask_id]
             if pending.session is not None:  # its dialog goes: answered, or no longer asked
                 pending.session.post({"type": "ask_closed", "id": ask_id})
+
+    async def _answered(self, pending: _Ask) -> bool:
+        """Wait for a window's answer, as long as one is connected: the user may be away for a
+        while. With none, ASK_SECONDS in all; False when that passed unanswered."""
+        alone = 0.0
+        while not pending.answered.is_set():
+            if pending.session is None or pending.session not in self.sessions:
+                pending.session = self._asked()
+                if pending.session is not None:
+                    pending.session.post(pending.frame)
+            if pending.session is not None:
+                with anyio.move_on_after(1.0):  # then look again: the window may have gone
+                    await pending.answered.wait()
+                continue
+            if alone >= ASK_SECONDS:
+                return False
+            began = self.clock()
+            with anyio.move_on_after(ASK_SECONDS - alone):
+                await self._joined.wait()
+            alone += self.clock() - began
+        return True
 
     def answer(self, ask_id: str, decision: Decision) -> None:
         pending = self.asks.get(ask_id)

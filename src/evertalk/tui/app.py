@@ -41,7 +41,14 @@ from textual.widgets.markdown import MarkdownStream
 
 from evertalk import slash
 from evertalk.client.connection import Starting
-from evertalk.client.remote import Remote, RequestFailed, ServiceError, ServiceGone, open_remote
+from evertalk.client.remote import (
+    Remote,
+    RequestFailed,
+    ServiceError,
+    ServiceGone,
+    message_of,
+    open_remote,
+)
 from evertalk.config import KEY_VARIABLES, Config, ConfigError, load_config
 from evertalk.protocol import wire
 from evertalk.protocol.events import (
@@ -272,19 +279,19 @@ class ChatApp(App[int]):
         if not first:
             await self._add(NoteRow(f"connected to the service (pid {remote.pid})"))
             return
-        status = await remote.request({"type": "status"})
-        t = int(status.get("messages", 0))
-        rows = await self._earlier_rows(remote, t)
+        rows = await self._earlier_rows(remote)
         rows += [NoteRow(f"warning: {notice}", classes="error") for notice in self.notices]
         await self._add(*rows)
         sent = await remote.records(last=HISTORY, kind="user", scan=HISTORY_SCAN)
         self.prompt.sent = [message.text for message in sent]
         self.ready.set()
 
-    async def _earlier_rows(self, remote: Remote, t: int) -> list[Widget]:
+    async def _earlier_rows(self, remote: Remote) -> list[Widget]:
+        reply = await remote.request({"type": "records", "last": EARLIER_MOST})
+        t = int(reply["t"])
         if t == 0:
             return [NoteRow("A new chat. Say hello; /help lists the keys and the commands.")]
-        records = earlier_records(await remote.records(start=max(0, t - EARLIER_MOST), end=t))
+        records = earlier_records([message_of(item) for item in reply["records"]])
         start = t - len(records)
         intro = NoteRow(
             f"{t:,} messages in this chat"

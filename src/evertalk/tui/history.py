@@ -10,8 +10,8 @@ from typing import Any, Final
 
 from textual.widget import Widget
 
-from evertalk.agent.policy import DENIED
 from evertalk.client.remote import Message
+from evertalk.grants import DENIED
 from evertalk.tui.widgets import NoteRow, ReplyView, ToolRow, UserRow, WorkRow, clip, one_line
 
 EARLIER: Final = 8  # messages of the log shown when the app opens, at least
