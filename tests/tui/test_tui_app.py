@@ -38,8 +38,9 @@ from evertalk.agent.tool_watch import QUIET_TURNS
 from evertalk.chat import Chat
 from evertalk.client.remote import Message
 from evertalk.memory.text import LINE_LIMIT
-from evertalk.tui.app import EMPTY_REPLY, ChatApp
+from evertalk.tui.app import ChatApp
 from evertalk.tui.history import EARLIER_MOST, earlier_records
+from evertalk.tui.turn_rows import EMPTY_REPLY
 from evertalk.tui.widgets import (
     NoteRow,
     OutputRow,

@@ -14,9 +14,9 @@ from evertalk.agent.subagents import RunningAgent, SubagentError
 from evertalk.config import ConfigError
 from evertalk.service import commands as served
 from evertalk.tui import commands
-from evertalk.tui.app import refused_key
 from evertalk.tui.commands import CommandError, Invocation, SlashSuggester, matching, read_line
 from evertalk.tui.status import MemoryWatch, dollars, kilobytes, status_line
+from evertalk.tui.turn_rows import refused_key
 from evertalk.tui.widgets import describe_call
 
 

@@ -32,8 +32,9 @@ from evertalk.chat import Chat
 from evertalk.config import Config, MemoryConfig, TurnConfig, load_config
 from evertalk.service.server import Service
 from evertalk.tui import run_terminal
-from evertalk.tui.app import KEY_HINT, ChatApp
+from evertalk.tui.app import ChatApp
 from evertalk.tui.setup import SetupApp, SetupError, SetupScreen, build_config, parse_window
+from evertalk.tui.turn_rows import KEY_HINT
 from evertalk.tui.widgets import NoteRow, OutputRow, ReplyView
 from fakes import AnthropicFake, OpenAIFake, serve, slow
 from fakes import chat as answer

@@ -1,8 +1,13 @@
 """The terminal app: `evertalk` in a terminal opens the chat (SPEC §6, issue 4 §3).
 
-- `app.py`: the chat screen, its event pump and the slash commands' effects;
+- `main.py`: the entry point after the settings are read: the setup form, then the chat;
+- `app.py`: the chat screen, a client of the service: its connection, the input, the slash
+  commands' effects, the permission dialogs;
+- `turn_rows.py`: the rows of a turn as its events come;
+- `history.py`: the rows of the log shown when the app opens;
 - `widgets.py`: the rows of the log, the input, the status bar and the permission dialog;
-- `commands.py`: the slash commands (parsing, completion, the texts they show);
+- `commands.py`: completion of the slash commands, the help, the images `/image` attaches;
+- `editor.py`: `/instructions` in the user's editor;
 - `status.py`: the status bar's text and the `memory:` rows;
 - `setup.py`: the setup form (the first run, and `/setup` over the chat).
 
@@ -37,7 +42,7 @@ def run_terminal(home: Path) -> int:
                 warn_on_stderr(notice)
         print(f"evertalk: {escape_controls(' '.join(str(error).split()))}", file=sys.stderr)
         return 1
-    from evertalk.tui.app import run_terminal as run
+    from evertalk.tui.main import run_terminal as run
 
     return run(home, config, notices, starting)
 

@@ -19,11 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import shlex
-import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -31,17 +26,16 @@ from typing import Any, ClassVar
 
 import anyio
 from textual import events
-from textual.app import App, ComposeResult, SuspendNotSupported
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.widget import Widget
-from textual.widgets import Footer, Markdown, TextArea
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets import Footer, TextArea
 
 from evertalk import slash
-from evertalk.client.connection import Starting
 from evertalk.client.remote import (
+    Message,
     Remote,
     RequestFailed,
     ServiceError,
@@ -49,36 +43,17 @@ from evertalk.client.remote import (
     message_of,
     open_remote,
 )
-from evertalk.config import KEY_VARIABLES, Config, ConfigError, load_config
+from evertalk.config import KEY_VARIABLES, ConfigError, load_config
 from evertalk.protocol import wire
-from evertalk.protocol.events import (
-    AgentEvent,
-    CallUsage,
-    CatchingUp,
-    Delivered,
-    MemoryWarning,
-    MessageSent,
-    Quiet,
-    ReplyLogged,
-    Retrying,
-    Settling,
-    TextDelta,
-    ThinkingDelta,
-    ToolFinished,
-    ToolStarted,
-    ToolsUnused,
-    TurnEnded,
-    TurnStarted,
-    catching_up_text,
-)
 from evertalk.protocol.status import AgentStatus, status_of
-from evertalk.runtime import configuration_problem
-from evertalk.slash import MEMORY, RETRY_HINT
+from evertalk.slash import MEMORY
 from evertalk.terminal_text import escape_controls
 from evertalk.tui import commands
 from evertalk.tui.commands import CommandError, Invocation, read_line
+from evertalk.tui.editor import Editor, edit_instructions
 from evertalk.tui.history import EARLIER_MOST, earlier_records, earlier_rows
 from evertalk.tui.status import MemoryWatch, status_line
+from evertalk.tui.turn_rows import TurnRows
 from evertalk.tui.widgets import (
     ChatLog,
     CommandHint,
@@ -86,12 +61,7 @@ from evertalk.tui.widgets import (
     OutputRow,
     PermissionScreen,
     PromptInput,
-    ReplyView,
     StatusBar,
-    ThoughtRow,
-    ToolRow,
-    UserRow,
-    WorkRow,
     clip,
     one_line,
 )
@@ -101,52 +71,7 @@ HISTORY_SCAN = 2_000  # messages read back to find them
 STATUS_EVERY = 0.5  # seconds between two looks at the service's status
 RECONNECT_EVERY = 1.0  # seconds between two tries to reach a service that went
 
-KEY_HINT = "check your key with /setup (it also changes the provider and the base URL)"
-
-EMPTY_REPLY = "(Ever gave an empty reply)"
-
-STOPPED = {
-    "cancelled": "cancelled: what was logged stays logged",
-    "context_full": "the turn stopped: the context is full",
-    "max_steps": "the turn stopped: too many model calls",
-    "max_tokens": "the turn stopped: the reply reached the output limit",
-    "refusal": "the turn stopped: the model refused to go on",
-}
-
-# A failed model call (TurnEnded's text says so) that reads as a refused key: the provider's
-# error kind does not reach the app, its message does (a 401, "invalid x-api-key", …)
-FAILED_CALL = "the model call failed:"
-AUTH_WORDS = re.compile(
-    r"\b40[13]\b|auth|api[ _-]?key|credential|forbidden|permission|billing|credit", re.IGNORECASE
-)
-
-Editor = Callable[[Path], None]
 Connector = Callable[[], Awaitable[Remote]]
-
-
-def cannot_edit(editor: str, why: str) -> str:
-    return f"cannot run the editor {editor!r}: {why} (set $VISUAL or $EDITOR)"
-
-
-def editor_command(editor: str) -> list[str]:
-    """The words of $VISUAL or $EDITOR, checked before the app suspends: a CommandError when
-    they cannot be split or name no program on the PATH."""
-    try:
-        argv = shlex.split(editor)
-    except ValueError as error:
-        raise CommandError(cannot_edit(editor, str(error))) from None
-    if not argv:
-        raise CommandError(cannot_edit(editor, "it is empty"))
-    if shutil.which(argv[0]) is None:
-        raise CommandError(cannot_edit(editor, f"{argv[0]} is not found"))
-    return argv
-
-
-def refused_key(error: str | None, kind: str | None = None) -> bool:
-    """Whether a turn's error reads as the provider refusing the key."""
-    if kind == "auth":
-        return True
-    return bool(error and error.startswith(FAILED_CALL) and AUTH_WORDS.search(error))
 
 
 class ChatApp(App[int]):
@@ -187,17 +112,9 @@ class ChatApp(App[int]):
         self.busy = False  # a turn runs (from the events, and each status)
         self.editor = editor  # None: $VISUAL or $EDITOR, the app suspended meanwhile
         self.memory_watch = MemoryWatch()
-        self._reply: ReplyView | None = None
-        self._stream: MarkdownStream | None = None
-        self._streamed = ""  # streamed reply text not yet matched by a ReplyLogged
-        self._thought: ThoughtRow | None = None
-        self._tools: dict[str, ToolRow] = {}
-        self._held: list[UserRow] = []
-        self._sending: list[tuple[str, str]] = []  # (text, image names) sent, not yet shown
+        self.rows = TurnRows(self)
         self._asked: dict[str, PermissionScreen] = {}
         self.attachments = commands.Attachments()
-        self._settling: NoteRow | None = None
-        self._said = True  # the running turn has shown a reply or a tool call
         self._polling = False
         self._quitting = False
         self.failure: str | None = None  # why the app stopped on its own
@@ -236,6 +153,16 @@ class ChatApp(App[int]):
 
     async def _add(self, *rows: Widget) -> None:
         await self.chat_log.mount_all(rows)
+
+    async def add_rows(self, *rows: Widget) -> None:
+        await self._add(*rows)
+
+    def client_name(self) -> str | None:
+        return self.remote.name if self.remote is not None else None
+
+    async def messages(self, start: int, end: int) -> list[Message]:
+        remote = self.remote
+        return [] if remote is None else await remote.records(start=start, end=end)
 
     # -- the connection -------------------------------------------------------------------
 
@@ -301,13 +228,7 @@ class ChatApp(App[int]):
         return [intro, *earlier_rows(records)]
 
     async def _lost(self) -> None:
-        """The service went: what was under way is shown as cut short."""
-        await self._end_reply()
-        await self._unsettle()
-        for tool in self._tools.values():
-            if not tool.finished:
-                tool.finish("the service stopped before it finished", True)
-        self._tools.clear()
+        await self.rows.cut_short("the service stopped before it finished")
         self.busy = False
         self.status_bar.set_text("connecting to the service…")
 
@@ -336,7 +257,7 @@ class ChatApp(App[int]):
         else:
             event = wire.event_of(frame)
             if event is not None:
-                await self.show(event)  # type: ignore[arg-type]
+                await self.rows.show(event)
 
     # -- the status bar -------------------------------------------------------------------
 
@@ -363,170 +284,6 @@ class ChatApp(App[int]):
         row = self.memory_watch.sample(status)
         if row is not None:
             log.mount(NoteRow(row, classes="memory"))
-
-    # -- the agent's events ---------------------------------------------------------------
-
-    async def show(self, event: AgentEvent) -> None:
-        if isinstance(event, TextDelta):
-            await self._text(event.text)
-        elif isinstance(event, ThinkingDelta):
-            await self._think(event.text)
-        elif isinstance(event, ReplyLogged):
-            await self._reply_logged(event.text)
-        elif isinstance(event, ToolStarted):
-            self._said = True
-            await self._end_reply()
-            row = ToolRow(event.name, event.input)
-            self._tools[event.call_id] = row
-            await self._add(row)
-        elif isinstance(event, ToolFinished):
-            found = self._tools.pop(event.call_id, None)
-            if found is None:
-                found = ToolRow(event.name, {})
-                await self._add(found)
-            found.finish(event.output, event.is_error)
-        elif isinstance(event, MessageSent):
-            await self._sent(event)
-        elif isinstance(event, Delivered):
-            await self._delivered(event)
-        elif isinstance(event, Settling):
-            await self._waiting(f"waiting for summaries ({event.unbuilt})")
-        elif isinstance(event, CatchingUp):
-            await self._waiting(f"{catching_up_text(event)} (Ctrl+C cancels the turn)")
-        elif isinstance(event, TurnStarted):
-            await self._turn_started(event.message_ids)
-        elif isinstance(event, TurnEnded):
-            await self._turn_ended(event)
-        elif isinstance(event, CallUsage):
-            self.refresh_status()
-        elif isinstance(event, Quiet):
-            self.busy = False
-        elif isinstance(event, MemoryWarning):
-            await self._add(NoteRow(event.text, classes="memory"))
-        elif isinstance(event, ToolsUnused):  # the row says why; the bar keeps a mark of it
-            await self._add(NoteRow(event.text, classes="error"))
-            self.refresh_status()
-        elif isinstance(event, Retrying):  # a model call tried again (`retrying (2/3) after …`)
-            await self._add(NoteRow(event.line))
-
-    async def _text(self, text: str) -> None:
-        self._thought = None
-        if self._reply is None or self._stream is None:
-            self._reply = ReplyView("")
-            await self._add(self._reply)
-            self._stream = Markdown.get_stream(self._reply)
-        self._streamed += text
-        await self._stream.write(text)
-
-    async def _think(self, text: str) -> None:
-        if self._reply is not None:
-            await self._end_reply()
-        if self._thought is None:
-            self._thought = ThoughtRow()
-            await self._add(self._thought)
-        self._thought.add(text)
-
-    async def _reply_logged(self, text: str) -> None:
-        self._said = self._said or bool(text.strip())
-        at = self._streamed.find(text)
-        if at >= 0:
-            self._streamed = self._streamed[at + len(text) :]
-        else:  # it did not stream: show it whole
-            await self._end_reply()
-            await self._add(ReplyView(text))
-
-    async def _end_reply(self) -> None:
-        stream, self._stream, self._reply = self._stream, None, None
-        self._thought = None
-        if stream is not None:
-            await stream.stop()
-
-    async def _delivered(self, event: Delivered) -> None:
-        if event.kind == "work":
-            await self._end_reply()
-            await self._add(WorkRow(event.text))
-            return
-        for row in self._held:
-            if row.text == event.text:
-                row.delivered()
-                self._held.remove(row)
-                return
-
-    async def _waiting(self, text: str) -> None:
-        """One row while the turn waits for summaries (SPEC §6.1) or for the chat to catch up,
-        updated in place; it goes when the turn starts or ends."""
-        if self._settling is None:
-            self._settling = NoteRow(text)
-            await self._add(self._settling)
-        else:
-            self._settling.set_text(text)
-
-    async def _unsettle(self) -> None:
-        if self._settling is not None:
-            await self._settling.remove()
-            self._settling = None
-
-    async def _sent(self, event: MessageSent) -> None:
-        """A message any window sent (this one's too): shown in every window, held while a
-        turn runs."""
-        names = ""
-        own = self.remote is not None and event.client == self.remote.name
-        for at, (text, attached) in enumerate(self._sending if own else []):
-            if text == event.text:
-                names = attached
-                del self._sending[at]
-                break
-        row = UserRow(event.text, held=event.held)
-        if event.held:
-            self._held.append(row)
-        else:
-            self.busy = True  # its turn starts
-        await self._add(row)
-        if names:
-            await self._add(NoteRow(f"with {names}"))
-        elif event.images:
-            await self._add(NoteRow(f"with {event.images} image{'s' if event.images != 1 else ''}"))
-
-    async def _turn_started(self, ids: list[int]) -> None:
-        await self._unsettle()
-        self.busy = True
-        self._streamed = ""
-        self._said = False
-        for row in self._held:
-            row.delivered()
-        self._held.clear()
-        remote = self.remote
-        if remote is None or not ids:
-            return
-        # a subagent's report that starts a turn: the user has not seen it
-        for message in await remote.records(start=min(ids), end=max(ids) + 1):
-            if message.i in ids and message.kind == "work":
-                await self._add(WorkRow(message.text))
-
-    async def _turn_ended(self, event: TurnEnded) -> None:
-        await self._end_reply()
-        await self._unsettle()
-        self._streamed = ""
-        for tool in self._tools.values():
-            if not tool.finished:
-                tool.finish("cancelled before it finished", True)
-        self._tools.clear()
-        if event.reason == "error":
-            await self._add(NoteRow(f"error: {event.error or 'the turn failed'}", classes="error"))
-            if refused_key(event.error, event.error_kind):
-                await self._add(NoteRow(KEY_HINT, classes="error"))
-        elif event.reason in STOPPED:
-            text = STOPPED[event.reason]
-            if event.reason != "cancelled" and event.error:
-                text = f"the turn stopped: {event.error}"
-            classes = "error" if event.reason != "cancelled" else None
-            await self._add(NoteRow(text, classes=classes))
-        elif not self._said:  # done, and nothing came: say so rather than show nothing
-            await self._add(NoteRow(EMPTY_REPLY))
-        if event.retry:
-            await self._add(NoteRow(RETRY_HINT))
-        self._said = True
-        self.refresh_status()
 
     # -- the service asks -----------------------------------------------------------------
 
@@ -605,11 +362,11 @@ class ChatApp(App[int]):
         }
         if self._workdir_set:
             frame["workdir"] = str(self.workdir)
-        self._sending.append((text, self.attachments.names()))
+        self.rows.sending.append((text, self.attachments.names()))
         try:
             await remote.request(frame)
         except ServiceError as error:
-            self._sending = [item for item in self._sending if item[0] != text]
+            self.rows.sending = [item for item in self.rows.sending if item[0] != text]
             await self._add(NoteRow(f"not sent: {error} (Up brings it back)", classes="error"))
             return
         self.attachments.clear()
@@ -641,7 +398,7 @@ class ChatApp(App[int]):
         elif command is slash.SETUP:
             await self.open_setup()
         elif command is slash.INSTRUCTIONS:
-            await self._output(self.edit_instructions())
+            await self._output(edit_instructions(self, self.home, self.editor))
         elif command is not None:
             await self._served(command, line.args)
 
@@ -712,36 +469,6 @@ class ChatApp(App[int]):
         except ServiceGone:
             pass  # the next service reads them
 
-    def edit_instructions(self) -> str:
-        """Open `<home>/instructions.md` in the editor; what to tell the user after."""
-        try:
-            path = commands.instructions_file(self.home)
-        except OSError as error:
-            raise CommandError(f"cannot create the instructions file: {error}") from None
-        after = (
-            f"{path}: your instructions take effect at the next start (they stay the same "
-            "for a whole session, so that the model's prompt cache keeps working)"
-        )
-        if self.editor is not None:
-            self.editor(path)
-            return after
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-        argv = editor_command(editor)
-        failure: str | None = None
-        try:
-            with self.suspend():
-                # nothing may raise in here: the app comes back only when the block ends
-                # normally (Textual resumes after the `yield`, not in a `finally`)
-                try:
-                    subprocess.run([*argv, str(path)], check=False)
-                except Exception as error:  # whatever it is, the app must come back first
-                    failure = str(error) or type(error).__name__
-        except SuspendNotSupported:
-            raise CommandError(f"cannot open an editor here: edit {path} yourself") from None
-        if failure is not None:
-            raise CommandError(cannot_edit(editor, failure))
-        return after
-
     # -- keys -----------------------------------------------------------------------------
 
     def action_interrupt(self) -> None:
@@ -758,7 +485,7 @@ class ChatApp(App[int]):
 
     async def action_quit(self) -> None:
         self._quitting = True
-        await self._end_reply()
+        await self.rows.end_reply()
         self.exit(0)
 
 
@@ -784,47 +511,3 @@ def applied(frame: dict[str, Any]) -> str:
     if variable and os.environ.get(variable):
         line += f" ({variable} is set: its key is used, not the one in config.toml)"
     return escape_controls(line)
-
-
-# --- the command line's entry point -----------------------------------------------------------
-
-
-def run_terminal(
-    home: Path, config: Config, notices: Sequence[str] = (), starting: Starting | None = None
-) -> int:
-    """Set up the provider if none is, connect to the service (`starting` already, or started
-    now), run the app; the exit status."""
-    try:
-        return anyio.run(_main, home, config, notices, starting)
-    except KeyboardInterrupt:
-        return 130
-
-
-async def _main(
-    home: Path, config: Config, notices: Sequence[str], starting: Starting | None
-) -> int:
-    if _unconfigured(home, config):
-        from evertalk.tui.setup import SetupApp
-
-        if not await SetupApp(home, config).run_async():
-            return _fail("nothing was set up; run evertalk again to set up a provider")
-
-    async def connector() -> Remote:
-        nonlocal starting
-        started, starting = starting, None
-        return await open_remote(home, "app", starting=started)
-
-    app = ChatApp(home, connector=connector, notices=notices, workdir=config.workdir_path)
-    await app.run_async()
-    if app.failure is not None:
-        return _fail(app.failure)
-    return app.return_code or 0
-
-
-def _unconfigured(home: Path, config: Config) -> bool:
-    return configuration_problem(home, config) is not None
-
-
-def _fail(message: str) -> int:
-    print(f"evertalk: {escape_controls(' '.join(message.split()))}", file=sys.stderr)
-    return 1

@@ -1,0 +1,58 @@
+"""The terminal app's entry point: the setup form first when no provider is set up, then the
+chat screen connected to the service (`tui/__init__.py` has it starting already)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from evertalk.client.connection import Starting
+from evertalk.client.remote import Remote, open_remote
+from evertalk.config import Config
+from evertalk.runtime import configuration_problem
+from evertalk.terminal_text import escape_controls
+from evertalk.tui.app import ChatApp
+
+
+def run_terminal(
+    home: Path, config: Config, notices: Sequence[str] = (), starting: Starting | None = None
+) -> int:
+    """Set up the provider if none is, connect to the service (`starting` already, or started
+    now), run the app; the exit status."""
+    try:
+        return anyio.run(_main, home, config, notices, starting)
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _main(
+    home: Path, config: Config, notices: Sequence[str], starting: Starting | None
+) -> int:
+    if _unconfigured(home, config):
+        from evertalk.tui.setup import SetupApp
+
+        if not await SetupApp(home, config).run_async():
+            return _fail("nothing was set up; run evertalk again to set up a provider")
+
+    async def connector() -> Remote:
+        nonlocal starting
+        started, starting = starting, None
+        return await open_remote(home, "app", starting=started)
+
+    app = ChatApp(home, connector=connector, notices=notices, workdir=config.workdir_path)
+    await app.run_async()
+    if app.failure is not None:
+        return _fail(app.failure)
+    return app.return_code or 0
+
+
+def _unconfigured(home: Path, config: Config) -> bool:
+    return configuration_problem(home, config) is not None
+
+
+def _fail(message: str) -> int:
+    print(f"evertalk: {escape_controls(' '.join(message.split()))}", file=sys.stderr)
+    return 1
