@@ -29,6 +29,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -134,6 +135,22 @@ class GuardedLog:
         if self.compactor is not None:
             self.compactor.message_logged()
         return ids
+
+
+class BusyError(Exception):
+    """The agent cannot take this now: a turn runs. One line for the user."""
+
+
+@dataclass(frozen=True)
+class Outside:
+    """A message logged from outside a turn: its kind, its text, its original time (None: now),
+    a key that makes it logged once, and its images."""
+
+    kind: Literal["user", "ever", "tool", "echo", "note"]
+    text: str
+    date: datetime | None = None
+    key: str | None = None
+    images: tuple[Image, ...] = ()
 
 
 def _local_now() -> datetime:
@@ -332,6 +349,29 @@ class Agent:
         # encoded for the model either
         held = Held("user", valid_unicode(text), images=tuple(images), key=key, workdir=workdir)
         self._hold(held)
+
+    def record(self, messages: Sequence[Outside]) -> tuple[list[int], int]:
+        """Log messages that come from outside any turn (an import, another agent's note), in
+        order, each unless its key was logged before; they start no turn. (ids, skipped).
+        BusyError while a turn runs or a message waits for one: they would land inside it."""
+        if self._closed:
+            raise RuntimeError("the agent is closed")
+        if self.busy:
+            raise BusyError("a turn is running: the messages wait until it ends")
+        ids: list[int] = []
+        skipped = 0
+        for message in messages:
+            if message.key is not None and self.chat.store.logged(message.key):
+                skipped += 1
+                continue
+            names = [name for name in map(self.images.save, message.images) if name]
+            text = redact(valid_unicode(message.text), self.secrets)
+            ids += self.chat.append(
+                message.kind, text, key=message.key, images=names or None, date=message.date
+            )
+        if ids:
+            self.compactor.message_logged()
+        return ids, skipped
 
     def holds_key(self, key: str) -> bool:
         """Whether a message with this idempotency key is held for a turn or was logged."""
