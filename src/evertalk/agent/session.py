@@ -29,7 +29,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import anyio
 from anyio.abc import TaskGroup
@@ -141,12 +141,16 @@ class BusyError(Exception):
     """The agent cannot take this now: a turn runs. One line for the user."""
 
 
+OutsideKind = Literal["user", "ever", "tool", "echo", "note"]
+OUTSIDE_KINDS: tuple[OutsideKind, ...] = get_args(OutsideKind)
+
+
 @dataclass(frozen=True)
 class Outside:
     """A message logged from outside a turn: its kind, its text, its original time (None: now),
     a key that makes it logged once, and its images."""
 
-    kind: Literal["user", "ever", "tool", "echo", "note"]
+    kind: OutsideKind
     text: str
     date: datetime | None = None
     key: str | None = None

@@ -178,6 +178,17 @@ class MessageSent:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """A client logged messages from outside any turn: another agent's note, an import. With
+    one message, its kind and text (a window shows it); with many, only how many."""
+
+    client: str
+    count: int
+    kind: str | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
 class Quiet:
     """No turn runs, no message is held and no subagent works: a `-p` client may go."""
 

@@ -47,6 +47,7 @@ EVENT_NAMES: Final[dict[str, type[Any]]] = {
     "tools_unused": events.ToolsUnused,
     "retrying": events.Retrying,
     "sent": events.MessageSent,
+    "recorded": events.Recorded,
     "quiet": events.Quiet,
 }
 _NAME_OF: Final = {cls: name for name, cls in EVENT_NAMES.items()}

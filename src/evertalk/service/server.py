@@ -43,6 +43,7 @@ from evertalk.agent.session import Agent, NotConfigured
 from evertalk.config import ConfigError
 from evertalk.protocol import events, wire
 from evertalk.providers.base import ProviderError
+from evertalk.service import memory_requests
 from evertalk.service.paths import log, socket_path
 from evertalk.service.requests import HANDLERS
 from evertalk.service.session import Session, error_frame, refusal, same_user
@@ -402,7 +403,7 @@ class Service:
 
     def _request(self, session: Session, frame: dict[str, Any]) -> None:
         kind = frame["type"]
-        handler = HANDLERS.get(kind)
+        handler = HANDLERS.get(kind) or memory_requests.HANDLERS.get(kind)
         reply: dict[str, Any] | None
         try:
             if handler is None:

@@ -19,6 +19,7 @@ from evertalk.protocol.events import (
     MemoryWarning,
     MessageSent,
     Quiet,
+    Recorded,
     ReplyLogged,
     Retrying,
     Settling,
@@ -32,7 +33,16 @@ from evertalk.protocol.events import (
     catching_up_text,
 )
 from evertalk.slash import RETRY_HINT
-from evertalk.tui.widgets import NoteRow, ReplyView, ThoughtRow, ToolRow, UserRow, WorkRow
+from evertalk.tui.widgets import (
+    NoteRow,
+    ReplyView,
+    ThoughtRow,
+    ToolRow,
+    UserRow,
+    WorkRow,
+    clip,
+    one_line,
+)
 
 KEY_HINT = "check your key with /setup (it also changes the provider and the base URL)"
 
@@ -59,6 +69,13 @@ def refused_key(error: str | None, kind: str | None = None) -> bool:
     if kind == "auth":
         return True
     return bool(error and error.startswith(FAILED_CALL) and AUTH_WORDS.search(error))
+
+
+def recorded_text(event: Recorded) -> str:
+    """`note from mcp 4242: …`, or `1,200 messages logged by import 4250`."""
+    if event.count == 1 and event.kind and event.text:
+        return f"{event.kind} from {event.client}: {clip(one_line(event.text), 200)}"
+    return f"{event.count:,} message{'s' if event.count != 1 else ''} logged by {event.client}"
 
 
 class RowHost(Protocol):
@@ -144,6 +161,8 @@ class TurnRows:
         elif isinstance(event, ToolsUnused):  # the row says why; the bar keeps a mark of it
             await self._add(NoteRow(event.text, classes="error"))
             self.host.refresh_status()
+        elif isinstance(event, Recorded):
+            await self._add(NoteRow(recorded_text(event)))
         elif isinstance(event, Retrying):  # a model call tried again (`retrying (2/3) after …`)
             await self._add(NoteRow(event.line))
 

@@ -1,0 +1,105 @@
+"""The requests through which other agents share the memory: `view`, `zoom`, `date`, `append`,
+sent over the service's real socket to a service run in this test's event loop (its agent on
+the in-process fake)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from evertalk.chat import Chat
+from evertalk.client.remote import Remote, RequestFailed, open_remote
+from fakes import AnthropicFake, slow
+from fakes import chat as answer
+from tui.tui_support import fake_opener, hosted, log_of, script, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def client(home: Path, fake: AnthropicFake) -> AsyncIterator[tuple[Remote, list[Any]]]:
+    """A client of a service for `home`, and the frames it was sent that are not replies."""
+    async with hosted(home, fake_opener(home, fake)) as host:
+        await host.connect()  # starts the service
+        remote = await open_remote(home, "mcp", start=False)
+        seen: list[Any] = []
+
+        async def read() -> None:
+            async for frame in remote.frames():
+                seen.append(frame)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(remote.run)
+            group.start_soon(read)
+            try:
+                yield remote, seen
+            finally:
+                await remote.aclose()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    write_config(home)
+    with Chat.open(home / "chat") as chat:
+        for n in range(4):
+            chat.append("user" if n % 2 == 0 else "ever", f"message {n} about the backups")
+    return home
+
+
+async def test_view_zoom_and_date_answer_as_the_tools_do(home: Path) -> None:
+    async with client(home, AnthropicFake(script())) as (remote, _):
+        view = await remote.request({"type": "view"})
+        assert view["type"] == "view" and "message 3 about the backups" in view["text"]
+        zoom = await remote.request({"type": "zoom", "id": 2, "n": 1})
+        assert zoom["text"].startswith("2+1|") and "message 2" in zoom["text"]
+        date = await remote.request({"type": "date", "id": 0})
+        assert date["type"] == "date" and date["text"]
+        with pytest.raises(RequestFailed, match="past the end of the chat") as past:
+            await remote.request({"type": "zoom", "id": 8, "n": 8})
+        assert past.value.kind == "bad_request"
+        with pytest.raises(RequestFailed, match="id must be between 0 and 3"):
+            await remote.request({"type": "date", "id": 99})
+        with pytest.raises(RequestFailed, match="id is a whole number"):
+            await remote.request({"type": "date", "id": "7"})
+
+
+async def test_append_logs_once_per_key_and_tells_every_window(home: Path) -> None:
+    note = {"kind": "note", "text": "decided in another agent: keep 8 rotations", "key": "n1"}
+    old = {"kind": "user", "text": "imported", "date": "2024-03-01T09:30:00+00:00", "key": "i1"}
+    async with client(home, AnthropicFake(script())) as (remote, seen):
+        first = await remote.request({"type": "append", "messages": [note]})
+        assert first == {"type": "appended", "ids": [4], "skipped": 0, "rid": first["rid"]}
+        again = await remote.request({"type": "append", "messages": [note, old]})
+        assert (again["ids"], again["skipped"]) == ([5], 1)
+        with anyio.fail_after(5):
+            while len([f for f in seen if f["type"] == "recorded"]) < 2:
+                await anyio.sleep(0.01)
+        recorded = [f for f in seen if f["type"] == "recorded"]
+        assert recorded[0]["kind"] == "note" and recorded[0]["count"] == 1
+        assert recorded[0]["client"].startswith("mcp ")
+        with pytest.raises(RequestFailed, match="kind is one of"):
+            await remote.request({"type": "append", "messages": [{"kind": "work", "text": "x"}]})
+        with pytest.raises(RequestFailed, match="has no time zone"):
+            bad = {"kind": "note", "text": "x", "date": "2024-03-01T09:30:00"}
+            await remote.request({"type": "append", "messages": [bad]})
+    assert log_of(home)[4:] == [("note", note["text"]), ("user", "imported")]
+
+
+async def test_append_waits_for_the_running_turn(home: Path) -> None:
+    fake = AnthropicFake(script().push(slow(1.0, answer("Done."))))
+    async with client(home, fake) as (remote, seen):
+        await remote.request({"type": "send", "text": "a question", "key": "q"})
+        with pytest.raises(RequestFailed, match="a turn is running") as busy:
+            await remote.request({"type": "append", "messages": [{"kind": "note", "text": "x"}]})
+        assert busy.value.kind == "busy"
+        with anyio.fail_after(10):
+            while not any(f["type"] == "quiet" for f in seen):
+                await anyio.sleep(0.01)
+        done = await remote.request({"type": "append", "messages": [{"kind": "note", "text": "x"}]})
+        assert done["ids"] == [6]
