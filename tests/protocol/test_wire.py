@@ -62,6 +62,7 @@ SAMPLES: dict[str, object] = {
     "tools_unused": events.ToolsUnused(turns=3, text="tools: none called in 3 turns"),
     "retrying": events.Retrying(attempt=2, of=3, delay=1.8, why="server overloaded (529)"),
     "sent": events.MessageSent(text="and one more thing…", client="-p 4242", held=True),
+    "recorded": events.Recorded(client="mcp 4242", count=1, kind="note", text="keep 8"),
     "quiet": events.Quiet(),
 }
 
@@ -113,7 +114,11 @@ def test_non_ascii_text_goes_out_as_utf8_not_escapes() -> None:
 
 
 def test_the_table_covers_every_event_class() -> None:
-    expected = set(get_args(events.AgentEvent)) | {events.MessageSent, events.Quiet}
+    expected = set(get_args(events.AgentEvent)) | {
+        events.MessageSent,
+        events.Recorded,
+        events.Quiet,
+    }
     assert set(EVENT_NAMES.values()) == expected
     # and no dataclass of the events module is left out of the protocol
     defined = {
