@@ -129,9 +129,10 @@ class GuardedLog:
         key: str | None = None,
         images: list[str] | None = None,
         agent: str | None = None,
+        date: datetime | None = None,
     ) -> list[int]:
         text = redact(text, self.secrets)
-        ids = self.inner.append(kind, text, key=key, images=images, agent=agent)
+        ids = self.inner.append(kind, text, key=key, images=images, agent=agent, date=date)
         if self.compactor is not None:
             self.compactor.message_logged()
         return ids
@@ -195,6 +196,8 @@ class Agent:
         self.model = runtime.config.model
         self.tool_watch = ToolWatch(offered=bool(runtime.tools))
         self.secrets = secret_values(runtime.config)
+        # the one way into the main log: secrets replaced, then the compactor woken
+        self.log = GuardedLog(chat, self.secrets, compactor)
         self.sandbox = Sandbox.configured(runtime.config.tools)  # one for the turn and subagents
         self.view_wait = ViewWait(
             chat,
@@ -369,12 +372,9 @@ class Agent:
                 skipped += 1
                 continue
             names = [name for name in map(self.images.save, message.images) if name]
-            text = redact(valid_unicode(message.text), self.secrets)
-            ids += self.chat.append(
-                message.kind, text, key=message.key, images=names or None, date=message.date
+            ids += self.log.append(
+                message.kind, message.text, key=message.key, images=names or None, date=message.date
             )
-        if ids:
-            self.compactor.message_logged()
         return ids, skipped
 
     def holds_key(self, key: str) -> bool:
@@ -575,12 +575,14 @@ class Agent:
             if isinstance(message, Retried):  # logged before its turn failed (`retry`)
                 ids += message.ids
                 continue
-            text = redact(message.text, self.secrets)
             names = [name for name in map(self.images.save, message.images) if name]
-            ids += self.chat.append(
-                message.kind, text, key=message.key, agent=message.agent, images=names or None
+            ids += self.log.append(
+                message.kind,
+                message.text,
+                key=message.key,
+                agent=message.agent,
+                images=names or None,
             )
-        self.compactor.message_logged()
         return ids
 
     def _record_now(self, held: Held) -> None:
@@ -656,7 +658,7 @@ class Agent:
         """The settle wait (or catching up), the view, the message logged, then the loop (SPEC
         §6.1). Messages held during the wait join the opening, and the view is fitted to the
         room they leave."""
-        log = GuardedLog(self.chat, self.secrets, self.compactor)
+        log = self.log
         sent_from = [held.workdir for held in self._held if held.workdir is not None]
         if sent_from:  # the tools work where the client that sent the message does
             self.workdir = sent_from[-1]

@@ -18,6 +18,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -67,12 +68,13 @@ class AgentLog:
         key: str | None = None,
         images: list[str] | None = None,
         agent: str | None = None,
+        date: datetime | None = None,
     ) -> list[int]:
         """Log a message, split into pages when long; returns the ids. Keys are not kept: a
         subagent's log is never appended to again after a restart."""
         ids = []
         for number, piece in enumerate(split_text(valid_unicode(text))):
-            when = local_now()
+            when = date or local_now()
             first = images if number == 0 else None
             data = encode_message(self.count, kind, piece, iso(when), None, first, agent)
             self._appender.append(self.folder / day_file_name(when), data)

@@ -33,6 +33,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -114,6 +115,7 @@ class MessageLog(Protocol):
         key: str | None = None,
         images: list[str] | None = None,
         agent: str | None = None,
+        date: datetime | None = None,
     ) -> list[int]: ...
 
 
