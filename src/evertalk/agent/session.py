@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, closing, suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -158,6 +158,27 @@ class Outside:
     images: tuple[Image, ...] = ()
 
 
+@asynccontextmanager
+async def _providers(
+    runtime: Runtime, given: Provider | None
+) -> AsyncIterator[tuple[Provider, Provider]]:
+    """The turns' provider and the compactor's: the given one serves both; else the configured
+    ones, closed at the end (shielded: a cancelled session still closes its connections)."""
+    if given is not None:
+        yield given, given
+        return
+    turns = runtime.provider()
+    # its own provider when the compactor calls another server
+    memory = runtime.memory_provider(turns)
+    try:
+        yield turns, memory
+    finally:
+        with anyio.CancelScope(shield=True):
+            await turns.aclose()
+            if memory is not turns:
+                await memory.aclose()
+
+
 def _local_now() -> datetime:
     return datetime.now().astimezone()
 
@@ -256,82 +277,66 @@ class Agent:
         `catch_up_timeout`: the longest a turn waits for a chat that is behind (`catch_up.py`;
         default: `memory.catch_up_timeout`)."""
         runtime = Runtime.load(home)
-        own = provider is None
-        if provider is None:
-            problem = configuration_problem(home, runtime.config)
-            if problem is not None:
-                raise NotConfigured(problem)
+        if provider is None and (problem := configuration_problem(home, runtime.config)):
+            raise NotConfigured(problem)
         # the views' budgets follow the turn model's window (a change refits them, said once)
         budget = Budget.for_window(runtime.config.turn.context_window)
-        chat = Chat.open(home / "chat", budget=budget)
-        try:
-            if provider is None:
-                provider = runtime.provider()
-            # its own provider when the compactor calls another server; a given one serves both
-            memory_provider = runtime.memory_provider(provider) if own else provider
+        async with AsyncExitStack() as stack:
+            chat = stack.enter_context(closing(Chat.open(home / "chat", budget=budget)))
+            turns, memory = await stack.enter_async_context(_providers(runtime, provider))
+            ledger = stack.enter_context(closing(Ledger(ledger_path(home))))
             lane = runtime.turn_lane()  # turns first on a server that serves one at a time
-            ledger = Ledger(ledger_path(home))
+            compactor = Compactor(
+                chat,
+                memory,
+                runtime.compactor_settings(),
+                system=runtime.system,
+                tools=runtime.tools,
+                ledger=ledger,
+                secrets=secret_values(runtime.config),
+                lane=lane,
+            )
+            policy = Policy(runtime.config.tools, granted=granted, interactive=asker is not None)
+            body_error: BaseException | None = None
             try:
-                compactor = Compactor(
-                    chat,
-                    memory_provider,
-                    runtime.compactor_settings(),
-                    system=runtime.system,
-                    tools=runtime.tools,
-                    ledger=ledger,
-                    secrets=secret_values(runtime.config),
-                    lane=lane,
-                )
-                policy = Policy(
-                    runtime.config.tools, granted=granted, interactive=asker is not None
-                )
-                body_error: BaseException | None = None
-                try:
-                    async with anyio.create_task_group() as group:
-                        agent = cls(
-                            home=home,
-                            runtime=runtime,
-                            chat=chat,
-                            provider=turns_first(provider, lane),
-                            compactor=compactor,
-                            toolbox=Toolbox(policy, asker),
-                            ledger=ledger,
-                            workdir=(
-                                workdir or runtime.config.workdir_path or Path.cwd()
-                            ).resolve(),
-                            clock=clock or _local_now,
-                            limits=limits or limits_for(runtime.config),
-                            group=group,
-                            catch_up_timeout=catch_up_timeout,
-                        )
-                        group.start_soon(agent._compact)
-                        group.start_soon(agent._drive)
-                        try:
-                            yield agent
-                        except BaseException as error:
-                            body_error = error
-                            raise
-                        finally:
-                            agent._closed = True
-                            group.cancel_scope.cancel()
-                            agent._sender.close()
-                            agent._receiver.close()
-                            if agent._held:  # typed but never delivered: still the user's words
-                                agent._log_held(agent._take_held())
-                except BaseExceptionGroup as errors:
-                    # the caller's own error comes out as itself, not wrapped by the task group
-                    if body_error is not None and list(errors.exceptions) == [body_error]:
-                        raise body_error from None
-                    raise
-            finally:
-                ledger.close()
-                if own:
-                    with anyio.CancelScope(shield=True):
-                        await provider.aclose()
-                        if memory_provider is not provider:
-                            await memory_provider.aclose()
-        finally:
-            chat.close()
+                async with anyio.create_task_group() as group:
+                    agent = cls(
+                        home=home,
+                        runtime=runtime,
+                        chat=chat,
+                        provider=turns_first(turns, lane),
+                        compactor=compactor,
+                        toolbox=Toolbox(policy, asker),
+                        ledger=ledger,
+                        workdir=(workdir or runtime.config.workdir_path or Path.cwd()).resolve(),
+                        clock=clock or _local_now,
+                        limits=limits or limits_for(runtime.config),
+                        group=group,
+                        catch_up_timeout=catch_up_timeout,
+                    )
+                    group.start_soon(agent._compact)
+                    group.start_soon(agent._drive)
+                    try:
+                        yield agent
+                    except BaseException as error:
+                        body_error = error
+                        raise
+                    finally:
+                        agent._close()
+                        group.cancel_scope.cancel()
+            except BaseExceptionGroup as errors:
+                # the caller's own error comes out as itself, not wrapped by the task group
+                if body_error is not None and list(errors.exceptions) == [body_error]:
+                    raise body_error from None
+                raise
+
+    def _close(self) -> None:
+        """No more turns: messages typed but never delivered are still the user's words."""
+        self._closed = True
+        self._sender.close()
+        self._receiver.close()
+        if self._held:
+            self._log_held(self._take_held())
 
     # -- what the user interface calls ------------------------------------------------------
 
