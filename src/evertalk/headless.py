@@ -53,7 +53,7 @@ from evertalk.protocol.events import (
 )
 from evertalk.providers.base import Image, ProviderError
 from evertalk.store.errors import StoreError, describe
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import fail
 
 RETRY_HINT = "; evertalk -p --retry tries it again"
 """Added to a stopped turn's line when its message is left without a reply."""
@@ -89,7 +89,7 @@ async def _run(
     retry: bool,
 ) -> int:
     if not retry and not message.strip():
-        return _fail("the message is empty")
+        return fail("the message is empty")
     try:
         async with Agent.open(home, asker=None, granted=grants, workdir=workdir) as agent:
             report_warnings(agent.chat)
@@ -99,7 +99,7 @@ async def _run(
                 else:
                     agent.submit(message, images)
             except NothingToRetry as error:
-                return _fail(str(error), EXIT_USAGE)
+                return fail(str(error), EXIT_USAGE)
 
             def hint() -> str:
                 return RETRY_HINT if has_unanswered(agent.chat) else ""
@@ -116,11 +116,11 @@ async def _run(
             await finish_summaries(agent.compactor, sys.stderr)
             return printer.status
     except (ConfigError, StoreError, NotConfigured, ProviderError) as error:
-        return _fail(str(error))
+        return fail(str(error))
     except BrokenPipeError:
         raise  # the reader of the output left: the command line ends quietly
     except OSError as error:  # the home folder itself cannot be used: one line, not a traceback
-        return _fail(describe(error))
+        return fail(describe(error))
 
 
 async def finish_summaries(compactor: Compactor, err: TextIO) -> None:
@@ -152,8 +152,3 @@ async def _skip_on_interrupt(
         async for _ in signals:
             scope.cancel()
             return
-
-
-def _fail(message: str, status: int = EXIT_FAILED) -> int:
-    print(escape_controls(f"evertalk: {' '.join(message.split())}"), file=sys.stderr)
-    return status

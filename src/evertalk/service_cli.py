@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from evertalk.client.connection import (
     stop_service,
 )
 from evertalk.service.paths import log_path, socket_path
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import fail
 
 LOCK_WAIT = 5.0
 """Seconds a starting service waits for the chat's lock: a service that was asked to stop holds
@@ -40,14 +39,14 @@ def run_service_command(args: argparse.Namespace, home: Path) -> int:
         if args.action == "stop":
             return _stop(home)
     except ServiceError as error:
-        return _fail(str(error))
-    return _fail("service: say what to do: status or stop", 2)
+        return fail(str(error))
+    return fail("service: say what to do: status or stop", 2)
 
 
 def _serve(home: Path, foreground: bool, idle: float | None) -> int:
     seconds = idle if idle is not None else _idle_from_environment()
     if seconds is None:
-        return _fail("EVERTALK_SERVICE_IDLE: give the idle time in seconds, e.g. 600", 2)
+        return fail("EVERTALK_SERVICE_IDLE: give the idle time in seconds, e.g. 600", 2)
     if not foreground:
         arguments = ("--idle", repr(seconds)) if idle is not None else ()
         with connect(home, "serve", start=True, serve_args=arguments) as connection:
@@ -86,9 +85,9 @@ def _run_foreground(home: Path, idle: float) -> int:
             if time.monotonic() < deadline:
                 time.sleep(0.2)
                 continue
-            return _fail(f"cannot serve: {error}")
+            return fail(f"cannot serve: {error}")
         except (ConfigError, NotConfigured, StoreError, ProviderError, OSError) as error:
-            return _fail(f"cannot serve: {error}")
+            return fail(f"cannot serve: {error}")
         except KeyboardInterrupt:
             return 130
 
@@ -124,8 +123,3 @@ def _stop(home: Path) -> int:
     else:
         print(f"evertalk service (pid {pid}) stopped")
     return 0
-
-
-def _fail(message: str, status: int = 1) -> int:
-    print(escape_controls(f"evertalk: {' '.join(message.split())}"), file=sys.stderr)
-    return status

@@ -5,12 +5,13 @@ title, or rewrite what the user reads) and bidirectional overrides (to make a li
 than it is). Wherever evertalk writes such text to a terminal, it goes through `escape_controls`
 first; the log, and what the model is sent, keep the text as it was.
 
-This module imports nothing but `re`: `evertalk memory status` must start fast.
+This module imports nothing but `re` and `sys`: `evertalk memory status` must start fast.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Final
 
 # C0 but the line feed and the tab; DEL; C1 (U+0080-U+009F, which a terminal may read as ESC [
@@ -34,3 +35,14 @@ def _code(found: re.Match[str]) -> str:
         return char  # a line end (CR LF) is harmless; a lone CR lets a line hide its start
     code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def one_line(text: str) -> str:
+    """`text` with its runs of whitespace, line ends included, made one space."""
+    return " ".join(text.split())
+
+
+def fail(message: str, status: int = 1) -> int:
+    """`evertalk: MESSAGE` as one line of standard error, controls shown; the exit status."""
+    print(escape_controls(f"evertalk: {one_line(message)}"), file=sys.stderr)
+    return status

@@ -51,8 +51,8 @@ from evertalk.agent.turn import (
     Limits,
     MessageLog,
     TurnLoop,
+    discard,
     explain,
-    one_line,
 )
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
@@ -82,6 +82,7 @@ from evertalk.providers.lane import turns_first
 from evertalk.runtime import Runtime, cache_key
 from evertalk.runtime import configuration_problem as configuration_problem
 from evertalk.store.errors import StoreError
+from evertalk.terminal_text import one_line
 
 RESTART_SECONDS = 5.0
 """A compactor stopped by a bug starts again after this long: a session without one would
@@ -566,7 +567,7 @@ class Agent:
             images=self.images,
             ledger=self.ledger,
             role="turn" if master else "subagent",
-            emit=self._emit if master else _discard,
+            emit=self._emit if master else discard,
             take_held=self._take_held if master else _nothing,
             on_cost=self._add_cost,
             limits=self.limits,
@@ -711,7 +712,7 @@ class Agent:
         context = self._context(agent=name)
         loop = self._loop(log, context, master=False)
         opening = turn_header(self.clock(), subagent_marker(name)) + "\n" + task
-        fitted = await self.view_wait.ready(_discard, lambda: loop.view_room(opening))
+        fitted = await self.view_wait.ready(discard, lambda: loop.view_room(opening))
         view = self._render(fitted)
         log.append("user", task)
         return await loop.run(view, opening, name)
@@ -720,10 +721,6 @@ class Agent:
 @dataclass(frozen=True)
 class _Quiet(Held):
     """A held stop report: it rides with a turn but must not start one (`_report_stopped`)."""
-
-
-def _discard(event: AgentEvent) -> None:
-    pass
 
 
 def _images(held: Sequence[Held]) -> list[Image]:

@@ -68,6 +68,7 @@ from evertalk.providers.base import (
 from evertalk.providers.layout import turn_request
 from evertalk.providers.prices import cost as price_of
 from evertalk.store.errors import StoreError, describe
+from evertalk.terminal_text import one_line
 
 TURN_MAX_TOKENS = 16_000
 """Output cap of one call of a turn (a manual thinking budget is added on top by the adapter)."""
@@ -139,8 +140,8 @@ class _Step:
     replies: list[str] = field(default_factory=list)  # texts logged since the last tool call
 
 
-def _discard(event: events.AgentEvent) -> None:
-    pass
+def discard(event: events.AgentEvent) -> None:
+    """An emit that shows nothing (a subagent's events)."""
 
 
 def _none() -> list[Held]:
@@ -154,10 +155,6 @@ def compact_json(value: Any) -> str:
 def tool_text(name: str, tool_input: dict[str, Any]) -> str:
     """A `tool` message: the name, a space, the compact JSON input (SPEC §1.2)."""
     return f"{name} {compact_json(tool_input)}"
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def explain(error: BaseException) -> str:
@@ -187,7 +184,7 @@ class TurnLoop:
     images: ImageStore
     ledger: Ledger | None = None
     role: Literal["turn", "subagent"] = "turn"
-    emit: Callable[[events.AgentEvent], None] = _discard
+    emit: Callable[[events.AgentEvent], None] = discard
     take_held: Callable[[], list[Held]] = _none
     on_cost: Callable[[float], None] = lambda cost: None
     limits: Limits = Limits()

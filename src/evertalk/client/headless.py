@@ -37,7 +37,7 @@ from evertalk.protocol.events import (
     TurnEnded,
     TurnStarted,
 )
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import fail
 
 CLIENT = "-p"
 RETRY_HINT = "; evertalk -p --retry tries it again"
@@ -59,7 +59,7 @@ def run_via_service(
 ) -> int:
     """One turn through the service; the exit status. `images`: (media type, base64) each."""
     if not retry and not message.strip():
-        return _fail("the message is empty")
+        return fail("the message is empty")
     request: dict[str, Any] = {"type": "retry"}
     if not retry:
         request = {
@@ -78,7 +78,7 @@ def run_via_service(
         load_config(home)
         return _Run(home, request, as_json, frozenset(grants), start).go()
     except (ServiceError, ConfigError) as error:
-        return _fail(str(error))
+        return fail(str(error))
 
 
 class _Run:
@@ -139,12 +139,12 @@ class _Run:
                     accepted = False
             elif kind == "error":
                 if frame.get("kind") == "nothing_to_retry" and self.resent:
-                    return _fail(CUT_SHORT)
+                    return fail(CUT_SHORT)
                 status = EXIT_USAGE if frame.get("kind") == "nothing_to_retry" else EXIT_FAILED
-                return _fail(str(frame.get("message")), status)
+                return fail(str(frame.get("message")), status)
             elif kind == "stopping":
                 why = frame.get("reason")
-                return _fail(f"the service was stopped ({why}) during the turn; {LOGGED_STAYS}")
+                return fail(f"the service was stopped ({why}) during the turn; {LOGGED_STAYS}")
             elif kind == "ask":
                 # outside the working directory a file tool needs a yes that --allow is not
                 allowed = frame.get("tool") in self.grants and not frame.get("outside")
@@ -174,8 +174,3 @@ class _Run:
         if taken or isinstance(event, TurnStarted):
             self.waiting = False
         return not self.waiting or isinstance(event, MemoryWarning)
-
-
-def _fail(message: str, status: int = EXIT_FAILED) -> int:
-    print(escape_controls(f"evertalk: {' '.join(message.split())}"), file=sys.stderr)
-    return status

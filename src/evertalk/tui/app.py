@@ -47,7 +47,7 @@ from evertalk.config import KEY_VARIABLES, ConfigError, load_config
 from evertalk.protocol import wire
 from evertalk.protocol.status import AgentStatus, status_of
 from evertalk.slash import MEMORY
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import escape_controls, one_line
 from evertalk.tui import commands
 from evertalk.tui.commands import CommandError, Invocation, read_line
 from evertalk.tui.editor import Editor, edit_instructions
@@ -63,7 +63,6 @@ from evertalk.tui.widgets import (
     PromptInput,
     StatusBar,
     clip,
-    one_line,
 )
 
 HISTORY = 200  # messages the user sent before, for Up and Down

@@ -12,7 +12,8 @@ from textual.widget import Widget
 
 from evertalk.client.remote import Message
 from evertalk.grants import DENIED
-from evertalk.tui.widgets import NoteRow, ReplyView, ToolRow, UserRow, WorkRow, clip, one_line
+from evertalk.terminal_text import one_line
+from evertalk.tui.widgets import NoteRow, ReplyView, ToolRow, UserRow, WorkRow, clip
 
 EARLIER: Final = 8  # messages of the log shown when the app opens, at least
 EARLIER_MOST: Final = 40  # messages read back to start them at the user message that opened a turn

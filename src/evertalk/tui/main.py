@@ -3,7 +3,6 @@ chat screen connected to the service (`tui/__init__.py` has it starting already)
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from evertalk.client.connection import Starting
 from evertalk.client.remote import Remote, open_remote
 from evertalk.config import Config
 from evertalk.runtime import configuration_problem
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import fail
 from evertalk.tui.app import ChatApp
 
 
@@ -35,7 +34,7 @@ async def _main(
         from evertalk.tui.setup import SetupApp
 
         if not await SetupApp(home, config).run_async():
-            return _fail("nothing was set up; run evertalk again to set up a provider")
+            return fail("nothing was set up; run evertalk again to set up a provider")
 
     async def connector() -> Remote:
         nonlocal starting
@@ -45,14 +44,9 @@ async def _main(
     app = ChatApp(home, connector=connector, notices=notices, workdir=config.workdir_path)
     await app.run_async()
     if app.failure is not None:
-        return _fail(app.failure)
+        return fail(app.failure)
     return app.return_code or 0
 
 
 def _unconfigured(home: Path, config: Config) -> bool:
     return configuration_problem(home, config) is not None
-
-
-def _fail(message: str) -> int:
-    print(f"evertalk: {escape_controls(' '.join(message.split()))}", file=sys.stderr)
-    return 1

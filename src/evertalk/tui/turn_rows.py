@@ -33,6 +33,7 @@ from evertalk.protocol.events import (
     catching_up_text,
 )
 from evertalk.slash import RETRY_HINT
+from evertalk.terminal_text import one_line
 from evertalk.tui.widgets import (
     NoteRow,
     ReplyView,
@@ -41,7 +42,6 @@ from evertalk.tui.widgets import (
     UserRow,
     WorkRow,
     clip,
-    one_line,
 )
 
 KEY_HINT = "check your key with /setup (it also changes the provider and the base URL)"

@@ -24,7 +24,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Collapsible, Label, Markdown, Static, TextArea
 
 from evertalk.agent.permissions import Decision
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import escape_controls, one_line
 from evertalk.tui.commands import SlashSuggester, matching
 from evertalk.tui.reply_markdown import ReplyBody
 
@@ -34,10 +34,6 @@ CLIP_SHOWN = 20_000  # characters of a tool's input or output shown in its row
 
 def clip(text: str, size: int) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 # --- rows of the log -------------------------------------------------------------------------
