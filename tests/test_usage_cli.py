@@ -1,7 +1,9 @@
-"""`evertalk usage`, end to end, as a user runs it."""
+"""`evertalk usage`, end to end, as a user runs it: reading the ledger itself, or asking the
+home's service when one runs."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -10,18 +12,29 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
+from agent.test_turn_support import write_config
+from evertalk import usage_cli
 from evertalk.ledger import Ledger, ledger_path
 from evertalk.providers.base import Usage
+from evertalk.service.paths import log_path, socket_path
 
 PLUS1 = timezone(timedelta(hours=1))
 
 
-def run(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, home: Path | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "EVERTALK_HOME"}
     if home is not None:
         env["EVERTALK_HOME"] = str(home)
     return subprocess.run(
-        [sys.executable, "-m", "evertalk", *args], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "evertalk", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
     )
 
 
@@ -302,3 +315,56 @@ def test_one_number_format_per_column_and_no_trailing_spaces(tmp_path: Path) -> 
     for label, cells in rows.items():
         assert all(TOKEN_CELL.fullmatch(cell) for cell in cells[1:5]), (label, cells)
     assert "cache read share                 90.0% of 265.7k prompt tokens" in lines
+
+
+# -- through the service ------------------------------------------------------------------------
+
+
+def outputs(home: Path, cwd: Path) -> list[tuple[int, str, str]]:
+    """What `evertalk usage` says, plain and as JSON, for a home named relative to `cwd`."""
+    found = []
+    for extra in ((), ("--json",)):
+        result = run("--home", os.path.relpath(home, cwd), "usage", *extra, cwd=cwd)
+        found.append((result.returncode, result.stdout, result.stderr))
+    return found
+
+
+def test_a_running_service_is_asked_and_says_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    write_config(home, base_url="http://127.0.0.1:9")  # no call is made
+    empty = outputs(home, tmp_path)
+    make_ledger(home)
+    with open(ledger_path(home), "ab") as file:
+        file.write(b'{"date":"2026-10-2')  # a torn line: its warning too must read the same
+    direct = outputs(home, tmp_path)
+    assert not socket_path(home).exists() and not log_path(home).exists()  # none was started
+    ledger_path(home).rename(tmp_path / "kept.jsonl")
+
+    started = run("serve", home=home)
+    assert started.returncode == 0, started.stderr
+    assert outputs(home, tmp_path) == empty
+    (tmp_path / "kept.jsonl").rename(ledger_path(home))
+    assert outputs(home, tmp_path) == direct
+    assert direct[0][0] == 0 and "skipped 1 unreadable line" in direct[0][2]
+    assert json.loads(direct[1][1])["ledger"] == "home/usage.jsonl"  # as the command named it
+
+    # the service read it: in this process, reading the file fails
+    def unread(path: Path) -> usage_cli.UsageReport:
+        raise AssertionError(f"{path} was read by the command")
+
+    monkeypatch.setattr(usage_cli, "read_usage", unread)
+    assert usage_cli.run_usage_command(argparse.Namespace(json=True), home) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said == {**json.loads(direct[1][1]), "ledger": str(ledger_path(home))}
+
+
+def test_an_unreadable_ledger_reads_the_same_through_the_service(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_config(home, base_url="http://127.0.0.1:9")
+    ledger_path(home).mkdir()
+    direct = outputs(home, tmp_path)
+    assert run("serve", home=home).returncode == 0
+    assert outputs(home, tmp_path) == direct
+    assert direct[0][0] == 1 and "cannot read home/usage.jsonl" in direct[0][2]

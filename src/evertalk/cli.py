@@ -201,8 +201,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.action == "compact":
         from evertalk.compact_cli import run_compact
 
-        _take_over(args.home or default_home(), "memory compact")
-        return run_compact(args.home or default_home())
+        return run_compact(args.home or default_home())  # a client: the service is not stopped
     from evertalk.memory_cli import run_memory_command
 
     home = args.home or default_home()
@@ -210,8 +209,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _take_over(home: Path, what: str) -> None:
-    """The terminal app and `memory compact`/`repair` open the chat themselves, for now: a
-    service that holds it is stopped first (the next `-p` starts it again)."""
+    """`memory repair` opens the chat itself, since it must own the files: a service that
+    holds it is stopped first (the next client starts it again)."""
     from evertalk.client.connection import ServiceError, take_over
 
     try:

@@ -1,140 +1,208 @@
-"""`evertalk memory compact`: build every node that needs a model call, with a progress line.
+"""`evertalk memory compact`: watch the service build every node that needs a model call, with
+a progress line.
+
+The service does the work (this command starts it when none runs), so that a summary paid for
+is never cut off by a client leaving. About twice a second the command asks it where its
+compactor is (the `compact` request); while it asks, a node that failed is tried again on a
+timer rather than at the next message, and once nothing is left, a batch of merges that waited
+for the summaries goes on at once, so that the command ends with the view at or under its
+ceiling.
 
 A chat that is behind (an import, a long time offline, a lost tree) is said to be catching up
 first, with the summaries to go and about how long they take. On a terminal the progress line is
 redrawn in place, with the time left once a rate is measured; a warning (a node's first failure)
-gets a line of its own above it. Once everything is built, a batch that waited for the summaries
-goes on at once rather than at the next message, so the command ends with the view at or under
-its ceiling. The last line, terminal or not, is the progress at the end.
+gets a line of its own above it. The last line, terminal or not, is the progress at the end. Its
+figures are this command's: what the service built, called and spent since the command began
+(since the service started, when the command started it).
+
+Ctrl+C ends the watching only: the summaries go on in the service. Nothing here imports the
+agent, the compactor or a model SDK: the service has them loaded already.
 """
 
 from __future__ import annotations
 
+import select
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Final
 
-import anyio
-
-from evertalk.chat import Chat
-from evertalk.compactor.service import Compactor
-from evertalk.compactor.status import catch_up_seconds
-from evertalk.config import ConfigError, secret_values
-from evertalk.ledger import Ledger, ledger_path
-from evertalk.memory.budget import Budget
-from evertalk.memory_cli import report_warnings
+from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect, running
 from evertalk.protocol.events import CatchingUp, about, catching_up_text
-from evertalk.providers.base import ProviderError
-from evertalk.runtime import Runtime
-from evertalk.store.errors import StoreError
+from evertalk.terminal_text import escape_controls
+
+CLIENT: Final = "compact"
+POLL_SECONDS: Final = 0.5
+PAUSED: Final = "memory: summaries are paused"
+"""How the service's warning of a setup error (a wrong key or model) starts: this command
+ends on that error, said in its own one line, so the warning would only say it twice."""
+WATCH_HINT: Final = "evertalk memory status shows how far it is"
+KEPT: Final = "the summaries built so far are kept (evertalk memory compact goes on from there)"
+
+
+class _Ended(Exception):
+    """The command ends on this one line (exit status 1)."""
 
 
 def run_compact(home: Path) -> int:
     chat_dir = home / "chat"
-    if not (chat_dir / "main").is_dir():  # Chat.open would make an empty chat
+    if not (chat_dir / "main").is_dir():  # a service would start an empty chat there
         return _fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
+    from evertalk.config import ConfigError, load_config
+
+    watch = _Watch()
     try:
-        runtime = Runtime.load(home)
-        chat = Chat.open(chat_dir, budget=Budget.for_window(runtime.config.turn.context_window))
-    except (ConfigError, StoreError) as error:
-        return _fail(str(error))
-    report_warnings(chat)
-    if not chat.core.tree.unbuilt_count():  # nothing to build: no need to load a model SDK
-        try:
-            _resume_batch(chat)  # one an earlier run left waiting
-        except StoreError as error:
-            return _fail(str(error))
-        finally:
-            chat.close()
-        print(_progress(0, 0, 0, 0.0, None), file=sys.stderr)
-        return 0
-    ledger = Ledger(ledger_path(home))
-    compactor: Compactor | None = None
-    try:
-        provider = runtime.memory_provider()
-        compactor = Compactor(
-            chat,
-            provider,
-            runtime.compactor_settings(),
-            system=runtime.system,
-            tools=runtime.tools,  # the turns' list: one cached prefix for both
-            ledger=ledger,
-            on_warning=_warn,
-            secrets=secret_values(runtime.config),
-        )
-        compactor.waiting = True  # nobody will send a message: retry failed nodes on a timer
-        total = compactor.unbuilt()
-        _say_catching_up(chat, compactor.settings.concurrency)
-        anyio.run(_compact, compactor, total)
-        _resume_batch(chat)
-    except ProviderError as error:
-        return _fail(f"the compactor's model cannot be used: {error}")
-    except StoreError as error:  # a line could not be saved: the chat must be reopened
+        # read here too, as -p does: a setting that cannot be used is this command's one line
+        load_config(home)
+        watch.progress.started = not running(home)
+        with connect(home, CLIENT, start=True) as connection:
+            return watch.follow(connection)
+    except (ServiceError, ConfigError, _Ended) as error:
+        if isinstance(error, ServiceGone):  # the service ended without a word: it died
+            error = _Ended(f"the service went away; {KEPT}")
         return _fail(str(error))
     except KeyboardInterrupt:
-        built = compactor.built if compactor else 0
-        print(f"\nstopped; the {built} lines built so far are kept", file=sys.stderr)
+        watch.leave()
         return 130
-    finally:
-        ledger.close()
-        chat.close()
-    print(_line(compactor, total), file=sys.stderr)
-    return 0
 
 
-def _say_catching_up(chat: Chat, concurrency: int) -> None:
-    """`catching up: 4,812 summaries to go, about 2 h`, when the chat is behind: before any
-    call, so at the default pace."""
-    catch_up = chat.core.catch_up()
-    if catch_up.behind:
-        eta = catch_up_seconds(catch_up.to_go, None, concurrency)
-        print(catching_up_text(CatchingUp(catch_up.to_go, eta)), file=sys.stderr)
+@dataclass
+class _Progress:
+    """This command's share of the service's figures, and the line that shows them."""
+
+    started: bool = False  # the command started the service: all its work is the command's
+    base: tuple[int, int, float] | None = None  # built, calls and cost when the command began
+    total: int = 0
+    done: int = 0
+    left: int | None = None
+    line: str = ""
+
+    def update(self, reply: dict[str, Any]) -> None:
+        built, calls, cost = int(reply["built"]), int(reply["calls"]), float(reply["cost"])
+        left = int(reply["left"])
+        if self.base is None:
+            self.base = (0, 0, 0.0) if self.started else (built, calls, cost)
+            self.total = left + built - self.base[0]
+        # messages logged meanwhile (another client's turn) add work to the total, and a
+        # finished node is never taken back from the count
+        self.done = max(self.done, self.total - left)
+        self.total = max(self.total, self.done + left)
+        self.left = left
+        rate = reply.get("rate")
+        eta = (
+            f"{about(left / rate)} left"
+            if isinstance(rate, int | float) and rate and left
+            else None
+        )
+        self.line = progress_line(
+            self.done,
+            self.total,
+            calls - self.base[1],
+            max(0.0, cost - self.base[2]),
+            reply.get("error"),
+            eta,
+        )
 
 
-def _resume_batch(chat: Chat) -> None:
-    """Everything is built: the batch that waited for it goes on now, not at the next message."""
-    before = chat.core.view.size
-    if chat.resume_batch() and chat.core.view.size != before:
-        _warn(f"the view merged down from {before:,} to {chat.core.view.size:,} bytes")
+class _Watch:
+    def __init__(self) -> None:
+        self.progress = _Progress()
+        self.tty = sys.stderr.isatty()
+        self.drawn = False  # a progress line stands unfinished on the terminal
+
+    def follow(self, connection: Connection) -> int:
+        first = True
+        while True:
+            connection.send({"type": "compact"})
+            reply = self._reply(connection)
+            if reply is None:  # the service is reopening on new settings: ask again shortly
+                self._listen(connection, POLL_SECONDS)
+                continue
+            if reply.get("setup_error"):
+                raise _Ended(f"the compactor's model cannot be used: {reply['setup_error']}")
+            if reply.get("broken"):
+                raise _Ended(str(reply["broken"]))
+            self.progress.update(reply)
+            behind = reply.get("catching_up")
+            if first and isinstance(behind, dict):
+                eta = behind.get("eta_seconds")
+                seconds = float(eta) if isinstance(eta, int | float) else None
+                said = CatchingUp(int(behind["to_go"]), seconds)
+                self._say(catching_up_text(said))
+            first = False
+            if self.progress.left == 0:
+                merged_from = reply.get("merged_from")
+                if isinstance(merged_from, int):
+                    after = int(reply["view_bytes"])
+                    self._say(f"the view merged down from {merged_from:,} to {after:,} bytes")
+                self._say(self.progress.line)
+                return 0
+            if self.tty:
+                line = escape_controls(self.progress.line)
+                print("\r" + line, end="", file=sys.stderr, flush=True)
+                self.drawn = True
+            self._listen(connection, POLL_SECONDS)
+
+    def leave(self) -> None:
+        """Ctrl+C: the command goes, the service builds on."""
+        left = self.progress.left
+        to_go = f" ({left:,} to go)" if left else ""
+        print(
+            ("\n" if self.drawn else "")
+            + f"stopped watching: the service goes on building the summaries{to_go}; "
+            + WATCH_HINT,
+            file=sys.stderr,
+        )
+
+    def _reply(self, connection: Connection) -> dict[str, Any] | None:
+        """The service's answer to `compact`, the frames before it handled; None when it has no
+        chat open for a moment."""
+        while True:
+            frame = connection.receive()
+            kind = frame.get("type")
+            if kind == "compact":
+                return frame
+            if kind == "error":
+                if frame.get("kind") == "not_ready":
+                    return None
+                raise _Ended(str(frame.get("message")))
+            self._frame(connection, frame)
+
+    def _listen(self, connection: Connection, seconds: float) -> None:
+        """Handle what the service sends for `seconds`: a warning shows as it comes."""
+        deadline = time.monotonic() + seconds
+        while (wait := deadline - time.monotonic()) > 0:
+            if not connection.pending:
+                readable, _, _ = select.select([connection.sock], [], [], wait)
+                if not readable:
+                    return
+            self._frame(connection, connection.receive())
+
+    def _frame(self, connection: Connection, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        if kind == "memory_warning":
+            text = str(frame.get("text"))
+            if not text.startswith(PAUSED):
+                self._say(text)
+        elif kind == "stopping":
+            raise _Ended(f"the service was stopped ({frame.get('reason')}); {KEPT}")
+        elif kind == "ask":
+            # a question the service had nobody else to put to: nobody here can answer it, and
+            # left open it would hold that turn for as long as this command watches
+            connection.send({"type": "answer", "id": frame.get("id"), "decision": "deny"})
+
+    def _say(self, line: str) -> None:
+        """A line of its own, over the progress line, which the next tick draws again below."""
+        prefix = "\r\x1b[K" if self.drawn else ""
+        print(prefix + escape_controls(line), file=sys.stderr, flush=True)
+        self.drawn = False
 
 
-async def _compact(compactor: Compactor, total: int) -> None:
-    error: ProviderError | StoreError | None = None
-    async with anyio.create_task_group() as group:
-        group.start_soon(_show_progress, compactor, total)
-        try:
-            await compactor.run(until_built=True)
-        except (ProviderError, StoreError) as caught:  # out of the group it would be a group
-            error = caught
-        group.cancel_scope.cancel()
-    if error is not None:
-        raise error
-
-
-async def _show_progress(compactor: Compactor, total: int) -> None:
-    while True:
-        if sys.stderr.isatty():
-            print("\r" + _line(compactor, total), end="", file=sys.stderr, flush=True)
-        await anyio.sleep(0.5)
-
-
-def _warn(line: str) -> None:
-    if sys.stderr.isatty():  # over the progress line, which the next tick draws again below
-        print("\r\x1b[K" + line, file=sys.stderr, flush=True)
-    else:
-        print(line, file=sys.stderr, flush=True)
-
-
-def _line(compactor: Compactor, total: int) -> str:
-    error = compactor.last_error if compactor.failed_at else None
-    left = compactor.unbuilt()
-    rate = compactor.rate()
-    eta = f"{about(left / rate)} left" if rate and left else None
-    return _progress(total - left, total, compactor.calls, compactor.cost, error, eta)
-
-
-def _progress(
+def progress_line(
     done: int, total: int, calls: int, cost: float, error: str | None, eta: str | None = None
 ) -> str:
+    """`[#####---] built 12/40 · calls 13 · $0.0123 · about 2 min left · last error: …`."""
     width = 24
     filled = width * done // total if total else width
     bar = "#" * filled + "-" * (width - filled)
@@ -144,5 +212,5 @@ def _progress(
 
 
 def _fail(message: str) -> int:
-    print(f"evertalk: {message}", file=sys.stderr)
+    print(escape_controls(f"evertalk: {' '.join(message.split())}"), file=sys.stderr)
     return 1

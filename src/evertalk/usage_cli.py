@@ -1,52 +1,122 @@
 """`evertalk usage`: what the model calls cost, from the usage ledger (SPEC §1.8).
 
-Reads `<home>/usage.jsonl` only; imports no model SDK.
+When a service runs for the home, it reads `<home>/usage.jsonl` (the `usage` request), since
+it is the one writing to it; otherwise the command reads the file itself, and starts no service
+for that. Either way the output is the same. Imports no model SDK.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import select
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from evertalk.ledger import LedgerContents, Summary, Totals, ledger_path, read_records, summarize
+from evertalk.ledger import Summary, Totals, ledger_path, read_records, summarize
 
 COLUMNS = ("calls", "input", "output", "cache read", "cache write", "read share", "cost")
+CLIENT: Final = "usage"
+ANSWER_SECONDS: Final = 10.0
+"""How long the command waits for a running service's answer before it reads the file itself."""
 
 
-def run_usage_command(args: argparse.Namespace, home: Path) -> int:
-    path = ledger_path(home)
+@dataclass(frozen=True)
+class UsageReport:
+    """The ledger summed up, as the command prints it, whoever read it. The ledger's path is not
+    in it: the command names the file as its own home names it."""
+
+    summary: dict[str, Any]  # `Summary.as_dict`
+    table: str | None  # the table and the lines under it; None before the first call
+    skipped: int = 0  # unreadable lines
+    error: str | None = None  # why the ledger could not be read
+
+    def as_frame(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "table": self.table,
+            "skipped": self.skipped,
+            "error": self.error,
+        }
+
+
+def read_usage(path: Path) -> UsageReport:
     try:
         contents = read_records(path)
     except FileNotFoundError:
         contents = None
     except OSError as error:
-        print(f"evertalk: cannot read {path}: {error.strerror or error}", file=sys.stderr)
+        return UsageReport({}, None, error=error.strerror or str(error))
+    records = contents.records if contents is not None else []
+    summary = summarize(records)
+    table = format_summary(summary) if records else None
+    skipped = contents.skipped if contents is not None else 0
+    return UsageReport(summary.as_dict(), table, skipped)
+
+
+def run_usage_command(args: argparse.Namespace, home: Path) -> int:
+    path = ledger_path(home)
+    report = _asked(home) or read_usage(path)
+    if report.error is not None:
+        print(f"evertalk: cannot read {path}: {report.error}", file=sys.stderr)
         return 1
-    if contents is not None and contents.skipped:
+    if report.skipped:
         print(
-            f"warning: {path}: skipped {contents.skipped:,} unreadable "
-            f"line{'s' if contents.skipped != 1 else ''}",
+            f"warning: {path}: skipped {report.skipped:,} unreadable "
+            f"line{'s' if report.skipped != 1 else ''}",
             file=sys.stderr,
         )
-    summary = summarize(contents.records if contents is not None else [])
     if getattr(args, "json", False):
-        print(json.dumps(as_json(summary, path, contents)))
-    elif contents is None or not contents.records:
+        print(json.dumps({"ledger": str(path), "skipped": report.skipped, **report.summary}))
+    elif report.table is None:
         print(f"No model calls yet: {path} gets a line for each one.")
     else:
-        print(format_summary(summary))
+        print(report.table)
     return 0
 
 
-def as_json(summary: Summary, path: Path, contents: LedgerContents | None) -> dict[str, object]:
-    return {
-        "ledger": str(path),
-        "skipped": contents.skipped if contents is not None else 0,
-        **summary.as_dict(),
-    }
+def _asked(home: Path) -> UsageReport | None:
+    """The running service's report; None when no service runs, or it cannot give one (an
+    older one, one stopping, one that does not answer in time): the file is read here then."""
+    from evertalk.client.connection import ServiceError, connect
+
+    try:
+        connection = connect(home, CLIENT)
+    except ServiceError:
+        return None
+    with connection:
+        try:
+            connection.send({"type": "usage"})
+            deadline = time.monotonic() + ANSWER_SECONDS
+            while True:
+                wait = deadline - time.monotonic()
+                if not connection.pending and (
+                    wait <= 0 or not select.select([connection.sock], [], [], wait)[0]
+                ):
+                    return None
+                frame = connection.receive()
+                if frame.get("type") == "usage":
+                    return _report_of(frame)
+                if frame.get("type") in ("error", "stopping"):
+                    return None
+        except ServiceError:  # it went away meanwhile
+            return None
+
+
+def _report_of(frame: dict[str, Any]) -> UsageReport | None:
+    summary, table = frame.get("summary"), frame.get("table")
+    skipped, error = frame.get("skipped"), frame.get("error")
+    if (
+        not isinstance(summary, dict)
+        or not isinstance(table, str | None)
+        or not isinstance(skipped, int)
+        or not isinstance(error, str | None)
+    ):
+        return None
+    return UsageReport(summary, table, skipped, error)
 
 
 LABEL_WIDTH = 33

@@ -1,14 +1,17 @@
-"""`evertalk memory compact` end to end: a real process, the real SDK, a loopback fake (SPEC §4).
+"""`evertalk memory compact` end to end: a client of the service, which builds the summaries with
+the real SDK against a loopback fake (SPEC §4).
 
-The fake listens on 127.0.0.1 in a thread of the test process; the command finds it through
-ANTHROPIC_BASE_URL, as a user's proxy would be found. The chats are made here with the real
-Chat, closed, then handed to the command.
+The fake listens on 127.0.0.1 in a thread of the test process; the service that the command
+starts finds it through ANTHROPIC_BASE_URL, as a user's proxy would be found. The chats are made
+here with the real Chat, closed, then handed to the command. Each test's service is stopped
+before its fake goes, so that no call of its is left hanging.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pty
 import random
 import re
 import signal
@@ -17,13 +20,20 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
+import pytest
 from test_service import tree_records
 
 from evertalk.chat import Chat
+from evertalk.client.connection import stop_service
 from evertalk.ledger import ledger_path, read_records
-from fakes import AnthropicFake, Script, SwitchApp, empty, serve, slow, summarizer
+from evertalk.service.paths import log_path, socket_path
+from fakes import AnthropicFake, Call, Script, empty, serve, slow, summarizer
+from fakes import chat as answer
 
 KEY = "sk-ant-api03-compact-cli-tests-SECRET-91b2e0"
 MODEL = "claude-haiku-4-5"
@@ -35,6 +45,13 @@ backup rsync cron nightly notes log rotate disk quota naïve café 日本語 str
 rebase merge conflict test fixture timeout retry socket proxy cache token python anyio httpx
 """
 WORDS = _WORDS.split()
+
+
+@pytest.fixture(autouse=True)
+def _no_service_left(home: Path) -> Iterator[None]:
+    """The homes here are not in tmp_path, where the suite looks for services to stop."""
+    yield
+    stop_service(home, "test")
 
 
 def make_chat(home: Path, count: int, sizes: tuple[int, ...], seed: int) -> None:
@@ -55,6 +72,7 @@ def environment(home: Path, url: str, key: str = KEY) -> dict[str, str]:
         EVERTALK_HOME=str(home),
         EVERTALK_PROVIDER="anthropic",
         EVERTALK_MEMORY_MODEL=MODEL,
+        EVERTALK_SERVICE_IDLE="30",  # a service a failed test leaves goes by itself
         ANTHROPIC_BASE_URL=url,
         ANTHROPIC_API_KEY=key,
     )
@@ -68,7 +86,32 @@ def evertalk(home: Path, url: str, *args: str, key: str = KEY) -> subprocess.Com
         capture_output=True,
         text=True,
         timeout=60,
+        cwd=home,
     )
+
+
+def start(
+    home: Path, url: str, *args: str, stderr: int | IO[Any] = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*EVERTALK, *args],
+        env=environment(home, url),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        cwd=home,
+    )
+
+
+@contextmanager
+def served(home: Path, fake: AnthropicFake) -> Iterator[str]:
+    """The fake on loopback; the home's service is stopped before the fake goes."""
+    with serve(fake) as url:
+        try:
+            yield url
+        finally:
+            stop_service(home, "test")
 
 
 def model_built(chat_dir: Path) -> dict[tuple[int, int], str]:
@@ -84,11 +127,6 @@ def assert_built_once(chat_dir: Path, t: int) -> None:
     assert not [node for node, count in counts.items() if count > 1], "a node built twice"
     expected = {(level, i) for level in range(t.bit_length()) for i in range(t >> level)}
     assert counts.keys() == expected, sorted(expected ^ counts.keys())[:10]
-
-
-def node_of_name(name: str) -> tuple[int, int]:
-    start, count = (int(part) for part in name.split("+"))
-    return (count.bit_length() - 1, start // count)
 
 
 def assert_no_key(home: Path, *outputs: str) -> None:
@@ -107,35 +145,43 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def start_compact(home: Path, url: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*EVERTALK, "memory", "compact"],
-        env=environment(home, url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def memory_status(home: Path) -> dict[str, Any]:
+    result = evertalk(home, UNUSED_URL, "memory", "status", "--json")
+    assert result.returncode == 0, result.stderr
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
 
 
-def wait_for_built(process: subprocess.Popen[str], chat_dir: Path, count: int) -> None:
-    deadline = time.monotonic() + 30
-    while len(model_built(chat_dir)) < count:
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "the compactor built too little"
+def service_pid(home: Path) -> int | None:
+    found = json.loads(evertalk(home, UNUSED_URL, "service", "status", "--json").stdout)
+    return int(found["pid"]) if found["running"] else None
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
         time.sleep(0.05)
 
 
-def test_compact_without_a_chat_fails_in_one_line(home: Path) -> None:
+def paced(seconds: float = 0.005) -> AnthropicFake:
+    """A summarizer whose replies trickle, so that a compaction of 63 nodes takes a few
+    seconds: there is time to watch it, and to leave it."""
+    return AnthropicFake(slow(0.0, summarizer(300), chunk_delay=seconds), text_chunk=16)
+
+
+def test_compact_without_a_chat_fails_in_one_line_and_starts_no_service(home: Path) -> None:
     result = evertalk(home, UNUSED_URL, "memory", "compact")
     line = one_line_error(result)
     assert "no chat" in line
     assert not (home / "chat").exists()
+    assert not socket_path(home).exists() and not log_path(home).exists()
 
 
 def test_a_wrong_key_fails_in_one_line_and_never_shows_the_key(home: Path) -> None:
     make_chat(home, 12, (1_000, 2_000), seed=2)
     fake = AnthropicFake(summarizer(300), api_key="the-right-key")
-    with serve(fake) as url:
+    with served(home, fake) as url:
         result = evertalk(home, url, "memory", "compact")
     line = one_line_error(result)
     assert "cannot be used" in line and "key" in line.lower(), line
@@ -145,82 +191,145 @@ def test_a_wrong_key_fails_in_one_line_and_never_shows_the_key(home: Path) -> No
     assert_no_key(home, result.stdout, result.stderr)
 
 
-def test_stopped_and_killed_compactions_end_with_every_node_built_once(home: Path) -> None:
-    """Ctrl+C, then kill -9, each mid-way; then a run to the end, then one with nothing to do."""
-    make_chat(home, 64, (1_000, 3_000), seed=3)  # no free node: 64 leaves and 63 merges to build
+def test_compact_through_the_service_builds_the_whole_tree(home: Path) -> None:
+    """On a terminal the progress line is redrawn as the service builds; the command ends with
+    the whole tree built once, and leaves the service running."""
+    make_chat(home, 32, (1_000, 3_000), seed=3)  # no free node: 32 leaves and 31 merges to build
     chat_dir = home / "chat"
-    outputs: list[str] = []
-    # about a second per call (the response starts at once, then trickles), 8 at a time
-    slow_fake = AnthropicFake(slow(0.0, summarizer(300), chunk_delay=0.05), text_chunk=16)
-    app = SwitchApp(slow_fake)
-    with serve(app) as url:
-        # Ctrl+C: a clean stop that keeps what was built
-        process = start_compact(home, url)
+    fake = paced()
+    reader, writer = pty.openpty()
+    with served(home, fake) as url:
+        process = start(home, url, "memory", "compact", stderr=writer)
+        os.close(writer)
+        shown = b""
+        while chunk := _read(reader):
+            shown += chunk
+        process.wait(timeout=30)
+        os.close(reader)
+        pid = service_pid(home)
+    text = shown.decode()
+    assert process.returncode == 0, text
+    assert process.stdout is not None and process.stdout.read() == ""
+    drawn = re.findall(r"\r(\[[#-]{24}\] built (\d+)/63 · calls \d+ · \$[\d.]+[^\r\n]*)", text)
+    assert any(0 < int(done) < 63 for _, done in drawn), text  # drawn while it worked
+    last = text.strip().splitlines()[-1]
+    assert re.search(r"\[#{24}\] built 63/63 · calls 63 · \$\d+\.\d{4}$", last), last
+    assert fake.totals.requests == 63
+    assert_built_once(chat_dir, 32)
+    status = memory_status(home)
+    assert (status["unbuilt"], status["built"]) == (0, 63)
+    assert pid is not None  # the service stays: it is not the command's to stop
+    records = read_records(ledger_path(home)).records
+    assert {r.role for r in records} == {"compaction"} and {r.model for r in records} == {MODEL}
+    assert_no_key(home, text)
+
+
+def _read(descriptor: int) -> bytes:
+    try:
+        return os.read(descriptor, 65536)
+    except OSError:  # the other end closed: the command is over
+        return b""
+
+
+def test_ctrl_c_leaves_the_service_building_and_a_later_run_has_nothing_to_do(
+    home: Path,
+) -> None:
+    make_chat(home, 32, (1_000, 3_000), seed=3)
+    chat_dir = home / "chat"
+    fake = paced(0.01)
+    with served(home, fake) as url:
+        process = start(home, url, "memory", "compact")
         try:
-            wait_for_built(process, chat_dir, 8)
+            wait_until(lambda: len(model_built(chat_dir)) >= 8, "the first summaries")
         finally:
             process.send_signal(signal.SIGINT)
             out, err = process.communicate(timeout=30)
-        outputs += [out, err]
-        stopped = model_built(chat_dir)
         assert process.returncode == 130, err
-        assert f"stopped; the {len(stopped)} lines built so far are kept" in err
+        assert out == ""
+        said = err.strip().splitlines()[-1]
+        assert re.fullmatch(
+            r"stopped watching: the service goes on building the summaries \([\d,]+ to go\); "
+            r"evertalk memory status shows how far it is",
+            said,
+        ), err
+        assert len(model_built(chat_dir)) < 63, "it finished before the interrupt"
 
-        # kill -9, with `memory status` from another process while it runs
-        process = start_compact(home, url)
-        try:
-            wait_for_built(process, chat_dir, len(stopped) + 8)
-            status = evertalk(home, url, "memory", "status")
-            assert status.returncode == 0, status.stderr
-            assert f"compactor running in pid {process.pid}" in status.stdout
-            assert process.poll() is None, "it finished before the kill"
-        finally:
-            os.kill(process.pid, signal.SIGKILL)
-            out, err = process.communicate(timeout=30)
-        outputs += [out, err, status.stdout, status.stderr]
-        assert process.returncode == -signal.SIGKILL
-        before = model_built(chat_dir)
-        assert stopped.items() <= before.items() and len(before) < 64 + 63
-        calls_before = len(read_records(ledger_path(home)).records)
-        status = evertalk(home, url, "memory", "status")
-        assert "compactor not running" in status.stdout, status.stdout
-
-        # again, to the end
-        app.current = fake = AnthropicFake(summarizer(300))
-        result = evertalk(home, url, "memory", "compact")
-        outputs += [result.stdout, result.stderr]
-        assert result.returncode == 0, result.stderr
-        assert_built_once(chat_dir, 64)
-        left = 64 + 63 - len(before)
-        last = result.stderr.strip().splitlines()[-1]
-        assert re.search(rf"built {left}/{left} · calls {left} · \$\d+\.\d{{4}}", last), last
-        assert fake.totals.requests == left
+        # no client at all now: the service builds on to the end
+        wait_until(lambda: memory_status(home)["unbuilt"] == 0, "the whole tree")
+        assert_built_once(chat_dir, 32)
+        assert fake.totals.requests == 63
 
         # and once more: nothing to do, no call
-        started = time.monotonic()
         result = evertalk(home, url, "memory", "compact")
-        outputs += [result.stdout, result.stderr]
         assert result.returncode == 0, result.stderr
-        assert time.monotonic() - started < 15
-        assert "built 0/0" in result.stderr.strip().splitlines()[-1]
-        assert fake.totals.requests == left
+        assert result.stderr.strip().splitlines() == [f"[{'#' * 24}] built 0/0 · calls 0 · $0.0000"]
+        assert fake.totals.requests == 63
 
-    assert_built_once(chat_dir, 64)
-    after = model_built(chat_dir)
-    assert before.items() <= after.items()  # nothing built before was lost or rebuilt
-    records = read_records(ledger_path(home)).records
-    assert {r.role for r in records} == {"compaction"} and {r.model for r in records} == {MODEL}
-    again = [node_of_name(r.node) for r in records[calls_before:] if r.node]
-    assert len(again) == left and set(again) == after.keys() - before.keys()
-    assert_no_key(home, *outputs)
+
+@pytest.mark.parametrize("how", ["stopped", "killed"])
+def test_a_service_that_goes_ends_the_command_in_one_line(home: Path, how: str) -> None:
+    make_chat(home, 16, (1_000, 2_000), seed=6)
+    chat_dir = home / "chat"
+    with served(home, paced(0.02)) as url:
+        process = start(home, url, "memory", "compact")
+        try:
+            wait_until(lambda: len(model_built(chat_dir)) >= 2, "the first summaries")
+            pid = service_pid(home)
+            assert pid is not None
+            if how == "stopped":
+                assert evertalk(home, url, "service", "stop").returncode == 0
+            else:
+                os.kill(pid, signal.SIGKILL)
+            out, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert (process.returncode, out) == (1, ""), err
+    why = "was stopped (asked by stop " if how == "stopped" else "went away; "
+    assert err.startswith(f"evertalk: the service {why}") and err.count("\n") == 1, err
+    assert err.endswith(
+        "the summaries built so far are kept (evertalk memory compact goes on from there)\n"
+    )
+
+
+def test_compact_beside_a_running_turn_is_served_by_the_same_service(home: Path) -> None:
+    """A `-p` turn holds the service when `memory compact` comes: the command is served, not
+    refused, and stops nothing; the turn ends with its answer."""
+    make_chat(home, 16, (1_000, 2_000), seed=5)
+    turns: list[Call] = []
+
+    def is_turn(call: Call) -> bool:
+        if call.body.get("tool_choice") in ({"type": "none"}, "none"):
+            return False
+        turns.append(call)
+        return True
+
+    script = Script(summarizer(300)).route(is_turn, slow(2.0, answer("the turn's answer")))
+    fake = AnthropicFake(script)
+    with served(home, fake) as url:
+        turn = start(home, url, "-p", "a short question")
+        try:
+            wait_until(lambda: bool(turns), "the turn's call")
+            pid = service_pid(home)
+            result = evertalk(home, url, "memory", "compact")
+            out, err = turn.communicate(timeout=60)
+        finally:
+            if turn.poll() is None:
+                turn.kill()
+        assert result.returncode == 0, result.stderr
+        assert "stopping the service" not in result.stderr
+        assert re.search(r"built (\d+)/\1 · ", result.stderr.strip().splitlines()[-1])
+        assert (turn.returncode, out) == (0, "the turn's answer\n"), err
+        assert service_pid(home) == pid
+        assert memory_status(home)["unbuilt"] == 0
 
 
 def test_a_failed_node_is_a_warning_line_of_its_own(home: Path) -> None:
     make_chat(home, 8, (1_000, 2_000), seed=4)
     script = Script(summarizer(300))
     script.route(lambda call: re.match(r"\w+: m3 ", call.input_text) is not None, empty())
-    with serve(AnthropicFake(script)) as url:
-        process = start_compact(home, url)
+    with served(home, AnthropicFake(script)) as url:
+        process = start(home, url, "memory", "compact")
         lines: list[str] = []
         assert process.stderr is not None
         reader = threading.Thread(target=lambda: lines.extend(process.stderr or ()), daemon=True)
@@ -240,7 +349,7 @@ def test_a_failed_node_is_a_warning_line_of_its_own(home: Path) -> None:
         "memory: 3+1 could not be summarized (the model gave no usable line); "
         "it will be tried again\n"
     )
-    assert lines[-1].startswith("stopped; the ") and len(lines) == 3  # and the stop's newline
+    assert lines[-1].startswith("stopped watching: ") and len(lines) == 2
 
 
 # -- catching up --------------------------------------------------------------------------------
@@ -267,24 +376,28 @@ def test_compact_says_it_is_catching_up_and_ends_with_the_view_under_its_ceiling
     chat_dir = home / "chat"
     assert saved_views(chat_dir)["shrinking"] is True
     fake = AnthropicFake(summarizer(300))
-    with serve(fake) as url:
+    with served(home, fake) as url:
         result = evertalk(home, url, "memory", "compact")
-    assert result.returncode == 0, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert re.fullmatch(r"catching up: 296 summaries to go, about \d+ min", lines[0]), lines
-    assert re.fullmatch(r"the view merged down from 151,800 to [\d,]+ bytes", lines[-2]), lines
-    assert "built 296/296" in lines[-1]
-    assert fake.totals.requests == 296
+        assert result.returncode == 0, result.stderr
+        lines = result.stderr.strip().splitlines()
+        # said at the first answer: the service may have built a few summaries by then
+        caught = re.fullmatch(
+            r"catching up: ([\d,]+) summaries to go, (about \d+ min|less than a minute)", lines[0]
+        )
+        assert caught and 0 < int(caught[1].replace(",", "")) <= 296, lines
+        assert re.fullmatch(r"the view merged down from 151,800 to [\d,]+ bytes", lines[-2]), lines
+        assert "built 296/296" in lines[-1]
+        assert fake.totals.requests == 296
 
-    saved = saved_views(chat_dir)
-    assert saved["shrinking"] is False and saved["cshrinking"] is False
-    with Chat.open(chat_dir, readonly=True) as chat:  # the saved views reopen as they are
-        assert chat.warnings == []
-        assert chat.core.view.size <= 64_000 and chat.core.cview.size <= 16_000
-        assert json.loads(json.dumps(chat.core.saved().view)) == saved["view"]
-        assert json.loads(json.dumps(chat.core.saved().cview)) == saved["cview"]
-    status = evertalk(home, UNUSED_URL, "memory", "status")
-    assert "catching up" not in status.stdout and "steady" in status.stdout
+        saved = saved_views(chat_dir)
+        assert saved["shrinking"] is False and saved["cshrinking"] is False
+        with Chat.open(chat_dir, readonly=True) as chat:  # the saved views reopen as they are
+            assert chat.warnings == []
+            assert chat.core.view.size <= 64_000 and chat.core.cview.size <= 16_000
+            assert json.loads(json.dumps(chat.core.saved().view)) == saved["view"]
+            assert json.loads(json.dumps(chat.core.saved().cview)) == saved["cview"]
+        status = evertalk(home, UNUSED_URL, "memory", "status")
+        assert "catching up" not in status.stdout and "steady" in status.stdout
 
 
 def test_compact_with_nothing_to_build_still_ends_a_waiting_batch(home: Path) -> None:
@@ -304,3 +417,32 @@ def test_compact_with_nothing_to_build_still_ends_a_waiting_batch(home: Path) ->
     assert saved["shrinking"] is False
     again = evertalk(home, UNUSED_URL, "memory", "compact")
     assert again.stderr.strip().splitlines() == [lines[-1]]  # nothing left to do
+
+
+FORBIDDEN = ("anthropic", "openai", "httpx", "textual", "anyio")
+FORBIDDEN_EVERTALK = ("evertalk.agent", "evertalk.compactor", "evertalk.providers")
+
+
+def test_the_command_loads_neither_the_agent_nor_a_model_sdk(home: Path) -> None:
+    """The service has them loaded: the command is a client, and starts as fast as one."""
+    free_message_chat(home, 1)  # its one node is free: no call to make
+    script = (
+        "import sys\n"
+        "from evertalk.cli import main\n"
+        "assert main(['memory', 'compact']) == 0\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env=environment(home, UNUSED_URL),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=home,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "built 0/0" in result.stderr
+    loaded = result.stdout.split()
+    assert "evertalk.compact_cli" in loaded and "evertalk.client.connection" in loaded
+    assert [name for name in loaded if name.split(".")[0] in FORBIDDEN] == []
+    assert [name for name in loaded if name.startswith(FORBIDDEN_EVERTALK)] == []

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from evertalk import __version__
 from evertalk.agent.retry import NothingToRetry
+from evertalk.chat import broken_error
+from evertalk.ledger import ledger_path
 from evertalk.protocol import events
 from evertalk.providers.base import Image
 from evertalk.service import commands
@@ -24,6 +26,7 @@ from evertalk.service.session import Session, error_frame
 from evertalk.slash import COMMANDS, RETRY, CommandError
 from evertalk.store.errors import StoreError
 from evertalk.store.records import MessageRecord
+from evertalk.usage_cli import read_usage
 
 if TYPE_CHECKING:
     from evertalk.service.server import Service
@@ -166,13 +169,17 @@ def compact(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
     agent = service.agent_open()
     compactor = agent.compactor
     service.compacting.add(session)
-    compactor.waiting = True
+    if not compactor.waiting:
+        compactor.waiting = True
+        compactor.wake()  # asleep until a message, it now times the retry of failed nodes
     left = compactor.unbuilt()
     merged_from = None
     if left == 0:
         before = agent.chat.core.view.size
         if agent.chat.resume_batch() and agent.chat.core.view.size != before:
             merged_from = before
+    behind = agent.status().catching_up
+    broken = agent.chat.broken
     return {
         "type": "compact",
         "left": left,
@@ -182,9 +189,18 @@ def compact(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
         "rate": compactor.rate(),
         "error": compactor.last_error if compactor.failed_at else None,
         "setup_error": str(compactor.setup_error) if compactor.setup_error else None,
+        "broken": str(broken_error(broken)) if broken is not None else None,
         "view_bytes": agent.chat.core.view.size,
         "merged_from": merged_from,
+        "catching_up": dataclasses.asdict(behind) if behind is not None else None,
     }
+
+
+def usage(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
+    """`evertalk usage`: the ledger summed up, as the command prints it. The ledger's path is
+    left for the client to name, as it names the home."""
+    path = ledger_path(service.home)
+    return {"type": "usage", "ledger": str(path), **read_usage(path).as_frame()}
 
 
 HANDLERS: Final[dict[str, Handler]] = {
@@ -198,6 +214,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "command": command,
     "records": records,
     "compact": compact,
+    "usage": usage,
 }
 
 
