@@ -53,9 +53,11 @@ IDLE_SECONDS = 600.0
 ASK_SECONDS = 120.0
 HELLO_SECONDS = 10.0
 FIRST_WORDS_MOST = 20  # warnings kept for the next client while none is connected
-WATCHERS = frozenset({"status", "stop", "serve", "test"})
+WATCHERS = frozenset({"status", "stop", "serve", "test", "usage"})
 """Clients that only look at the service or end it: a change of settings does not restart it
 for them."""
+ASKED = frozenset({"app", "-p"})
+"""Clients that answer a permission request: the windows, and `-p` (by its `--allow`)."""
 
 
 @dataclasses.dataclass
@@ -165,9 +167,10 @@ class Service:
             pending.answered.set()
 
     def _asked(self) -> Session | None:
+        """Who is asked: the sender of the message the turn answers, else another window."""
         if self.sender in self.sessions:
             return self.sender
-        return self.sessions[0] if self.sessions else None
+        return next((session for session in self.sessions if session.asked), None)
 
     def _agent_said(self, text: str) -> None:
         self.broadcast(events.MemoryWarning(f"service: {text}"))
@@ -312,7 +315,8 @@ class Service:
             if greeted is None:
                 return
             hello, early = greeted
-            session = Session(stream, f"{hello.get('client', 'client')} {hello.get('pid', '?')}")
+            kind = str(hello.get("client", "client"))
+            session = Session(stream, f"{kind} {hello.get('pid', '?')}", asked=kind in ASKED)
             session.post(self._welcome(session))
             for event in self.first_words:
                 session.post(wire.event_frame(event))

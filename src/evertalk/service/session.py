@@ -20,9 +20,10 @@ from evertalk.protocol import wire
 class Session:
     """One connected client: its name, and an outbox that one task writes to the socket."""
 
-    def __init__(self, stream: SocketStream, name: str) -> None:
+    def __init__(self, stream: SocketStream, name: str, *, asked: bool = True) -> None:
         self.stream = stream
         self.name = name
+        self.asked = asked  # it answers permission requests (a window, `-p`)
         self._outbox, self._pending = anyio.create_memory_object_stream[bytes](math.inf)
         self.written = anyio.Event()  # the outbox is closed and all of it went out
 
