@@ -1,0 +1,235 @@
+"""`evertalk import PATH...`: other agents' history (`importers/`) appended to the chat, through
+the service, after a preview and a yes.
+
+The preview says what was found (sources, conversations, messages by kind, the dates), what was
+left out and what could not be read, and what the summaries will cost: about one compaction
+call per message long enough to need one, and one per merge, at the compactor model's prices.
+The messages then go oldest first, in batches, each message under its source key: a run stopped
+by Ctrl+C or a kill resumes where it stopped, and importing the same files again adds nothing.
+While a turn runs, a batch waits for it to end (it would land inside the turn). The summaries go
+on in the service afterwards; the chat stays usable meanwhile (it catches up).
+
+Blocking and standard library only, like `-p`: nothing here imports the agent or an SDK.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
+from evertalk.importers import Imported, Reading, read_paths
+from evertalk.terminal_text import escape_controls, fail
+
+BATCH: Final = 200
+"""Messages per `append` request …"""
+BATCH_BYTES: Final = 4 * 1024 * 1024
+"""… and at most this much text and image data in one."""
+PROBLEMS_SHOWN: Final = 10
+
+LINE_BYTES: Final = 512  # a leaf whose text fits a summary line needs no call (SPEC §2.3)
+CALL_CONTEXT_TOKENS: Final = 8_000  # a compaction's cached prefix and context (SPEC §3.7)
+CALL_INPUT_TOKENS: Final = 600  # the node's own input, new each call
+CALL_OUTPUT_TOKENS: Final = 150  # one summary line
+DEFAULT_CALL_SECONDS: Final = 10.0
+CALLS_AT_ONCE: Final = 8
+
+
+@dataclass(frozen=True)
+class Estimate:
+    calls: int
+    cost: float | None  # USD; None when the model's price is unknown
+    seconds: float
+
+
+def run_import(home: Path, paths: Sequence[str], *, yes: bool) -> int:
+    reading = read_paths([Path(path).expanduser() for path in paths])
+    messages = reading.messages()
+    for line in preview(reading, messages, estimate(home, messages)):
+        print(escape_controls(line))
+    if not messages:
+        return fail("nothing to import" + (": no file could be read" if reading.problems else ""))
+    if not yes and not _confirmed():
+        return fail("nothing imported") if sys.stdin.isatty() else fail(NEED_YES, 2)
+    try:
+        return _append_all(home, messages)
+    except KeyboardInterrupt:
+        print(
+            "\nstopped; what was imported stays, and the same command goes on from there",
+            file=sys.stderr,
+        )
+        return 130
+
+
+NEED_YES = "not a terminal: nothing imported (add --yes to import without the question)"
+
+
+def preview(reading: Reading, messages: list[Imported], guess: Estimate) -> list[str]:
+    """The lines shown before the question."""
+    by_source: dict[str, int] = {}
+    for conversation in reading.conversations:
+        by_source[conversation.source] = by_source.get(conversation.source, 0) + 1
+    sources = ", ".join(f"{name} ({count:,})" for name, count in sorted(by_source.items()))
+    kinds = reading.kinds()
+    lines = [
+        f"files        {len(reading.files):,}",
+        f"sources      {sources or 'none'}",
+        f"conversations {len(reading.conversations):,}",
+        f"messages     {len(messages):,}"
+        + (": " + ", ".join(f"{kind} {n:,}" for kind, n in sorted(kinds.items())) if kinds else ""),
+    ]
+    span = reading.span()
+    if span is not None:
+        lines.append(f"dates        {span[0]:%Y-%m-%d} to {span[1]:%Y-%m-%d}")
+    if reading.skipped:
+        left = ", ".join(f"{why} {n:,}" for why, n in reading.skipped.most_common())
+        lines.append(f"left out     {left}")
+    if messages:
+        cost = "price unknown" if guess.cost is None else f"about ${guess.cost:,.2f}"
+        lines.append(
+            f"summaries    about {guess.calls:,} compaction calls, {cost}, "
+            f"about {_duration(guess.seconds)} at the default pace; the chat stays usable meanwhile"
+        )
+        lines.append(
+            "already imported messages are skipped; all of them come after the chat's own "
+            "messages in the log (`date` tells when each was said)"
+        )
+    if reading.problems:
+        lines.append(f"could not read {len(reading.problems):,}:")
+        lines += [f"  {problem}" for problem in reading.problems[:PROBLEMS_SHOWN]]
+        if len(reading.problems) > PROBLEMS_SHOWN:
+            lines.append(f"  … and {len(reading.problems) - PROBLEMS_SHOWN:,} more")
+    return lines
+
+
+def estimate(home: Path, messages: list[Imported]) -> Estimate:
+    """About how many compaction calls the messages need, what they cost, how long they take."""
+    long_leaves = sum(1 for m in messages if len(m.text.encode()) + 8 > LINE_BYTES)
+    calls = long_leaves + max(0, len(messages) - 1)
+    return Estimate(calls, _cost(home, calls), calls * DEFAULT_CALL_SECONDS / CALLS_AT_ONCE)
+
+
+def _cost(home: Path, calls: int) -> float | None:
+    from evertalk.config import ConfigError, load_config
+    from evertalk.providers.base import Usage
+    from evertalk.providers.prices import cost
+
+    try:
+        config = load_config(home)
+    except ConfigError:
+        return None
+    usage = Usage(
+        input=CALL_INPUT_TOKENS, output=CALL_OUTPUT_TOKENS, cache_read=CALL_CONTEXT_TOKENS
+    )
+    one = cost(config.memory_provider, config.memory.model, usage)
+    return None if one is None else one * calls
+
+
+def _confirmed() -> bool:
+    if not sys.stdin.isatty():
+        return False
+    try:
+        answer = input("import them? [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _append_all(home: Path, messages: list[Imported]) -> int:
+    try:
+        connection = connect(home, "import", start=True)
+    except ServiceError as error:
+        return fail(str(error))
+    added = skipped = 0
+    began = time.monotonic()
+    with connection:
+        try:
+            for batch in _batches(messages):
+                ids, already = _append(connection, batch)
+                added, skipped = added + len(ids), skipped + already
+                _progress(connection, added + skipped, len(messages), began)
+        except ServiceGone:
+            print(file=sys.stderr)
+            return fail(
+                f"the service went away after {added + skipped:,} of {len(messages):,} messages; "
+                "run the same command again to go on"
+            )
+    print(file=sys.stderr)
+    print(
+        f"imported {added:,} messages ({skipped:,} were already in the chat); the summaries go "
+        "on in the service: `evertalk memory status` shows them, `evertalk memory compact` "
+        "waits for them"
+    )
+    return 0
+
+
+def _batches(messages: list[Imported]) -> list[list[dict[str, Any]]]:
+    batches: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for message in messages:
+        frame = {
+            "kind": message.kind,
+            "text": message.text,
+            "date": message.time.isoformat(),
+            "key": message.key,
+            "images": [{"media_type": kind, "data": data} for kind, data in message.images],
+        }
+        weight = len(message.text) + sum(len(data) for _, data in message.images)
+        if batches[-1] and (len(batches[-1]) >= BATCH or size + weight > BATCH_BYTES):
+            batches.append([])
+            size = 0
+        batches[-1].append(frame)
+        size += weight
+    return [batch for batch in batches if batch]
+
+
+def _append(connection: Connection, batch: list[dict[str, Any]]) -> tuple[list[int], int]:
+    """Send one batch; while a turn runs, wait for it to end and send it again."""
+    while True:
+        connection.send({"type": "append", "messages": batch, "rid": 1})
+        reply = _reply(connection)
+        if reply["type"] == "appended":
+            return list(reply["ids"]), int(reply["skipped"])
+        if reply.get("kind") != "busy":
+            raise ServiceGone(str(reply.get("message")))  # not ours to fix: say it and stop
+        while connection.receive()["type"] != "quiet":
+            pass
+
+
+def _reply(connection: Connection) -> dict[str, Any]:
+    """The reply to the request in flight (events that come meanwhile are not this client's)."""
+    while True:
+        frame = connection.receive()
+        if frame.get("rid") == 1:
+            return frame
+
+
+def _progress(connection: Connection, done: int, total: int, began: float) -> None:
+    connection.send({"type": "status", "rid": 1})
+    status = _reply(connection)
+    width = 24
+    filled = width * done // total if total else width
+    bar = "#" * filled + "-" * (width - filled)
+    pace = done / max(time.monotonic() - began, 1e-6)
+    left = _duration((total - done) / pace) if pace and done < total else "done"
+    queued = int(status.get("compactor_queued", 0)) + int(status.get("compactor_running", 0))
+    line = (
+        f"[{bar}] {done:,}/{total:,} messages · summaries to build {queued:,} · "
+        f"${float(status.get('cost', 0.0)):.4f} · {left}"
+    )
+    if sys.stderr.isatty():
+        print("\r" + line, end="", file=sys.stderr, flush=True)
+    else:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"

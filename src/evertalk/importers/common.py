@@ -1,0 +1,240 @@
+"""What the readers share: times, the text of tool messages, images, JSON Lines, and building
+one conversation's messages with stable keys."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evertalk.image_files import MAX_IMAGE_BYTES, sniff
+from evertalk.importers.model import (
+    Conversation,
+    ImageData,
+    Imported,
+    Kind,
+    Problem,
+    Reading,
+    SourceKind,
+)
+from evertalk.memory.text import clip_output
+
+MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""What the providers take; an image of another type would make every request that shows it
+fail, so it is left out."""
+
+NO_OUTPUT = "(no output)"  # what the app's own tools give for an empty result
+
+EMPTY = "empty messages"
+THOUGHTS = "thoughts (never imported)"
+DUPLICATES = "records seen before (the same key)"
+
+_DATA_URL = re.compile(r"data:(image/[\w.+-]+);base64,(.*)", re.DOTALL)
+
+
+@dataclass
+class Context:
+    """One call of `read_paths`: where problems and counts go, and its options."""
+
+    reading: Reading
+    headings: bool = True
+
+    def problem(
+        self, file: str, why: str, line: int | None = None, record: str | None = None
+    ) -> None:
+        self.reading.problems.append(Problem(file, why, line, record))
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        if count:
+            self.reading.skipped[reason] += count
+
+
+def parse_time(value: object) -> datetime | None:
+    """An aware datetime from an ISO 8601 string or a Unix time in seconds; UTC when the value
+    names no zone; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):  # 3.11 reads a Z, but not a lower-case one
+        text = text[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def compact_json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_text(name: str, tool_input: object) -> str:
+    """A `tool` message as the app logs its own calls: the name, a space, the compact JSON input
+    (SPEC §1.2). Written here rather than imported, to keep this package free of the agent."""
+    arguments = tool_input if isinstance(tool_input, dict) else {"input": tool_input}
+    return f"{name} {compact_json(arguments)}"
+
+
+def echo_text(name: str, output: str, images: int = 0) -> str:
+    """An `echo` message as the app logs its own results: `name: output`, clipped (SPEC §1.5).
+    An empty output says so, or that the result is `images` images."""
+    if not output.strip():
+        output = NO_OUTPUT if not images else "[image]" if images == 1 else f"[{images} images]"
+    return clip_output(f"{name}: {output}")
+
+
+def arguments(raw: str) -> object:
+    """A tool call's input sent as a JSON string: the object it holds, else the string whole."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"input": raw}
+    return value if isinstance(value, dict) else {"input": raw}
+
+
+def image_from_base64(media_type: object, data: object, ctx: Context) -> ImageData | None:
+    """An image given as base64, if the chat can keep it; what cannot is counted."""
+    if not isinstance(media_type, str) or not isinstance(data, str):
+        ctx.skip("images not readable")
+        return None
+    if media_type not in MEDIA_TYPES:
+        ctx.skip("images of an unsupported type")
+        return None
+    data = "".join(data.split())
+    if len(data) * 3 // 4 > MAX_IMAGE_BYTES + 2:
+        ctx.skip("images over 5 MB")
+        return None
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        ctx.skip("images not readable")
+        return None
+    return media_type, data
+
+
+def image_from_bytes(data: bytes, ctx: Context) -> ImageData | None:
+    """An image file's bytes, typed from their signature (exports name some `.dat`)."""
+    if len(data) > MAX_IMAGE_BYTES:
+        ctx.skip("images over 5 MB")
+        return None
+    media_type = sniff(data)
+    if media_type is None:
+        ctx.skip("images of an unsupported type")
+        return None
+    return media_type, base64.b64encode(data).decode("ascii")
+
+
+def image_from_url(url: object, ctx: Context) -> ImageData | None:
+    """An image given as a `data:` URL; one that points elsewhere was never in the file."""
+    match = _DATA_URL.fullmatch(url) if isinstance(url, str) else None
+    if match is None:
+        ctx.skip("images not in the file (links)")
+        return None
+    return image_from_base64(match.group(1), match.group(2), ctx)
+
+
+def jsonl_records(path: Path, display: str, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each line of a JSON Lines file; a line that is not a JSON
+    object is a problem that names it, and the lines after it are still read."""
+    with path.open("rb") as file:
+        for number, raw in enumerate(file, 1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw.rstrip(b"\r\n"))
+            except UnicodeDecodeError:
+                ctx.problem(display, "not valid UTF-8", number)
+                continue
+            except ValueError as error:
+                ctx.problem(display, f"not valid JSON: {json_error(error)}", number)
+                continue
+            if not isinstance(value, dict):
+                ctx.problem(display, "not a JSON object", number)
+                continue
+            yield number, value
+
+
+def json_error(error: ValueError) -> str:
+    """What a parse error says, in words for a problem line."""
+    if isinstance(error, json.JSONDecodeError):
+        return f"{error.msg[:1].lower()}{error.msg[1:]} (column {error.colno})"
+    return str(error)
+
+
+def string(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass
+class Draft:
+    """One conversation's messages while a reader builds them."""
+
+    source: SourceKind
+    file: str
+    id: str
+    ctx: Context
+    title: str | None = None
+    heading: str | None = None
+    messages: list[Imported] = field(default_factory=list)
+
+    def record(self, key: str, source: str, time: datetime) -> Emitter:
+        """Where the messages one source record yields go: the first gets `key`, the n-th
+        after it `key#n`."""
+        return Emitter(self, key, source, time)
+
+    def finish(self) -> Conversation | None:
+        """The conversation, with its heading note first; None when it has no message."""
+        if not self.messages:
+            return None
+        messages = self.messages
+        if self.ctx.headings and self.heading:
+            first = messages[0]
+            start = Imported(
+                "note",
+                self.heading,
+                first.time,
+                f"{self.source}:{self.id}:start",
+                f"{self.source} {self.file}",
+            )
+            messages = [start, *messages]
+        return Conversation(self.source, self.file, self.id, self.title, tuple(messages))
+
+
+@dataclass
+class Emitter:
+    draft: Draft
+    key: str
+    source: str
+    time: datetime
+    count: int = 0
+
+    def add(self, kind: Kind, text: str, images: tuple[ImageData, ...] = ()) -> None:
+        """One message; an empty one is counted, not kept. An image with no words gets a
+        placeholder text, since a summary needs something to read."""
+        if not text.strip():
+            if not images:
+                self.draft.ctx.skip(EMPTY)
+                return
+            text = "[image]" if len(images) == 1 else f"[{len(images)} images]"
+        key = self.key if self.count == 0 else f"{self.key}#{self.count}"
+        self.count += 1
+        self.draft.messages.append(Imported(kind, text, self.time, key, self.source, images))
+
+    def add_keyed(self, suffix: str, kind: Kind, text: str) -> None:
+        """A message the reader adds of its own (a note about the source), with a key of its
+        own, so that the record's other keys do not depend on it."""
+        key = f"{self.key}#{suffix}"
+        self.draft.messages.append(Imported(kind, text, self.time, key, self.source))
