@@ -4,8 +4,9 @@ the service, after a preview and a yes.
 The preview says what was found (sources, conversations, messages by kind, the dates), what was
 left out and what could not be read, and what the summaries will cost: about one compaction
 call per message long enough to need one, and one per merge, at the compactor model's prices.
-The messages then go oldest first, in batches, each message under its source key: a run stopped
-by Ctrl+C or a kill resumes where it stopped, and importing the same files again adds nothing.
+The messages then go oldest first (each conversation whole, in the order
+they began), in batches, each message under its source key: a run stopped by Ctrl+C or a kill
+resumes where it stopped, and importing the same files again adds nothing.
 While a turn runs, a batch waits for it to end (it would land inside the turn). The summaries go
 on in the service afterwards; the chat stays usable meanwhile (it catches up).
 
@@ -48,7 +49,9 @@ class Estimate:
 
 def run_import(home: Path, paths: Sequence[str], *, yes: bool) -> int:
     reading = read_paths([Path(path).expanduser() for path in paths])
-    messages = reading.messages()
+    # each conversation whole, in the order they began: two that overlapped in time (tabs open
+    # side by side) would otherwise interleave, and the summaries of neighbours would mix them
+    messages = reading.by_conversation()
     for line in preview(reading, messages, estimate(home, messages)):
         print(escape_controls(line))
     if not messages:
