@@ -17,6 +17,7 @@ from bench import (
     core_replay,
     first_screen,
     hot_paths,
+    import_bench,
     service_bench,
 )
 
@@ -52,6 +53,8 @@ def main() -> int:
     for line in hot_paths.report(chat_dir):
         print(line, flush=True)
     for line in service_bench.run().lines():
+        print(line, flush=True)
+    for line in import_bench.run().lines():
         print(line, flush=True)
     screen = first_screen.run()
     print(screen.line() if screen else "app first screen: tmux is not installed; skipped")
