@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
 from evertalk.importers import Imported, Reading, read_paths
+from evertalk.memory.text import LINE_LIMIT, leaf_input, utf8_len
 from evertalk.terminal_text import escape_controls, fail
 
 BATCH: Final = 200
@@ -32,7 +33,8 @@ BATCH_BYTES: Final = 4 * 1024 * 1024
 """… and at most this much text and image data in one."""
 PROBLEMS_SHOWN: Final = 10
 
-LINE_BYTES: Final = 512  # a leaf whose text fits a summary line needs no call (SPEC §2.3)
+LINE_BYTES: Final = LINE_LIMIT  # a node whose input fits a line needs no call (SPEC §2.3)
+SUMMARY_BYTES: Final = 400  # a built line, as models write them (300 to 500 bytes)
 CALL_CONTEXT_TOKENS: Final = 8_000  # a compaction's cached prefix and context (SPEC §3.7)
 CALL_INPUT_TOKENS: Final = 600  # the node's own input, new each call
 CALL_OUTPUT_TOKENS: Final = 150  # one summary line
@@ -111,9 +113,31 @@ def preview(reading: Reading, messages: list[Imported], guess: Estimate) -> list
 
 def estimate(home: Path, messages: list[Imported]) -> Estimate:
     """About how many compaction calls the messages need, what they cost, how long they take."""
-    long_leaves = sum(1 for m in messages if len(m.text.encode()) + 8 > LINE_BYTES)
-    calls = long_leaves + max(0, len(messages) - 1)
+    sizes = [utf8_len(leaf_input(m.kind, m.text)) for m in messages]
+    calls = calls_for(sizes)
     return Estimate(calls, _cost(home, calls), calls * DEFAULT_CALL_SECONDS / CALLS_AT_ONCE)
+
+
+def calls_for(sizes: list[int]) -> int:
+    """The compaction calls a tree over leaves of these input sizes takes, by the rule of free
+    nodes (SPEC §2.3): a node whose input fits one line is its input, with no call; any other
+    is a call whose line is taken to be SUMMARY_BYTES long. Level by level, pairing neighbours
+    as the tree does; an odd one out waits for the chat's next messages, and so do its parents."""
+    calls = 0
+    level = []
+    for size in sizes:
+        free = size <= LINE_BYTES
+        calls += not free
+        level.append(size if free else SUMMARY_BYTES)
+    while len(level) > 1:
+        merged = []
+        for left, right in zip(level[::2], level[1::2], strict=False):
+            joined = left + 1 + right
+            free = joined <= LINE_BYTES
+            calls += not free
+            merged.append(joined if free else SUMMARY_BYTES)
+        level = merged
+    return calls
 
 
 def _cost(home: Path, calls: int) -> float | None:

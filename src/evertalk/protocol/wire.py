@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from evertalk.protocol import events
 
-PROTOCOL: Final = 1
+PROTOCOL: Final = 2
 """Bumped on a change that an older peer would misread; the handshake compares it."""
 
 MAX_FRAME: Final = 32 * 1024 * 1024

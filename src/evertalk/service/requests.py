@@ -20,10 +20,11 @@ from evertalk.chat import broken_error
 from evertalk.ledger import ledger_path
 from evertalk.protocol import events
 from evertalk.providers.base import Image
+from evertalk.redaction import redact
 from evertalk.service import commands
 from evertalk.service.paths import log
 from evertalk.service.session import Session, error_frame
-from evertalk.slash import COMMANDS, RETRY, CommandError
+from evertalk.slash import MEMORY_MODEL, MODEL, RETRY, CommandError
 from evertalk.store.errors import StoreError
 from evertalk.store.records import MessageRecord
 from evertalk.usage_cli import read_usage
@@ -58,7 +59,8 @@ def send(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
     agent.submit(text, images, key=key, workdir=workdir)
     service.sender = session
     # every window shows it, the sender's too, which then knows it is the one logged
-    service.broadcast(events.MessageSent(text, session.name, held, len(images)))
+    shown = redact(text, agent.secrets)  # as the log will have it
+    service.broadcast(events.MessageSent(shown, session.name, held, len(images)))
     return {"type": "accepted", "key": key, "duplicate": False, "held": held}
 
 
@@ -115,8 +117,8 @@ def command(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
     name, args = frame["name"], frame.get("args") or []
     found = next((c for c in commands.SERVED if c.name == name), None)
     if found is None or not isinstance(args, list):
-        known = ", ".join(c.name for c in COMMANDS)
-        raise ValueError(f"not a command the service runs: {name!r} (the commands: {known})")
+        known = ", ".join(c.name for c in commands.SERVED)
+        raise ValueError(f"not a command the service runs: {name!r} (it runs {known})")
     agent = service.agent_open()
     try:
         texts = commands.run(agent, service.home, found, tuple(str(arg) for arg in args))
@@ -124,7 +126,8 @@ def command(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
         return error_frame("command", str(error))
     if found is RETRY:
         service.sender = session
-    service.settings_saved()  # `/model` and `/memory-model` write config.toml themselves
+    if found in (MODEL, MEMORY_MODEL) and args:
+        service.settings_saved()  # they wrote config.toml themselves: nothing to restart for
     return {"type": "output", "texts": texts}
 
 
@@ -147,7 +150,7 @@ def records(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
                 record = chat.store.read_message(i)
                 if kind is None or record.kind == kind:
                     found.append(record)
-                    size += len(record.text)
+                    size += len(record.text.encode("utf-8", "surrogatepass"))
             found.reverse()
         else:
             start = _count(frame["start"])
@@ -156,7 +159,7 @@ def records(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
                     break
                 record = chat.store.read_message(i)
                 found.append(record)
-                size += len(record.text)
+                size += len(record.text.encode("utf-8", "surrogatepass"))
     except StoreError as error:
         return error_frame("store", str(error))
     return {"type": "records", "t": t, "records": [_record(r) for r in found]}

@@ -318,9 +318,10 @@ class Service:
             kind = str(hello.get("client", "client"))
             session = Session(stream, f"{kind} {hello.get('pid', '?')}", asked=kind in ASKED)
             session.post(self._welcome(session))
-            for event in self.first_words:
-                session.post(wire.event_frame(event))
-            self.first_words = []
+            if session.asked:  # a window or -p: a look at the status need not hear them
+                for event in self.first_words:
+                    session.post(wire.event_frame(event))
+                self.first_words = []
             self.sessions.append(session)
             self._joined.set()
             self._joined = anyio.Event()
@@ -382,8 +383,8 @@ class Service:
             self.sender = None
         if session in self.compacting:
             self.compacting.discard(session)
-            if not self.compacting:  # nobody waits for the tree now: failures wait for a message
-                self.agent_open().compactor.waiting = False
+            if not self.compacting and self.agent is not None:
+                self.agent.compactor.waiting = False  # nobody waits: failures wait for a message
 
     async def _serve(
         self,
@@ -416,12 +417,19 @@ class Service:
                 reply = handler(self, session, frame)
         except NotReady as error:
             reply = error_frame("not_ready", str(error))
+        except StoreError as error:  # the chat cannot take this write: the service goes on
+            reply = error_frame("store", f"{kind}: {error}")
         except (ValueError, TypeError, KeyError) as error:
             reply = error_frame("bad_request", f"{kind}: {error}")
         if reply is not None:
             if "rid" in frame:
                 reply["rid"] = frame["rid"]
-            session.post(reply)
+            try:
+                session.post(wire.encode(reply))
+            except wire.ProtocolError as error:  # a reply over the frame limit
+                session.post(
+                    error_frame("too_large", f"{kind}: {error}") | {"rid": frame.get("rid")}
+                )
 
 
 def settings_stamp(home: Path) -> tuple[tuple[int, int] | None, ...]:
