@@ -1,0 +1,526 @@
+"""`evertalk mcp`: the chat's memory as an MCP server over stdio, for other agents (Claude Code,
+Codex, Cursor, any MCP client): the view, `zoom`, `date`, the status, and notes into the chat.
+
+The server is one more client of the home's service, which owns the chat: it works while the
+terminal app is open, and starts the service when none runs. Each tool call runs in a worker
+thread of the SDK and opens a connection of its own, so that a service that stopped or was
+restarted between two calls costs nothing, and one that dies during a call is reached again
+once (a note carries an idempotency key, so that it is never logged twice).
+
+The SDK takes seconds to import, so it is imported only when the server is built, and importing
+this module stays cheap. That is why the tool functions are defined inside `build_server`, after
+those imports, and why this module does not postpone its annotations: the SDK reads the tools'
+parameters and their JSON schemas from the functions' annotations, evaluated where they stand.
+"""
+
+import argparse
+import itertools
+import json
+import select
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+CLIENT: Final = "mcp"
+"""How the service names this client's connections (`mcp <pid>`), in its log and its windows."""
+
+BUSY_WAIT: Final = 45.0
+"""How long a note waits for Ever's turn to end before the call fails: under the 60 s that
+Codex gives a tool call by default."""
+
+RETRY_EVERY: Final = 0.5
+"""How often a note that met a busy chat is offered again, unless `quiet` comes first."""
+
+REPLY_WAIT: Final = 30.0
+"""How long a request waits for its reply before the call fails (a service that hangs)."""
+
+GONE_TRIES: Final = 2
+"""Connections a call may lose to a service that went away before it gives up."""
+
+PART_BYTES: Final = 32_000
+"""The largest part of the view one `memory_view` returns, in UTF-8 bytes of its lines: about
+8,000 tokens, under the 10,000 at which Claude Code warns of a large tool result (a whole view
+is 64–128 KB)."""
+
+NOTE_MOST: Final = 20_000
+"""Characters of one note: a note is a statement, not a document."""
+
+
+class Refused(Exception):
+    """What the service answered instead (or why it could not be asked): one line, the tool
+    call's error."""
+
+
+@dataclass
+class Memory:
+    """The home's service, as the tools use it: one request per connection."""
+
+    home: Path
+    busy_wait: float = BUSY_WAIT
+
+    def __post_init__(self) -> None:
+        self._rids = itertools.count(1)
+        # set once the client has gone: a note waiting for a turn gives up at once, rather
+        # than keep the process alive (the SDK's worker threads are joined at exit)
+        self.closed = threading.Event()
+
+    def ask(self, frame: dict[str, Any], *, wait_busy: bool = False) -> dict[str, Any]:
+        """The service's reply to `frame`. Refused when it answers with an error, or cannot be
+        reached or started. With `wait_busy`, a `busy` reply (a turn runs) is retried until
+        the turn ends, for at most `busy_wait` seconds."""
+        busy_until = time.monotonic() + self.busy_wait
+        lost = 0
+        while True:
+            try:
+                connection = connect(self.home, CLIENT, start=True)
+            except ServiceError as error:
+                raise Refused(f"evertalk service: {error}") from None
+            try:
+                return self._exchange(connection, frame, wait_busy, busy_until)
+            except ServiceGone:
+                lost += 1
+                if lost >= GONE_TRIES:
+                    raise Refused(
+                        "the evertalk service went away during the call: try again"
+                    ) from None
+            finally:
+                connection.close()
+
+    def _exchange(
+        self,
+        connection: Connection,
+        frame: dict[str, Any],
+        wait_busy: bool,
+        busy_until: float,
+    ) -> dict[str, Any]:
+        while True:
+            rid = next(self._rids)
+            connection.send({**frame, "rid": rid})
+            reply = _reply(connection, rid)
+            if reply.get("type") != "error":
+                return reply
+            kind, message = reply.get("kind"), _line(reply.get("message"))
+            # `not_ready`: the service is applying new settings, a matter of a moment
+            transient = kind == "not_ready" or (kind == "busy" and wait_busy)
+            if self.closed.is_set():
+                raise Refused("the MCP client has gone")
+            if not transient or time.monotonic() + RETRY_EVERY > busy_until:
+                if kind == "busy" and wait_busy:
+                    raise Refused(
+                        f"Ever is in the middle of a turn ({message}), and it did not end "
+                        f"within {self.busy_wait:g} s: nothing was logged; try again later"
+                    )
+                raise Refused(message or f"the service refused the request ({kind})")
+            _await_quiet(connection, min(RETRY_EVERY, busy_until - time.monotonic()))
+
+
+def _reply(connection: Connection, rid: int) -> dict[str, Any]:
+    """The reply that carries `rid`; the events that come first are skipped."""
+    deadline = time.monotonic() + REPLY_WAIT
+    while True:
+        frame = _receive_by(connection, deadline)
+        if frame is None:
+            raise Refused(f"the evertalk service did not answer within {REPLY_WAIT:g} s")
+        if frame.get("rid") == rid:
+            return frame
+        if frame.get("type") == "error" and "rid" not in frame:
+            # an error that answers no request ends the connection (a frame it could not read)
+            raise Refused(_line(frame.get("message")) or "the service refused the request")
+
+
+def _await_quiet(connection: Connection, seconds: float) -> None:
+    """Let `seconds` pass, or less if the service says that no turn runs any more."""
+    deadline = time.monotonic() + max(0.0, seconds)
+    while (frame := _receive_by(connection, deadline)) is not None:
+        if frame.get("type") == "quiet":
+            return
+
+
+def _receive_by(connection: Connection, deadline: float) -> dict[str, Any] | None:
+    """The next frame, or None when none comes before `deadline`. ServiceGone when the
+    connection ends."""
+    if not connection.pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        readable, _, _ = select.select([connection.sock], [], [], left)
+        if not readable:
+            return None
+    return connection.receive()
+
+
+def _line(value: object) -> str:
+    return " ".join(str(value or "").split())
+
+
+# What the tools tell a model that has never heard of evertalk. The service's own texts (the
+# view, a zoom, a date) are passed on unchanged, as Ever sees them.
+
+INSTRUCTIONS: Final = """\
+evertalk is the user's own AI agent, Ever, and its memory: one chat between the user and Ever \
+that never ends, kept word for word, and summarized as a tree of one-line summaries that covers \
+all of it. These tools let you read that memory (what the user and Ever said, decided and did, \
+possibly months ago) and add a note to it. When the user refers to earlier work, a decision or \
+a preference that you do not know about, look it up: memory_view for the overview, then \
+memory_zoom into the lines that look relevant until you have the messages themselves."""
+
+VIEW_DESCRIPTION: Final = """\
+Read the user's evertalk memory: the whole history of their never-ending chat with their agent \
+Ever, condensed into one-line summaries, oldest first, exactly as Ever sees it at the start of \
+each of its turns.
+
+It comes between <chat> and </chat>, one summary per line, written `id+n|text`: the line stands \
+for n consecutive messages starting at message number id (messages are numbered 0, 1, 2, ... in \
+the order they were written). Recent lines usually stand for one message each (n = 1); older \
+lines stand for ever longer stretches (n = 2, 4, 8, ...), because neighbouring summaries were \
+merged in pairs again and again, and keep less detail. The summaries tag what they retell with \
+their kind: user (the user wrote it), ever (Ever's reply), tool and echo (a tool call Ever \
+made and what it returned), work (the report of one of Ever's helpers), note (a message added \
+from outside, as memory_note does). `(not summarized yet: zoom it)` is a message still waiting for \
+its summary, and `[not yet summarized: messages a–b]` an old stretch still waiting for its \
+summaries; zoom them as any other line.
+
+Use it to find where a matter was discussed, then call memory_zoom on that line for the details: \
+a summary drops details, and when a matter comes up more than once, the newest mention is the \
+one that holds. The view holds no dates (see memory_date).
+
+A view larger than about 32 KB comes in parts: without `part` you get the newest part, after a \
+first line in square brackets that says which part it is; ask for older ones with `part`."""
+
+PART_DESCRIPTION: Final = (
+    "Which part of a large view to return, 1 being the oldest; by default the newest. Parts are "
+    "cut anew at each call, as the chat grows."
+)
+
+ZOOM_DESCRIPTION: Final = """\
+Open one line of the evertalk memory (see memory_view) to read what it condenses. For a line \
+`id+n|...`, pass its id and its n.
+
+With n > 1 you get the two lines it was made from, `id+h|...` and `(id+h)+h|...` with h = n/2: \
+zoom again into the half that looks relevant, down to n = 1. With n = 1 you get message id \
+itself, whole and word for word, as `id+1|kind: text`.
+
+Any id and n are accepted where n is a power of two (1, 2, 4, ...), id is a multiple of n, and \
+id + n is at most the number of messages (memory_status), whether or not that line is in the \
+view now: you can read a message by its number (id=1234, n=1), or step out to a coarser line. \
+Zoom before you rely on a summary: exact words, numbers, paths and decisions are in the \
+messages."""
+
+ID_DESCRIPTION: Final = "The first message the line covers: the number before the '+'."
+N_DESCRIPTION: Final = (
+    "How many messages the line covers: the number after the '+', a power of two; 1 for one "
+    "message."
+)
+
+DATE_DESCRIPTION: Final = """\
+When message id of the evertalk memory was written: one line with the date, the weekday, the \
+time and the UTC offset, in this computer's local time zone, such as \
+`2026-10-08 Thursday 14:03:22 +02:00`. The memory holds no dates, so use this to tell how old \
+a fact or a decision is. A line `id+n|...` that covers several messages spans from message id \
+to message id+n-1: ask for both ends."""
+
+DATE_ID_DESCRIPTION: Final = "A message's number, from 0 to the number of messages minus one."
+
+STATUS_DESCRIPTION: Final = """\
+The state of the user's evertalk memory and of the service that keeps it: how many messages the \
+chat holds (ids go from 0 to that count minus one), the size of the view, whether Ever is in \
+the middle of a turn right now (memory_note waits while it is), how many summaries are being \
+written or wait, and whether the memory is catching up on a backlog of summaries. Quick to \
+call."""
+
+
+def note_description(busy_wait: float) -> str:
+    return f"""\
+Write a note into the user's evertalk chat, so that Ever, the user's main agent, which reads \
+this memory at every turn, learns what happened here: a decision the user made, a result, a \
+change to their files or plans, something to remember.
+
+The note is added at the end of the chat as a message of kind note, tagged with the name of \
+the agent that sent it, and stays there for good: it can never be edited or removed, and the \
+user and Ever will see it. Write it as a statement that stands on its own (who decided what, \
+and why; exact names, paths and numbers), leave out secrets, and add one only when the user \
+would want Ever to know. At most {NOTE_MOST:,} characters; a short paragraph is best.
+
+While Ever is in the middle of a turn, a note waits for the turn to end (up to about \
+{busy_wait:g} s), and fails with an error saying so if it does not. It answers with the \
+note's message id."""
+
+
+NOTE_TEXT_DESCRIPTION: Final = "The note, as Ever should read it."
+
+
+def build_server(memory: Memory) -> "MCPServer":
+    """The MCP server of a home's memory, not yet running."""
+    from typing import Annotated
+
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver import Context
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
+    from pydantic import Field, WithJsonSchema
+
+    from evertalk import __version__
+
+    def text(content: str) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=content)])
+
+    def error(message: str) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+    def answered(call: Callable[[], str]) -> CallToolResult:
+        try:
+            return text(call())
+        except Refused as refusal:
+            return error(str(refusal))
+
+    # The integers come as they were sent, for `whole` to check: a wrong type gets one line
+    # rather than a validation report, and a boolean is refused rather than taken for 0 or 1.
+    def memory_view(
+        part: Annotated[Any, WithJsonSchema(integer(PART_DESCRIPTION, 1))] = None,
+    ) -> CallToolResult:
+        def call() -> str:
+            chosen = None if part is None else whole("part", part)
+            return view_part(str(memory.ask({"type": "view"})["text"]), chosen)
+
+        return answered(call)
+
+    def memory_zoom(
+        id: Annotated[Any, WithJsonSchema(integer(ID_DESCRIPTION, 0))],
+        n: Annotated[Any, WithJsonSchema(integer(N_DESCRIPTION, 1))],
+    ) -> CallToolResult:
+        def call() -> str:
+            frame = {"type": "zoom", "id": whole("id", id), "n": whole("n", n)}
+            return str(memory.ask(frame)["text"])
+
+        return answered(call)
+
+    def memory_date(
+        id: Annotated[Any, WithJsonSchema(integer(DATE_ID_DESCRIPTION, 0))],
+    ) -> CallToolResult:
+        return answered(lambda: str(memory.ask({"type": "date", "id": whole("id", id)})["text"]))
+
+    def memory_status() -> CallToolResult:
+        return answered(lambda: format_status(memory.ask({"type": "status"})))
+
+    def memory_note(
+        text: Annotated[str, Field(description=NOTE_TEXT_DESCRIPTION)], ctx: Context
+    ) -> CallToolResult:
+        return answered(lambda: note(memory, text, client_name(ctx)))
+
+    server: MCPServer = MCPServer(
+        "evertalk",
+        title="evertalk memory",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+    )
+    reading = ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
+    writing = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
+    tools = (
+        (memory_view, "Read the memory", VIEW_DESCRIPTION, reading),
+        (memory_zoom, "Open a line of the memory", ZOOM_DESCRIPTION, reading),
+        (memory_date, "When a message was written", DATE_DESCRIPTION, reading),
+        (memory_status, "The memory's state", STATUS_DESCRIPTION, reading),
+        (memory_note, "Leave a note in the chat", note_description(memory.busy_wait), writing),
+    )
+    for function, title, description, hints in tools:
+        # plain text results: what the service wrote, as Ever reads it
+        server.add_tool(
+            function,
+            title=title,
+            description=description,
+            annotations=hints,
+            structured_output=False,
+        )
+    return server
+
+
+def integer(description: str, least: int) -> dict[str, Any]:
+    """The JSON schema of an integer parameter."""
+    return {"type": "integer", "minimum": least, "description": description}
+
+
+def whole(name: str, value: object) -> int:
+    """An id or a count as the tools take it: a whole number, or its digits in a string (some
+    clients send every argument as a string). Refused otherwise, in one line."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Refused(f"{name} must be a whole number, not {json.dumps(value)}")
+    return value
+
+
+def note(memory: Memory, text: str, client: str | None) -> str:
+    """Log `text` as a note, tagged with the agent that sent it; where it went, in one line."""
+    body = text.strip()
+    if not body:
+        raise Refused("the note is empty: write what Ever should know")
+    if len(body) > NOTE_MOST:
+        raise Refused(f"the note has {len(body):,} characters; at most {NOTE_MOST:,} fit in one")
+    tag = f"[from {client} via MCP]" if client else "[via MCP]"
+    # one key for all the tries of this call: a note resent after a lost connection is
+    # recognized by the service and not logged twice
+    key = f"mcp-note-{uuid.uuid4().hex}"
+    message = {"kind": "note", "text": f"{tag} {body}", "key": key}
+    reply = memory.ask({"type": "append", "messages": [message]}, wait_busy=True)
+    ids = reply.get("ids") or []
+    if ids:
+        return f"noted: the note is message {ids[0]} of the chat"
+    return "noted: the chat already had this note"
+
+
+def client_name(ctx: Any) -> str | None:
+    """The name the MCP client gave itself (`claude-code`, `codex-mcp-client`), if it did."""
+    try:
+        params = ctx.request_context.session.client_params
+        name = params.client_info.name if params is not None else None
+    except (AttributeError, LookupError, ValueError):  # clients need not name themselves
+        return None
+    if not isinstance(name, str):
+        return None
+    return _line(name)[:60] or None
+
+
+def view_part(view: str, part: int | None) -> str:
+    """The view, or one part of it when it is larger than PART_BYTES: lines whole, oldest
+    first, with a first line that says which part it is."""
+    parts: list[list[str]] = [[]]
+    size = 0
+    for line in view.split("\n"):
+        length = len(line.encode()) + 1
+        if parts[-1] and size + length > PART_BYTES:
+            parts.append([])
+            size = 0
+        parts[-1].append(line)
+        size += length
+    count = len(parts)
+    if count == 1 and part in (None, 1):
+        return view
+    chosen = count if part is None else part
+    if not 1 <= chosen <= count:
+        raise Refused(f"part must be between 1 and {count} (the view has {count} parts now)")
+    if chosen == count:
+        where = "the newest lines"
+    elif chosen == 1:
+        where = "the oldest lines"
+    else:
+        where = "older lines"
+    others = []
+    if chosen > 1:
+        others.append(f"part={chosen - 1} has the lines before these")
+    if chosen < count:
+        others.append(f"part={chosen + 1} the lines after")
+    head = f"[part {chosen} of {count} of the view, {where}; {', '.join(others)}]"
+    return "\n".join([head, *parts[chosen - 1]])
+
+
+def format_status(frame: dict[str, Any]) -> str:
+    """The service's status frame as lines for a model: the fields it knows in words, any
+    other (from a newer service) as `name: value`."""
+    fields = dict(frame)
+    for name in ("type", "rid"):
+        fields.pop(name, None)
+
+    def get(name: str) -> Any:
+        return fields.pop(name, None)
+
+    lines: list[str] = []
+    messages = get("messages")
+    if isinstance(messages, int):
+        ids = f" (ids 0 to {messages - 1:,})" if messages else " (none yet)"
+        lines.append(f"messages: {messages:,}{ids}")
+    size, ceiling, floor = get("view_bytes"), get("view_ceiling"), get("view_floor")
+    merges, merging = get("view_merges"), get("merging")
+    if isinstance(size, int):
+        budget = ""
+        if isinstance(ceiling, int) and isinstance(floor, int):
+            budget = f"; past {ceiling:,}, merges of older lines bring it down to {floor:,}"
+        lines.append(f"view: {size:,} bytes of summaries{budget}")
+    if merging:
+        lines.append("merging: a batch of merges waits for summaries")
+    if isinstance(merges, int):
+        lines.append(f"merges so far: {merges:,}")
+    busy = get("busy")
+    if isinstance(busy, bool):
+        state = "working on a turn (a note waits until it ends)" if busy else "not in a turn"
+        lines.append(f"Ever: {state}")
+    subagents = get("subagents")
+    if isinstance(subagents, int) and subagents:
+        lines.append(f"subagents at work: {subagents}")
+    running, queued = get("compactor_running"), get("compactor_queued")
+    failed = get("compactor_failed")
+    if isinstance(running, int) and isinstance(queued, int):
+        retry = f", {failed} to try again after a failure" if failed else ""
+        lines.append(f"summaries: {running} being written, {queued} waiting{retry}")
+    last_error = get("compactor_error")
+    if last_error:
+        lines.append(f"latest summary failure: {_line(last_error)}")
+    behind = get("catching_up")
+    if isinstance(behind, dict):
+        eta = behind.get("eta_seconds")
+        about = f", about {round(eta / 60) or 1} min" if isinstance(eta, int | float) else ""
+        to_go = behind.get("to_go")
+        count = f"{to_go:,}" if isinstance(to_go, int) else "some"
+        lines.append(f"catching up: {count} summaries to go{about}")
+    model = get("model")
+    if model:
+        lines.append(f"turn model: {model}")
+    if get("tools_unused"):
+        lines.append("tools unused: the turn model was offered tools and has called none")
+    cost, turn_cost = get("cost"), get("turn_cost")
+    if isinstance(cost, int | float):
+        turns = (
+            f" (turns and subagents: ${turn_cost:.4f})"
+            if isinstance(turn_cost, int | float)
+            else ""
+        )
+        lines.append(f"spent since the service started: ${cost:.4f}{turns}")
+    pid, version, clients = get("pid"), get("version"), get("clients")
+    others = f"{clients} client{'' if clients == 1 else 's'} connected"
+    lines.append(f"service: pid {pid}, evertalk {version}, {others}")
+    lines += [f"{name}: {json.dumps(value)}" for name, value in fields.items()]
+    return "\n".join(lines)
+
+
+def run_mcp(home: Path, *, busy_wait: float = BUSY_WAIT) -> int:
+    """Serve `home`'s memory over standard input and output until the client closes them."""
+    memory = Memory(home.expanduser(), busy_wait)
+    server = build_server(memory)
+    try:
+        server.run("stdio")
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        memory.closed.set()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from evertalk.cli import default_home
+
+    parser = argparse.ArgumentParser(
+        prog="python -m evertalk.mcp_server", description="evertalk's memory as an MCP server"
+    )
+    parser.add_argument("--home", type=Path, help="the evertalk folder (default ~/.evertalk)")
+    parser.add_argument(
+        "--busy-wait", type=float, default=BUSY_WAIT, help="how long a note waits for a turn"
+    )
+    args = parser.parse_args(argv)
+    return run_mcp(args.home or default_home(), busy_wait=args.busy_wait)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
