@@ -25,6 +25,7 @@ from typing import Any, Final
 from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
 from evertalk.importers import Imported, Reading, read_paths
 from evertalk.memory.text import LINE_LIMIT, leaf_input, utf8_len
+from evertalk.protocol.events import about
 from evertalk.terminal_text import escape_controls, fail
 
 BATCH: Final = 200
@@ -97,7 +98,7 @@ def preview(reading: Reading, messages: list[Imported], guess: Estimate) -> list
         cost = "price unknown" if guess.cost is None else f"about ${guess.cost:,.2f}"
         lines.append(
             f"summaries    about {guess.calls:,} compaction calls, {cost}, "
-            f"about {_duration(guess.seconds)} at the default pace; the chat stays usable meanwhile"
+            f"{about(guess.seconds)} at the default pace; the chat stays usable meanwhile"
         )
         lines.append(
             "already imported messages are skipped; all of them come after the chat's own "
@@ -242,7 +243,7 @@ def _progress(connection: Connection, done: int, total: int, began: float) -> No
     filled = width * done // total if total else width
     bar = "#" * filled + "-" * (width - filled)
     pace = done / max(time.monotonic() - began, 1e-6)
-    left = _duration((total - done) / pace) if pace and done < total else "done"
+    left = f"{about((total - done) / pace)} left" if pace and done < total else "done"
     queued = int(status.get("compactor_queued", 0)) + int(status.get("compactor_running", 0))
     line = (
         f"[{bar}] {done:,}/{total:,} messages · summaries to build {queued:,} · "
@@ -252,11 +253,3 @@ def _progress(connection: Connection, done: int, total: int, began: float) -> No
         print("\r" + line, end="", file=sys.stderr, flush=True)
     else:
         print(line, file=sys.stderr, flush=True)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 5400:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"

@@ -5,12 +5,11 @@ end."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -20,45 +19,18 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult, Implementation, TextContent
 
-from agent.test_turn_support import log_of, script, workdir_beside, write_config
+from agent.test_turn_support import log_of, workdir_beside
 from evertalk.client.connection import connect
 from evertalk.mcp_server import PART_BYTES, Refused, format_status, view_part, whole
-from fakes import AnthropicFake, serve, slow
+from fakes import AnthropicFake, slow
 from fakes import chat as answer
+from service.test_service_socket import environment, fake, home, start_p, wait_until
+from service.test_service_socket import run as evertalk
 
-CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
+__all__ = ["fake", "home"]  # the fixtures, used by name
+
 TOOLS = ["memory_view", "memory_zoom", "memory_date", "memory_status", "memory_note"]
 DATE = re.compile(r"^\d{4}-\d\d-\d\d [A-Z][a-z]+day \d\d:\d\d:\d\d [+-]\d\d:\d\d$")
-
-
-def environment(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(CLEAN)}
-    env["EVERTALK_HOME"] = str(home)
-    return env
-
-
-def evertalk(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "evertalk", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=environment(home),
-        cwd=workdir_beside(home),
-        timeout=timeout,
-    )
-
-
-def start_p(home: Path, message: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "evertalk", "-p", message],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment(home),
-        cwd=workdir_beside(home),
-    )
 
 
 def ask(home: Path, frame: dict[str, Any]) -> dict[str, Any]:
@@ -69,13 +41,6 @@ def ask(home: Path, frame: dict[str, Any]) -> dict[str, Any]:
             reply = connection.receive()
             if reply.get("rid") == 1:
                 return reply
-
-
-def wait_until(condition: Any, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
-        time.sleep(0.05)
 
 
 @asynccontextmanager
@@ -119,22 +84,6 @@ async def refused(client: Client, name: str, **arguments: Any) -> str:
     message = text_of(result)
     assert "\n" not in message and "Traceback" not in message
     return message
-
-
-@pytest.fixture
-def fake() -> AnthropicFake:
-    return AnthropicFake(script())
-
-
-@pytest.fixture
-def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
-    home = tmp_path / "home"
-    with serve(fake.app) as url:
-        write_config(home, base_url=url)
-        try:
-            yield home
-        finally:
-            evertalk(home, "service", "stop", timeout=120)
 
 
 def chat_of_two(home: Path, fake: AnthropicFake) -> None:
