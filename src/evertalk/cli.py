@@ -122,6 +122,18 @@ def build_parser() -> argparse.ArgumentParser:
     usage = commands.add_parser("usage", help="what the model calls cost: tokens, cache, dollars")
     usage.add_argument("--json", action="store_true", help="one JSON object, for programs")
     usage.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    imports = commands.add_parser(
+        "import", help="other agents' history (Claude Code, Codex, ChatGPT, JSON Lines)"
+    )
+    imports.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or an export zip")
+    imports.add_argument("--yes", action="store_true", help="import without asking first")
+    imports.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    capture = commands.add_parser(
+        "capture", help="a hook for Claude Code: its session lands in the chat as it happens"
+    )
+    capture.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    mcp = commands.add_parser("mcp", help="serve the memory to other agents (MCP over stdio)")
+    mcp.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     return parser
 
 
@@ -171,6 +183,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evertalk.service_cli import run_service_command
 
         return run_service_command(args, args.home or default_home())
+    if args.command == "import":
+        from evertalk.import_cli import run_import
+
+        return run_import(args.home or default_home(), args.paths, yes=args.yes)
+    if args.command == "capture":
+        from evertalk.capture_cli import run_capture
+
+        return run_capture(args.home or default_home())
+    if args.command == "mcp":
+        from evertalk.mcp_server import run_mcp
+
+        return run_mcp(args.home or default_home())
     if args.command == "usage":
         from evertalk.usage_cli import run_usage_command
 
