@@ -13,7 +13,8 @@
 - render: the view of the big chat rendered again (as at every turn), beside joining the same
   lines; and the first render after the open.
 - rebuild: the index rebuilt from the big chat's log, in CPU seconds, beside `cat` of the
-  same files (its CPU, in the same run).
+  same files (its CPU, in the same run), and beside decoding every line of them with the
+  rebuild's own decoders and doing nothing else, the floor of a rebuild that checks every line.
 - memory: peak RSS of opening the big chat and rendering its view, beside a process that only
   imports the same modules, plus one copy of the tree's sizes and flags.
 """
@@ -235,6 +236,23 @@ def probe_cat(chat_dir: Path) -> dict[str, object]:
     return {"cat_cpu_s": cpu, "bytes": sum(path.stat().st_size for path in files)}
 
 
+def probe_decode(chat_dir: Path) -> dict[str, object]:
+    from evertalk.store.jsonl import Scan
+    from evertalk.store.records import REFUSED, decode_message_line, decode_node_line
+
+    refused = 0
+    begin = time.process_time()
+    for folder, decode in (("main", decode_message_line), ("tree", decode_node_line)):
+        for path in sorted((chat_dir / folder).glob("*.jsonl")):
+            for batch in Scan(path).batches():
+                for raw in batch.lines:
+                    try:
+                        decode(raw)
+                    except REFUSED:
+                        refused += 1
+    return {"cpu_s": time.process_time() - begin, "refused": refused}
+
+
 def probe_rebuild(chat_dir: Path) -> dict[str, object]:
     from evertalk.store import ChatStore
 
@@ -296,11 +314,14 @@ def report(chat_dir: Path) -> list[str]:
     )
     cat = _probe("cat", chat_dir)
     rebuild = _probe("rebuild", chat_dir)
-    cpu, cat_cpu = float(str(rebuild["cpu_s"])), float(str(cat["cat_cpu_s"]))
+    decode = _probe("decode", chat_dir)
+    cpu, cat_cpu = float(str(rebuild["cpu_s"])), max(float(str(cat["cat_cpu_s"])), 1e-9)
+    decode_cpu = float(str(decode["cpu_s"]))
     out.append(
         f"index rebuild at {int(str(rebuild['messages'])):,} messages: {cpu:.1f} s CPU (target "
         f"8 s); floor (`cat` of the same {int(str(cat['bytes'])) / 1e6:,.0f} MB): "
-        f"{cat_cpu:.2f} s CPU; rebuild = {cpu / max(cat_cpu, 1e-9):.0f}x cat (target 15x)"
+        f"{cat_cpu:.2f} s CPU; rebuild = {cpu / cat_cpu:.0f}x cat (target 15x); decoding "
+        f"each line alone: {decode_cpu:.1f} s CPU = {decode_cpu / cat_cpu:.0f}x cat"
     )
     return out
 
@@ -316,6 +337,7 @@ def main() -> int:
         "imports": lambda: probe_imports(),
         "cat": lambda: probe_cat(Path(sys.argv[2])),
         "rebuild": lambda: probe_rebuild(Path(sys.argv[2])),
+        "decode": lambda: probe_decode(Path(sys.argv[2])),
     }
     if what in probes:
         print(json.dumps(probes[what]()))

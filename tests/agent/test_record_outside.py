@@ -27,7 +27,10 @@ from fakes import chat as answer
 
 pytestmark = pytest.mark.anyio
 
-PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9a"
+    "wAAAABJRU5ErkJggg=="
+)
 OLD = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
 
 

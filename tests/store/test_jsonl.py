@@ -89,6 +89,30 @@ line_texts = st.lists(
 )
 
 
+def test_a_line_that_grows_while_it_is_read_is_read_whole(tmp_path: Path) -> None:
+    """The bytes a read finds at the file's end, without their newline, are a torn line only
+    if nothing follows them by the end of the scan."""
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": ')
+    old = jsonl.CHUNK
+    jsonl.CHUNK = 1  # a batch of one line
+    try:
+        scan = Scan(path, warnings=[])
+        batches = scan.batches()
+        first = next(batches)
+        with open(path, "ab") as file:
+            file.write(b'2}\n{"c": 3}\n')
+        rest = list(batches)
+    finally:
+        jsonl.CHUNK = old
+    assert first.lines == [b'{"a": 1}\n']
+    assert [(b.offset, b.lineno, b.lines) for b in rest] == [
+        (9, 2, [b'{"b": 2}\n']),
+        (18, 3, [b'{"c": 3}\n']),
+    ]
+    assert (scan.end, scan.lines, scan.term, scan.warnings) == (27, 3, TERM_NONE, [])
+
+
 @settings(max_examples=examples(150), deadline=None)
 @given(texts=line_texts, torn=st.text(max_size=20), chunk=st.integers(1, 64))
 def test_scan_agrees_with_splitting_the_whole_file(texts: list[str], torn: str, chunk: int) -> None:

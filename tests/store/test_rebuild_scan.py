@@ -27,6 +27,8 @@ from evertalk.store.records import (
     MessageRecord,
     decode_message_line,
     decode_node,
+    encode_message,
+    encode_node,
     read_message_line,
 )
 from evertalk.store.skipped import Skipped
@@ -283,6 +285,21 @@ def test_a_rebuild_reads_the_log_as_its_lines_define_it(
     assert {n: at[3:] for n, at in saved.nodes.items()} == {
         n: at[3:] for n, at in expected.nodes.items()
     }
+
+
+@pytest.mark.parametrize("level", [61, 62, 63, 64, 2**70])
+def test_a_node_of_any_level_is_read_as_the_definition_reads_it(level: int, tmp_path: Path) -> None:
+    """Levels past the last one a log can reach go to the definition and are past its end."""
+    chat = tmp_path / "chat"
+    _write(
+        chat / "main" / "2026-03-01.jsonl",
+        [encode_message(i, "user", "m", "d") for i in range(3)],
+        b"",
+    )
+    _write(chat / "tree" / "2026-03-01.jsonl", [encode_node(n, 0, "x", 1) for n in (0, level)], b"")
+    expected = reference(chat)
+    with lock_held(chat), ChatStore.open(chat, readonly=True) as reader:
+        assert observed(reader) == expected
 
 
 # -- the fast decoder agrees with the definition, line by line -----------------------------------

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, compress, islice, repeat
-from operator import is_not
+from operator import attrgetter, is_not
 from pathlib import Path
 from typing import cast
 
@@ -44,7 +43,9 @@ from evertalk.store.meta import (
 )
 from evertalk.store.pages import LOST_PAGE, PageGroup
 from evertalk.store.records import (
+    NODE_LEVELS,
     REFUSED,
+    MessageLine,
     MessageRecord,
     claimed_id,
     decode_message_line,
@@ -57,15 +58,18 @@ from evertalk.store.skipped import Skipped
 from evertalk.store.tables import (
     ABSENT,
     LOC_WIDTH,
+    WORD_CODE,
     Loc,
     MemTable,
     OverlayTable,
     Table,
+    join_words,
     pack_loc,
     pack_locs,
 )
 
 INDEX_DIR = "index"
+_ID, _KEY = attrgetter("i"), attrgetter("key")
 MAIN, TREE = "main", "tree"
 
 
@@ -115,10 +119,21 @@ class Beyond:
     length: int
 
 
-def _line_offsets(batch: Batch) -> list[int]:
-    """Where each line of `batch` starts."""
-    lengths = map((1).__add__, map(len, batch.lines))
-    return list(islice(accumulate(lengths, initial=batch.offset), len(batch.lines)))
+def _line_lengths(batch: Batch) -> list[int]:
+    """The length of each line of `batch`, its newline included."""
+    return list(map(len, batch.lines))
+
+
+def _line_offsets(batch: Batch, lengths: list[int]) -> list[int]:
+    """Where each line of `batch` starts, given `_line_lengths(batch)`."""
+    return list(islice(accumulate(lengths, initial=batch.offset), len(lengths)))
+
+
+def level_counts(messages: int) -> list[int]:
+    """The nodes that each tree level 0 … NODE_LEVELS can have: node (l, i) exists once
+    (i + 1) << l ≤ T. Level NODE_LEVELS stands for every level past the last (none of their
+    nodes can exist: T stays under 1 << NODE_LEVELS)."""
+    return [messages >> level for level in range(NODE_LEVELS)] + [0]
 
 
 @dataclass(slots=True)
@@ -140,22 +155,33 @@ class _Run:
     """Idempotency keys, by position in the run."""
 
     def add(self, batch: Batch) -> None:
-        """Take a batch's places; its ids come line by line."""
+        """Take a batch's places; its ids come with `take`."""
         if not self.ids:
             self.lineno = batch.lineno
-        self.offsets += _line_offsets(batch)
-        self.lengths += map((1).__add__, map(len, batch.lines))
+        lengths = _line_lengths(batch)
+        self.offsets += _line_offsets(batch, lengths)
+        self.lengths += lengths
+
+    def take(self, records: list[MessageLine]) -> None:
+        """The next lines are these whole messages."""
+        at = len(self.ids)
+        self.ids += map(_ID, records)
+        keys = list(map(_KEY, records))
+        if keys.count(None) < len(keys):
+            self.keys.update((at + k, key) for k, key in enumerate(keys) if key is not None)
 
     def flush(self, ids: _Ids) -> None:
         """Hand the lines that count to `ids`, in file order, and start a new run."""
         positions: Sequence[int] = range(len(self.ids))
         counted = cast(list[int], self.ids)
+        offsets: Iterable[int] = self.offsets
+        lengths: Iterable[int] = self.lengths
         if None in self.ids:
             positions = list(compress(positions, map(is_not, self.ids, repeat(None))))
             counted = cast(list[int], list(map(self.ids.__getitem__, positions)))
-        if ids.follows(counted):
             offsets = map(self.offsets.__getitem__, positions)
             lengths = map(self.lengths.__getitem__, positions)
+        if ids.follows(counted):
             keyed = [(key, self.ids[at]) for at, key in self.keys.items()]
             ids.put_run(pack_locs(self.no, offsets, lengths), counted, keyed)
         else:
@@ -171,41 +197,46 @@ class _Run:
 
 
 class _NewTree:
-    """The tree's levels in a rebuild: arrays as long as the level's existing nodes, made at
-    once and filled in place by `_Scanner._node_file`, since growing them a node at a time, and
-    a call per node, cost more than the parse.
+    """The tree's levels in a rebuild, in flat columns made at once and filled in place by
+    `_Scanner._node_file`: node (level, i) is item `bases[level] + i` of each, found with one
+    addition (a row per level costs the loop a lookup and an unpacking per node; arrays grown a
+    node at a time, or a call per node, would cost more than the parse).
 
-    `rows[level]` is (flags, sizes, words): `words` views the level's locations as uint64 words,
-    offset then length + (file no << 32), the layout of `pack_locs`. Every node placed has a flag
-    of 1 to 3, so a flag of 0 is a node not found yet.
+    `flags` is a list, not a bytearray: CPython reads and writes a list's items in its loop
+    without a call, and its values (0 to 3) are shared ints, so it costs only its pointers.
+    A node placed has a flag of 1 to 3, so a flag of 0 is a node not found yet. `spans` holds
+    each location's second word, as `pack_locs` packs it: the line's length + (file no << 32).
     """
 
     def __init__(self, total: int) -> None:
-        self.total = total
-        self.rows: list[tuple[bytearray, array[int], memoryview]] = []
-        self._locs: list[bytearray] = []
-
-    def grow(self, level: int) -> None:
-        """Make the rows up to `level`, a level that the caller knows has nodes."""
-        while len(self.rows) <= level:
-            count = self.total >> len(self.rows)
-            sizes = array(SIZE_CODE, [0]) * count
-            self._locs.append(bytearray(count * LOC_WIDTH))
-            self.rows.append((bytearray(count), sizes, memoryview(self._locs[-1]).cast("Q")))
+        self.bases = list(accumulate(level_counts(total), initial=0))
+        nodes = self.bases[-1]
+        self.flags = [0] * nodes
+        self.sizes = array(SIZE_CODE, [0]) * nodes
+        self.starts = array(WORD_CODE, [0]) * nodes
+        self.spans = array(WORD_CODE, [0]) * nodes
 
     def levels(self) -> list[Level]:
-        """The levels, each cut after its last built node, as node by node growth leaves them."""
-        levels = []
-        for (flags, sizes, words), loc in zip(self.rows, self._locs, strict=True):
-            words.release()
+        """The levels up to the last with a built node, each cut after its last built node, as
+        node by node growth leaves them. The columns are emptied from the top level down as the
+        levels take their items: they are the rebuild's largest objects."""
+        levels: list[Level] = []
+        for start in reversed(self.bases[:-1]):
+            flags = bytearray(self.flags[start:])
             count = len(flags.rstrip(b"\0"))
-            del sizes[count:], flags[count:], loc[count * LOC_WIDTH :]
-            if sys.byteorder == "big":  # the words were stored native; the files are little-endian
-                swapped = array("Q", loc)
-                swapped.byteswap()
-                loc[:] = swapped.tobytes()
-            levels.append(Level(MemTable.adopt(LOC_WIDTH, loc), sizes, flags))
-        self.rows, self._locs = [], []
+            del flags[count:]
+            with memoryview(self.starts) as starts, memoryview(self.spans) as spans:
+                loc = join_words(starts[start : start + count], spans[start : start + count])
+            del self.flags[start:], self.starts[start:], self.spans[start:]
+            if start:
+                sizes = self.sizes[start : start + count]
+                del self.sizes[start:]
+            else:  # the largest level takes the column itself
+                sizes, self.sizes = self.sizes, array(SIZE_CODE)
+                del sizes[count:]
+            if count or levels:
+                levels.append(Level(MemTable.adopt(LOC_WIDTH, loc), sizes, flags))
+        levels.reverse()
         return levels
 
 
@@ -293,28 +324,47 @@ class _Scanner:
     def _message_file(self, name: str, ids: _Ids) -> None:
         run = _Run(self.meta.entry(name).no, self.chat_dir / name)
         group: PageGroup[tuple[int, int]] = PageGroup()  # (position in the run, id) of each page
-        pending, decode = False, decode_message_line  # pending: whether `group` holds pages
+        pending = False  # whether `group` holds pages
         for batch in self._batches(name):
             run.add(batch)
-            line_ids, keyed = run.ids, run.keys
-            # The hot loop of a rebuild: a plain message costs its parse and little else.
-            for raw in batch.lines:
-                try:
-                    record = decode(raw)
-                except REFUSED:  # damage, a page, a key it does not know
-                    pending = self._odd_message(name, run, group, raw)
-                    continue
+            try:
+                # A batch of plain messages, the rule, is taken whole: a loop over its lines
+                # in Python took a sixth longer.
+                records = list(map(decode_message_line, batch.lines))
+            except REFUSED:  # damage, a page, a key it does not know: line by line
+                pending = self._message_lines(name, run, group, pending, batch.lines)
+            else:
                 if pending:
                     self._lose(run, group.lose())
                     pending = False
-                if record.key is not None:
-                    keyed[len(line_ids)] = record.key
-                line_ids.append(record.i)
+                run.take(records)
             if not pending:
                 run.flush(ids)
         # After the torn last line's warning, as pages were always warned about.
         self._lose(run, group.lose())
         run.flush(ids)
+
+    def _message_lines(
+        self,
+        name: str,
+        run: _Run,
+        group: PageGroup[tuple[int, int]],
+        pending: bool,
+        lines: list[bytes],
+    ) -> bool:
+        """A batch that holds lines the fast decoder refuses, read line by line; whether
+        `group` holds pages of a long message not yet complete."""
+        for raw in lines:
+            try:
+                record = decode_message_line(raw)
+            except REFUSED:
+                pending = self._odd_message(name, run, group, raw)
+                continue
+            if pending:
+                self._lose(run, group.lose())
+                pending = False
+            run.take([record])
+        return pending
 
     def _odd_message(
         self, name: str, run: _Run, group: PageGroup[tuple[int, int]], raw: bytes
@@ -358,55 +408,57 @@ class _Scanner:
         self.levels = self.tree.levels()
 
     def _node_file(self, name: str) -> None:
-        no, path, total = self.meta.entry(name).no, str(self.chat_dir / name), self.meta.messages
-        tree, decode = self.tree, decode_node_line
-        new = tree if isinstance(tree, _NewTree) else None
-        rows = new.rows if new is not None else []
-        word = (no << 32) + 1  # + a line's length: the second word of its location
+        no, path, tree = self.meta.entry(name).no, str(self.chat_dir / name), self.tree
+        decode, limit, counts = decode_node_line, LINE_LIMIT, level_counts(self.meta.messages)
+        tail = tree if isinstance(tree, _TailTree) else None
+        new = tree if isinstance(tree, _NewTree) else _NewTree(0)  # a tail scan: `tail.place`
+        bases, flags, sizes, starts, spans = new.bases, new.flags, new.sizes, new.starts, new.spans
+        word = no << 32  # + a line's length: the second word of its location
         for batch in self._batches(name):
-            offsets = _line_offsets(batch)
+            end = batch.offset
             # The hot loop of a rebuild, written out: a call per node costs a tenth of it.
-            for raw, offset in zip(batch.lines, offsets, strict=True):
+            for raw in batch.lines:
+                offset = end
+                end += len(raw)
                 try:
                     node = decode(raw)
-                except REFUSED:  # damage, a key it does not know
+                except REFUSED:  # damage, a key it does not know, a level past NODE_LEVELS
                     found = read_node_line(raw)
                     if isinstance(found, str):
-                        self._skip_node(path, batch, offsets, offset, found)
+                        self._skip_node(path, batch, offset, found)
                         continue
-                    level, i, size, flag = found.l, found.i, found.size, found.flag
+                    i, size, flag = found.i, found.size, found.flag
+                    level = min(found.l, NODE_LEVELS)  # past the last: beyond the log, below
                 else:
                     # What decode_node checks beyond the types, which the decoder checked
-                    text = node.text
+                    text, free = node.text, node.free
                     size = len(text) if text.isascii() else len(text.encode("utf-8"))
-                    if size > LINE_LIMIT or (node.free and node.cut):
-                        self._skip_node(path, batch, offsets, offset, "not a valid tree record")
+                    flag = FREE if free else BUILT
+                    if node.cut:
+                        flag = 0 if free else CUT  # 0: both, which no node is
+                    if size > limit or not flag:
+                        self._skip_node(path, batch, offset, "not a valid tree record")
                         continue
                     level, i = node.l, node.i
-                    flag = FREE if node.free else CUT if node.cut else BUILT
-                if level > 62 or (i + 1) << level > total:
-                    self.beyond.append(Beyond(name, offset, len(raw) + 1))
+                if i >= counts[level]:
+                    self.beyond.append(Beyond(name, offset, end - offset))
                     continue
-                if new is None:
-                    assert isinstance(tree, _TailTree)
-                    placed = tree.place(level, i, (no, offset, len(raw) + 1), size, flag)
+                if tail is not None:
+                    placed = tail.place(level, i, (no, offset, end - offset), size, flag)
                 else:
-                    if level >= len(rows):
-                        new.grow(level)
-                    flags, sizes, words = rows[level]
-                    placed = not flags[i]
+                    at = bases[level] + i
+                    placed = not flags[at]
                     if placed:
-                        flags[i], sizes[i] = flag, size
-                        words[2 * i], words[2 * i + 1] = offset, len(raw) + word
+                        flags[at] = flag
+                        sizes[at] = size
+                        starts[at] = offset
+                        spans[at] = end - offset + word
                 if not placed:
-                    why = "a second record of a node already built"
-                    self._skip_node(path, batch, offsets, offset, why)
+                    self._skip_node(path, batch, offset, "a second record of a node already built")
 
-    def _skip_node(
-        self, path: str, batch: Batch, offsets: list[int], offset: int, reason: str
-    ) -> None:
-        lineno = batch.lineno + bisect_left(offsets, offset)  # found only now: skips are rare
-        self.skipped.add(path, lineno, f"{reason}; skipped")
+    def _skip_node(self, path: str, batch: Batch, offset: int, reason: str) -> None:
+        offsets = _line_offsets(batch, _line_lengths(batch))  # found only now: skips are rare
+        self.skipped.add(path, batch.lineno + bisect_left(offsets, offset), f"{reason}; skipped")
 
 
 @dataclass(slots=True)

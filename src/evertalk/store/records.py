@@ -218,6 +218,9 @@ def read_node_line(raw: bytes) -> NodeRecord | str:
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
 """A non-negative int; msgspec refuses true, false and 1.0 for an int, as `_is_count` does."""
+NODE_LEVELS = 63
+"""Levels 0 … 62: a node of a higher level would need 1 << 63 messages, so a record of one
+names messages past the log's end, which the rebuild checks by level (see `NodeLine.l`)."""
 Kind = Literal["user", "ever", "tool", "echo", "work", "note"]
 assert frozenset(get_args(Kind)) == KINDS, "Kind must list the kinds of SPEC §1.2"
 
@@ -238,9 +241,10 @@ class MessageLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 class NodeLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A tree record's keys, well typed. What `decode_node` checks beyond types (the text's byte
     size, not both `free` and `cut`) the rebuild checks in its loop, where a call per node
-    would cost a tenth of its time."""
+    would cost a tenth of its time. A level past NODE_LEVELS is left to the definition too, so
+    that the loop can look the level up in a list of NODE_LEVELS without a check of its own."""
 
-    l: Count  # noqa: E741 - the spec's name for a level
+    l: Annotated[int, msgspec.Meta(ge=0, lt=NODE_LEVELS)]  # noqa: E741 - the spec's name
     i: Count
     text: str
     size: Count
