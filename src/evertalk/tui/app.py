@@ -13,16 +13,23 @@ message any window sends shows in every window, held while a turn runs, until Ev
 A tool whose policy is `ask` is asked of the window that sent the message (`ask`): a dialog
 (allow once, always, deny), withdrawn when the service says so (`ask_closed`). `/setup` saves new
 settings and has the service reopen the chat on them (`reopen`).
+
+The log opens on its last messages; a scroll to its top fetches the page before the oldest shown
+(`records`). The turn runs in the service, so leaving the window does not end it: Ctrl+D during a
+turn asks to be pressed again. On exit, `summary` is the line `main.py` prints: what this window
+sent, and what the service's count of costs rose by while it was open (`Spending`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import anyio
 from textual import events
@@ -51,9 +58,15 @@ from evertalk.terminal_text import escape_controls, one_line
 from evertalk.tui import commands
 from evertalk.tui.commands import CommandError, Invocation, read_line
 from evertalk.tui.editor import Editor, edit_instructions
-from evertalk.tui.history import EARLIER_MOST, earlier_records, earlier_rows
-from evertalk.tui.status import MemoryWatch, status_line
-from evertalk.tui.turn_rows import TurnRows
+from evertalk.tui.history import (
+    EARLIER_MOST,
+    EARLIER_PAGE,
+    earlier_records,
+    earlier_rows,
+    opening_at,
+)
+from evertalk.tui.status import MemoryWatch, dollars, status_line
+from evertalk.tui.turn_rows import Sending, TurnRows
 from evertalk.tui.widgets import (
     ChatLog,
     CommandHint,
@@ -63,14 +76,48 @@ from evertalk.tui.widgets import (
     PromptInput,
     StatusBar,
     clip,
+    log_pages,
+    size_of,
 )
 
 HISTORY = 200  # messages the user sent before, for Up and Down
 HISTORY_SCAN = 2_000  # messages read back to find them
 STATUS_EVERY = 0.5  # seconds between two looks at the service's status
 RECONNECT_EVERY = 1.0  # seconds between two tries to reach a service that went
+QUIT_AGAIN = 5.0  # seconds in which a second Ctrl+D quits while a turn runs
+LAST_STATUS = 1.0  # seconds, at most, to ask the service what was spent when quitting
+FOLDER_WIDTH = 50  # characters of the working folder shown under the input
 
 Connector = Callable[[], Awaitable[Remote]]
+
+
+class Spending:
+    """What the chat's model calls cost while the window was open. The service's `status`
+    says what it spent since it started (every window's turns, their subagents, the
+    summaries): the rise of that figure over each connection, summed over the connections,
+    as a service that stops and another that starts each count from zero."""
+
+    def __init__(self) -> None:
+        self.before = 0.0  # risen over the connections before this one
+        self.first: float | None = None  # this connection's first figure
+        self.last = 0.0
+        self.seen = False  # a figure came at all
+
+    def connected(self) -> None:
+        self.before, self.first = self.total, None
+
+    def sample(self, cost: float) -> None:
+        self.seen = True
+        if self.first is None:
+            self.first = self.last = cost
+        elif cost < self.last:  # counted from zero again: a new service under the same name
+            self.before, self.first, self.last = self.total, 0.0, cost
+        else:
+            self.last = cost
+
+    @property
+    def total(self) -> float:
+        return self.before + (self.last - self.first if self.first is not None else 0.0)
 
 
 class ChatApp(App[int]):
@@ -88,7 +135,7 @@ class ChatApp(App[int]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "cancel turn", priority=True),
-        Binding("ctrl+d", "quit", "quit"),  # the input's own Ctrl+D defers to it when empty
+        Binding("ctrl+d", "leave", "quit"),  # the input's own Ctrl+D defers to it when empty
     ]
 
     def __init__(
@@ -118,6 +165,14 @@ class ChatApp(App[int]):
         self._quitting = False
         self.failure: str | None = None  # why the app stopped on its own
         self.ready = anyio.Event()  # the first connection showed the log's last messages
+        self.spending = Spending()
+        self.sent_count = 0  # messages this window sent (and the service took)
+        self._quit_asked = -QUIT_AGAIN  # when Ctrl+D last asked to be pressed again
+        # the rows of the log shown: from message `_oldest` on; `_intro` says how many
+        self._oldest = 0
+        self._intro: NoteRow | None = None
+        self._chat_size = 0  # messages in the chat when the window opened
+        self._loading = False  # older rows are being fetched
 
     def attach(self, remote: Remote) -> None:
         self.remote = remote
@@ -146,6 +201,8 @@ class ChatApp(App[int]):
     async def on_mount(self) -> None:
         self.chat_log.anchor()
         self.prompt.focus()
+        # the folder the tools of this window's messages work in, under the input
+        self.prompt.border_subtitle = escape(escape_controls(folder_shown(self.workdir)))
         self.status_bar.set_text("connecting to the service…")
         self.set_interval(STATUS_EVERY, self.refresh_status)
         self.run_worker(self._keep_connected(), name="service", group="service")
@@ -201,6 +258,10 @@ class ChatApp(App[int]):
                 await self._lost()
 
     async def _opened(self, remote: Remote, first: bool) -> None:
+        self.spending.connected()
+        # the figure as the window connects: only what it rises by from here is this session's
+        with contextlib.suppress(ServiceError):
+            self.spending.sample(status_of(await remote.request({"type": "status"})).cost)
         self.refresh_status()
         if not first:
             await self._add(NoteRow(f"connected to the service (pid {remote.pid})"))
@@ -218,13 +279,51 @@ class ChatApp(App[int]):
         if t == 0:
             return [NoteRow("A new chat. Say hello; /help lists the keys and the commands.")]
         records = earlier_records([message_of(item) for item in reply["records"]])
-        start = t - len(records)
-        intro = NoteRow(
-            f"{t:,} messages in this chat"
-            + (f"; the last {t - start} follow" if start else "")
-            + ". /memory shows what Ever remembers, /help the keys and the commands."
-        )
-        return [intro, *earlier_rows(records)]
+        self._chat_size, self._oldest = t, t - len(records)
+        self._intro = NoteRow(intro_text(t, self._oldest))
+        return [self._intro, *earlier_rows(records)]
+
+    def on_chat_log_at_top(self, message: ChatLog.AtTop) -> None:
+        if self._oldest > 0 and not self._loading and self.remote is not None:
+            self._loading = True
+            self.run_worker(self._load_older(self.remote), group="older")
+
+    async def _load_older(self, remote: Remote) -> None:
+        """The messages before the oldest shown, a page of them, as rows above it; what was
+        on the screen stays where it was."""
+        try:
+            start = max(0, self._oldest - EARLIER_PAGE)
+            try:
+                found = await remote.records(start=start, end=self._oldest)
+            except ServiceError:
+                return  # gone: the next scroll to the top tries again
+            records = [record for record in found if record.i < self._oldest]
+            records = records[opening_at(records, whole=start == 0) :]
+            if not records:
+                return
+            log, intro = self.chat_log, self._intro
+            shown = list(log.children)
+            at = shown.index(intro) + 1 if intro in shown else 0
+            below = shown[at] if at < len(shown) else None  # the oldest row shown
+            seen = below.virtual_region.y - log.scroll_y if below is not None else None
+            rows = earlier_rows(records)
+            if intro is not None:
+                await log.mount_all(rows, after=intro)
+            else:
+                await log.mount_all(rows, before=0)
+            self._oldest = records[0].i
+            if intro is not None:
+                intro.set_text(intro_text(self._chat_size, self._oldest))
+            if below is not None and seen is not None:
+                # once laid out, the row that was under the intro is back where it was seen
+                def keep() -> None:
+                    log.scroll_to(y=below.virtual_region.y - seen, animate=False, immediate=True)
+
+                log.call_after_refresh(keep)
+        except NoMatches:  # the app is closing
+            return
+        finally:
+            self._loading = False
 
     async def _lost(self) -> None:
         await self.rows.cut_short("the service stopped before it finished")
@@ -316,7 +415,8 @@ class ChatApp(App[int]):
         """The keys the dialog kept, typed again: they reach the input, which has the focus
         again once the dialog is gone (they are posted now and handled after that)."""
         for key in keys:
-            self.post_message(events.Key(key.key, key.character))
+            if key.key != "escape":  # meant for the dialog: in the input it would clear it
+                self.post_message(events.Key(key.key, key.character))
         keys.clear()
 
     # -- the input ------------------------------------------------------------------------
@@ -324,6 +424,7 @@ class ChatApp(App[int]):
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         if isinstance(event.text_area, PromptInput):
             self.query_one(CommandHint).show_for(event.text_area.text)
+            self._show_title()
 
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         self.query_one(CommandHint).show_for("")
@@ -334,15 +435,16 @@ class ChatApp(App[int]):
             await self._add(NoteRow(clip(one_line(message.text), 200), classes="command"))
             await self.run_command(line)
         else:
-            await self.send(line)
+            # `//text` sends `/text`: the pastes are in it all the same
+            await self.send(line, message.pasted)
 
     def on_prompt_input_page(self, message: PromptInput.Page) -> None:
         if message.pages < 0:
-            self.chat_log.scroll_page_up()
+            self.chat_log.page_up()
         else:
             self.chat_log.scroll_page_down()
 
-    async def send(self, text: str) -> None:
+    async def send(self, text: str, pasted: Sequence[str] = ()) -> None:
         remote = self.remote
         if remote is None:
             await self._add(
@@ -361,24 +463,23 @@ class ChatApp(App[int]):
         }
         if self._workdir_set:
             frame["workdir"] = str(self.workdir)
-        self.rows.sending.append((text, self.attachments.names()))
+        self.rows.sending.append(Sending(text, self.attachments.names(), tuple(pasted)))
         try:
             await remote.request(frame)
         except ServiceError as error:
-            self.rows.sending = [item for item in self.rows.sending if item[0] != text]
+            self.rows.sending = [item for item in self.rows.sending if item.text != text]
             await self._add(NoteRow(f"not sent: {error} (Up brings it back)", classes="error"))
             return
+        self.sent_count += 1
+        self.busy = True  # a turn runs or waits for it, before the events from it say so
         self.attachments.clear()
-        self._show_attachments()
+        self._show_title()
 
     async def run_command(self, line: Invocation) -> None:
         command = line.command
         try:
             if command is None:
-                raise CommandError(
-                    f"unknown command {line.word}: /help lists the commands "
-                    "(// sends a message that starts with /)"
-                )
+                raise CommandError(unknown_command(line.word))
             await self._run(line)
         except CommandError as error:
             await self._add(OutputRow(str(error), classes="error"))
@@ -393,7 +494,7 @@ class ChatApp(App[int]):
             try:
                 await self._output(self.attachments.command(line.args, self.workdir))
             finally:
-                self._show_attachments()
+                self._show_title()
         elif command is slash.SETUP:
             await self.open_setup()
         elif command is slash.INSTRUCTIONS:
@@ -420,12 +521,26 @@ class ChatApp(App[int]):
     async def _output(self, text: str) -> None:
         await self._add(OutputRow(text))
 
-    def _show_attachments(self) -> None:
-        """The input's title says which images wait for the next message, while any do."""
+    def _show_title(self) -> None:
+        """The input's title says what goes with the message typed, while anything does: a
+        big paste (which shows folded in the chat once sent), the several messages a long one
+        is logged as, the images waiting for it."""
+        prompt = self.prompt
+        parts = []
+        pastes = prompt.pastes()
+        if len(pastes) == 1:
+            parts.append(f"pasted {size_of(pastes[0])}")
+        elif pastes:
+            parts.append(f"{len(pastes)} pastes")
+        pages = log_pages(prompt.text)
+        if pages > 1:
+            parts.append(f"logged as {pages} messages")
         count = len(self.attachments.files)
-        waiting = f"{count} image{'s' if count != 1 else ''} attached: {self.attachments.names()}"
+        if count:
+            names = self.attachments.names()
+            parts.append(clip(f"{count} image{'s' if count != 1 else ''} attached: {names}", 60))
         # a border's title is markup: a file named `[b]x.png` must show as it is named
-        self.prompt.border_title = escape(escape_controls(clip(waiting, 60))) if count else None
+        prompt.border_title = escape(escape_controls(" · ".join(parts))) if parts else None
 
     # -- /setup: new settings, the service reopens the chat on them ------------------------
 
@@ -471,7 +586,8 @@ class ChatApp(App[int]):
     # -- keys -----------------------------------------------------------------------------
 
     def action_interrupt(self) -> None:
-        """Ctrl+C: cancel the running turn; otherwise copy the selection, or say how to quit."""
+        """Ctrl+C: cancel the running turn; otherwise copy the selection, else clear the input
+        (Ctrl+Z brings it back), or say how to quit."""
         remote = self.remote
         if remote is not None and self.busy:
             self.run_worker(_quietly(remote.post({"type": "cancel"})), group="cancel")
@@ -480,12 +596,50 @@ class ChatApp(App[int]):
         if prompt.selected_text:
             prompt.action_copy()
             return
+        if prompt.text:
+            prompt.clear_input()
+            return
         self.notify("No turn is running. Ctrl+D or /quit leaves.", timeout=3)
+
+    async def action_leave(self) -> None:
+        """Ctrl+D (on an empty input): quit; while a turn runs, only when pressed again. The
+        turn runs in the service, so the window quitting does not end it."""
+        now = time.monotonic()
+        if self.busy and now - self._quit_asked > QUIT_AGAIN:
+            self._quit_asked = now
+            self.notify(QUIT_WHILE_BUSY, timeout=QUIT_AGAIN)
+            return
+        await self.action_quit()
 
     async def action_quit(self) -> None:
         self._quitting = True
         await self.rows.end_reply()
+        await self._last_status()
         self.exit(0)
+
+    async def _last_status(self) -> None:
+        """What was spent up to now, and whether a turn still runs, for the line said on exit;
+        not waited for long: a service that does not answer leaves the last figures seen."""
+        remote = self.remote
+        if remote is None:
+            return
+        with anyio.move_on_after(LAST_STATUS), contextlib.suppress(ServiceError):
+            status = status_of(await remote.request({"type": "status"}))
+            self.spending.sample(status.cost)
+            self.busy = status.busy
+
+    def summary(self) -> str | None:
+        """The line said on exit: what this window sent, and what the chat's model calls cost
+        while it was open; None when it never reached the service."""
+        if not self.spending.seen:
+            return None
+        count = self.sent_count
+        sent = f"{count} message{'s' if count != 1 else ''} sent" if count else "nothing sent"
+        spent = dollars(self.spending.total)
+        line = f"this session: {sent}; the chat spent {spent} meanwhile ({SPENT_ON})"
+        if self.busy:
+            line += "; a turn goes on in the service"
+        return line
 
 
 async def _quietly(sent: Awaitable[None]) -> None:
@@ -495,10 +649,47 @@ async def _quietly(sent: Awaitable[None]) -> None:
 
 
 NOT_CONNECTED = "the service is not connected yet: a moment"
+SPENT_ON = "any window's turns, subagents, summaries"
+ELSEWHERE: Final = {"/exit": ("/quit",), "/?": ("/help",)}  # as other chat programs spell them
+QUIT_WHILE_BUSY = (
+    "A turn is running: Ctrl+D again quits. The turn goes on in the service (Ctrl+C cancels it)."
+)
 SAVED_FOR_LATER = (
     "settings saved; a turn started meanwhile, so the chat goes on with the old ones: "
     "/setup again once it ends applies them"
 )
+
+
+def intro_text(t: int, oldest: int) -> str:
+    """The first row: how many messages the chat has, and how many of them follow it."""
+    shown = f"; the last {t - oldest:,} follow. Scroll up for earlier ones;" if oldest else "."
+    return (
+        f"{t:,} messages in this chat{shown} /memory shows what Ever remembers, "
+        "/help the keys and the commands."
+    )
+
+
+def unknown_command(word: str) -> str:
+    """`unknown command /agent: did you mean /agents?`, naming the commands close to it."""
+    names = list(dict.fromkeys(command.name.split()[0] for command in commands.COMMANDS))
+    begun = [name for name in names if name.startswith(word)]
+    # a letter or two amiss, not a word that merely shares some (`/agent` is not `/usage`)
+    close = difflib.get_close_matches(word, names, n=3, cutoff=0.75)
+    found = list(dict.fromkeys([*begun, *close, *ELSEWHERE.get(word, ())]))[:3]
+    line = f"unknown command {word}: "
+    if found:
+        choices = ", ".join(found[:-1]) + " or " + found[-1] if len(found) > 1 else found[0]
+        line += f"did you mean {choices}? "
+    return line + "/help lists the commands (// sends a message that starts with /)"
+
+
+def folder_shown(path: Path) -> str:
+    """A folder as the input's border shows it: `~` for the home folder, its end when long."""
+    home = Path.home()
+    shown = str(path)
+    if path == home or home in path.parents:
+        shown = "~" + shown[len(str(home)) :]
+    return shown if len(shown) <= FOLDER_WIDTH else "…" + shown[-(FOLDER_WIDTH - 1) :]
 
 
 def applied(frame: dict[str, Any]) -> str:

@@ -1,5 +1,7 @@
 """The rows of the log the app shows when it opens: the last messages, joined and paired as a
-live session shows them."""
+live session shows them; and, as the user scrolls up, the messages before them, a page at a
+time. Each part shown starts at a message that opens a row (`opens`), so that no tool call is
+parted from its result and no long message from its other pages."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from evertalk.tui.widgets import NoteRow, ReplyView, ToolRow, UserRow, WorkRow, 
 
 EARLIER: Final = 8  # messages of the log shown when the app opens, at least
 EARLIER_MOST: Final = 40  # messages read back to start them at the user message that opened a turn
+# messages fetched each time the chat is scrolled to its top: at most 40 pages of 30,000
+# characters, far under what one `records` reply holds
+EARLIER_PAGE: Final = 40
 
 
 def earlier_records(records: Sequence[Message]) -> list[Message]:
@@ -26,7 +31,25 @@ def earlier_records(records: Sequence[Message]) -> list[Message]:
     last = max(0, len(records) - EARLIER)
     opened = [at for at, record in enumerate(records[: last + 1]) if record.kind == "user"]
     start = opened[-1] if opened else last
+    while start > 0 and not opens(records[start]):  # back to its call, or its first page
+        start -= 1
     return list(records[start:])
+
+
+def opens(record: Message) -> bool:
+    """Whether a row starts at this message: not a call's result (its `echo`), nor a later page
+    of a long message."""
+    page = page_of(record.key)
+    return record.kind != "echo" and (page is None or page[1] == 0)
+
+
+def opening_at(records: Sequence[Message], *, whole: bool) -> int:
+    """Where rows start in `records`, a part of the log just before what is shown: at its first
+    message that opens a row; at 0 when it starts the chat (`whole`) or none does. What comes
+    before that place is shown with the part before it."""
+    if whole:
+        return 0
+    return next((at for at, record in enumerate(records) if opens(record)), 0)
 
 
 def earlier_rows(records: list[Message]) -> list[Widget]:

@@ -1,5 +1,6 @@
 """The terminal app's entry point: the setup form first when no provider is set up, then the
-chat screen connected to the service (`tui/__init__.py` has it starting already)."""
+chat screen connected to the service (`tui/__init__.py` has it starting already), and on exit
+one line of what the session cost."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from evertalk.client.connection import Starting
 from evertalk.client.remote import Remote, open_remote
 from evertalk.config import Config
 from evertalk.runtime import configuration_problem
-from evertalk.terminal_text import fail
+from evertalk.terminal_text import escape_controls, fail
 from evertalk.tui.app import ChatApp
 
 
@@ -45,6 +46,9 @@ async def _main(
     await app.run_async()
     if app.failure is not None:
         return fail(app.failure)
+    summary = app.summary()
+    if summary is not None:  # the screen is the terminal's again: the line stays in it
+        print(escape_controls(summary))
     return app.return_code or 0
 
 

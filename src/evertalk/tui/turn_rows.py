@@ -5,6 +5,7 @@ message any window sent shows, held while a turn runs, until Ever takes it."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Protocol
 
 from textual.widget import Widget
@@ -12,6 +13,7 @@ from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownStream
 
 from evertalk.client.remote import Message
+from evertalk.memory.text import MESSAGE_LIMIT
 from evertalk.protocol.events import (
     CallUsage,
     CatchingUp,
@@ -42,6 +44,7 @@ from evertalk.tui.widgets import (
     UserRow,
     WorkRow,
     clip,
+    log_pages,
 )
 
 KEY_HINT = "check your key with /setup (it also changes the provider and the base URL)"
@@ -78,6 +81,22 @@ def recorded_text(event: Recorded) -> str:
     return f"{event.count:,} message{'s' if event.count != 1 else ''} logged by {event.client}"
 
 
+@dataclass(frozen=True)
+class Sending:
+    """A message this window sent that has not shown yet: what goes with it, to show then."""
+
+    text: str
+    names: str  # the images attached, by name
+    pasted: tuple[str, ...] = ()  # the big pastes in it, which show folded
+
+
+def split_note(pages: int) -> str:
+    return (
+        f"a long message: the log keeps it as {pages} messages of at most "
+        f"{MESSAGE_LIMIT:,} characters, in order (the chat shows it whole)"
+    )
+
+
 class RowHost(Protocol):
     """What the rows need of the app."""
 
@@ -105,7 +124,7 @@ class TurnRows:
         self._thought: ThoughtRow | None = None
         self._tools: dict[str, ToolRow] = {}
         self._held: list[UserRow] = []
-        self.sending: list[tuple[str, str]] = []  # (text, image names) sent, not yet shown
+        self.sending: list[Sending] = []  # sent, not yet shown
         self._settling: NoteRow | None = None
         self._said = True  # the running turn has shown a reply or a tool call
 
@@ -226,14 +245,14 @@ class TurnRows:
     async def _sent(self, event: MessageSent) -> None:
         """A message any window sent (this one's too): shown in every window, held while a
         turn runs."""
-        names = ""
+        names, pasted = "", tuple[str, ...]()
         own = event.client == self.host.client_name()
-        for at, (text, attached) in enumerate(self.sending if own else []):
-            if text == event.text:
-                names = attached
+        for at, sending in enumerate(self.sending if own else []):
+            if sending.text == event.text:
+                names, pasted = sending.names, sending.pasted
                 del self.sending[at]
                 break
-        row = UserRow(event.text, held=event.held)
+        row = UserRow(event.text, held=event.held, pasted=pasted)
         if event.held:
             self._held.append(row)
         else:
@@ -243,6 +262,9 @@ class TurnRows:
             await self._add(NoteRow(f"with {names}"))
         elif event.images:
             await self._add(NoteRow(f"with {event.images} image{'s' if event.images != 1 else ''}"))
+        pages = log_pages(event.text)
+        if pages > 1:
+            await self._add(NoteRow(split_note(pages)))
 
     async def _turn_started(self, ids: list[int]) -> None:
         await self._unsettle()

@@ -10,8 +10,10 @@ as it came in its `text` (or `output_text`, `source`) for the app.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any, ClassVar, Final
 
+from rich.text import Text
 from textual import events
 from textual.actions import SkipAction
 from textual.app import ComposeResult
@@ -24,8 +26,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Collapsible, Label, Markdown, Static, TextArea
 
 from evertalk.agent.permissions import Decision
+from evertalk.memory.text import MESSAGE_LIMIT, split_text, valid_unicode
 from evertalk.terminal_text import escape_controls, one_line
-from evertalk.tui.commands import SlashSuggester, matching
+from evertalk.tui.commands import SlashSuggester, file_size, matching
 from evertalk.tui.reply_markdown import ReplyBody
 
 CLIP_TITLE = 90  # characters of a tool's input in its row's title
@@ -39,8 +42,67 @@ def clip(text: str, size: int) -> str:
 # --- rows of the log -------------------------------------------------------------------------
 
 
+PASTE_LINES: Final = 10  # a paste of more lines than this shows folded in the chat
+PASTE_CHARS: Final = 2_000  # … or of more characters
+HEAD_LINES: Final = 3  # lines of a long message shown above its size while it is folded
+
+
+def is_big(text: str) -> bool:
+    """Whether a paste (or a message) is long enough to show folded in the chat."""
+    return len(text) > PASTE_CHARS or len(text.splitlines()) > PASTE_LINES
+
+
+def size_of(text: str) -> str:
+    """`50 KB, 650 lines`: the bytes the text takes in UTF-8, and its lines."""
+    lines = max(1, len(text.splitlines()))
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return f"{file_size(size)}, {lines:,} line{'s' if lines != 1 else ''}"
+
+
+def log_pages(text: str) -> int:
+    """The messages the log keeps a text as: a long one is split (SPEC §1.6)."""
+    return len(split_text(valid_unicode(text))) if len(text) > MESSAGE_LIMIT else 1
+
+
+def paste_label(text: str) -> str:
+    return f"[pasted {size_of(text)}]"
+
+
+def folded_parts(text: str, pasted: Sequence[str] = ()) -> list[tuple[str, bool]] | None:
+    """A long message as it shows folded: (text, whether it stands for a part) in order, or
+    None for one short enough to show whole. The big pastes the window knows of (its own) each
+    become `[pasted 50 KB, 650 lines]`; a long message with none known (another window's, an
+    earlier session's) shows its first lines, then its size."""
+    spans: list[tuple[int, int]] = []
+    for piece in (piece for piece in pasted if piece and is_big(piece)):
+        at = text.find(piece)
+        # the same text pasted twice: each paste takes the next place it is found at
+        while at >= 0 and any(at < end and start < at + len(piece) for start, end in spans):
+            at = text.find(piece, at + 1)
+        if at >= 0:
+            spans.append((at, at + len(piece)))
+    if spans:
+        parts: list[tuple[str, bool]] = []
+        done = 0
+        for start, end in sorted(spans):
+            if start > done:
+                parts.append((text[done:start], False))
+            parts.append((paste_label(text[start:end]), True))
+            done = end
+        if done < len(text):
+            parts.append((text[done:], False))
+        return parts
+    if not is_big(text):
+        return None
+    head = clip("\n".join(text.splitlines()[:HEAD_LINES]), PASTE_CHARS // 4)
+    return [(head + "\n", False), (f"[long message: {size_of(text)} in all]", True)]
+
+
 class UserRow(Static):
-    """A message the user sent; `held` while it waits for the running turn."""
+    """A message the user sent; `held` while it waits for the running turn.
+
+    A long one shows folded (`folded_parts`), so that a big paste does not fill the chat: a
+    click, or Enter once Shift+Tab has reached it, shows it whole, and folds it again."""
 
     DEFAULT_CSS = """
     UserRow {
@@ -51,18 +113,70 @@ class UserRow(Static):
     }
     UserRow.held { border-left: thick $warning; }
     UserRow.earlier { color: $text-muted; }
+    UserRow:focus { background: $accent 20%; }
     """
 
-    def __init__(self, text: str, *, held: bool = False, classes: str | None = None) -> None:
-        super().__init__(escape_controls(text), markup=False, classes=classes)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "unfold", "show whole", show=False),
+    ]
+
+    def __init__(
+        self,
+        text: str,
+        *,
+        held: bool = False,
+        classes: str | None = None,
+        pasted: Sequence[str] = (),
+    ) -> None:
         self.text = text
+        self.parts = folded_parts(text, pasted)
+        self.folded = self.parts is not None
+        self.held = held
+        super().__init__(self._content(), markup=False, classes=classes)
+        self.can_focus = self.parts is not None  # a short one has nothing to open
         self.set_class(held, "held")
-        if held:
-            self.tooltip = "held: Ever reads it between two steps of the running turn"
+        self._tip()
+
+    @property
+    def shown(self) -> str:
+        """The text as it shows now, folded or whole (unescaped)."""
+        if self.parts is None or not self.folded:
+            return self.text
+        return "".join(part for part, _ in self.parts)
+
+    def _content(self) -> Text:
+        if self.parts is None or not self.folded:
+            return Text(escape_controls(self.text))
+        content = Text()
+        for part, label in self.parts:
+            content.append(escape_controls(part), style="bold italic" if label else "")
+        return content
+
+    def _tip(self) -> None:
+        tips = []
+        if self.held:
+            tips.append("held: Ever reads it between two steps of the running turn")
+        if self.parts is not None:
+            tips.append("a click shows it whole" if self.folded else "a click folds it again")
+        self.tooltip = "; ".join(tips) or None
 
     def delivered(self) -> None:
+        self.held = False
         self.remove_class("held")
-        self.tooltip = None
+        self._tip()
+
+    def action_unfold(self) -> None:
+        """Show it whole, or folded again."""
+        if self.parts is None:
+            return
+        self.folded = not self.folded
+        self.update(self._content())
+        self._tip()
+
+    def on_click(self, event: events.Click) -> None:
+        if self.parts is not None:
+            event.stop()
+            self.action_unfold()
 
 
 class ReplyView(Markdown):
@@ -267,11 +381,34 @@ class ToolRow(Collapsible):
 # --- the input -------------------------------------------------------------------------------
 
 
+def completion(value: str) -> str:
+    """What Tab or Right adds to a partly typed command: the rest of the only command it may
+    become, or what all those it may become share (`/me` → `/memory`); nothing when they part
+    at once (`/i`: `/image` or `/instructions`, which the hint lists)."""
+    if not value.startswith("/") or "\n" in value or value.startswith("//"):
+        return ""
+    found = [
+        candidate
+        for candidate in SlashSuggester.CANDIDATES
+        if candidate.startswith(value) and candidate.rstrip() != value.rstrip()
+    ]
+    if not found:
+        return ""
+    shared = min(found, key=len)
+    while not all(candidate.startswith(shared) for candidate in found):
+        shared = shared[:-1]
+    return shared[len(value) :]
+
+
 class PromptInput(TextArea):
     """The message being typed: Enter sends it, Shift+Enter or Ctrl+J starts a new line, Up and
     Down at the first or last line go through the messages sent before, and a slash command is
     completed as it is typed (Tab or Right takes the suggestion). Page Up and Down scroll the
-    log."""
+    log. Esc clears it, Ctrl+U deletes to the start of the line typed (not of the row it wraps
+    to), and Ctrl+Z brings back what either took.
+
+    A big paste stays whole here, where it can be read and edited before it goes; the pastes
+    are kept (`pasted`) so that the chat can show each folded once the message is sent."""
 
     DEFAULT_CSS = """
     PromptInput {
@@ -288,14 +425,16 @@ class PromptInput(TextArea):
         Binding("enter", "submit", "send", show=True),
         Binding("ctrl+j", "newline", "new line", show=True, key_display="^j"),
         Binding("ctrl+d", "delete_or_quit", "quit", show=True),
+        Binding("escape", "clear_input", "clear", show=False),
     ]
 
     NEWLINE_KEYS: ClassVar[frozenset[str]] = frozenset({"shift+enter", "ctrl+j", "alt+enter"})
 
     class Submitted(Message):
-        def __init__(self, text: str) -> None:
+        def __init__(self, text: str, pasted: Sequence[str] = ()) -> None:
             super().__init__()
             self.text = text
+            self.pasted = list(pasted)  # the big pastes in it, to show folded
 
     class Page(Message):
         """Page Up or Down: the log scrolls (the input is short)."""
@@ -313,8 +452,8 @@ class PromptInput(TextArea):
             placeholder="Message Ever: Enter sends, Ctrl+J starts a new line, /help lists more",
             id=id,
         )
-        self.suggester = SlashSuggester()
         self.sent: list[str] = []  # the messages sent before, oldest first
+        self.pasted: list[str] = []  # the big pastes since the input was last empty
         self._place: int | None = None  # where in the history Up/Down got to
         self._draft = ""  # what was typed before going into the history
 
@@ -328,6 +467,30 @@ class PromptInput(TextArea):
         elif event.key == "tab" and self.suggestion:
             self._stop(event)
             self.action_complete()
+        elif event.key == "tab" and len(matching(self.text)) > 1:
+            # more than one command fits what is typed: the hint lists them, and Tab stays
+            # here rather than take the focus to the rows
+            self._stop(event)
+            self.app.bell()
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        """As TextArea pastes, and a big paste is kept as it reads in the input (its line
+        ends as the input has them) for the chat to fold."""
+        event.prevent_default()  # TextArea's own paste would insert it a second time
+        if self.read_only:
+            return
+        start, end = sorted(self.selection)
+        result = self.replace(event.text, start, end, maintain_selection_offset=False)
+        self.move_cursor(result.end_location)
+        self.focus()
+        pasted = self.get_text_range(start, result.end_location)
+        if is_big(pasted):  # kept before the input's Changed is handled, which shows it
+            self.pasted.append(pasted)
+
+    def pastes(self) -> list[str]:
+        """The big pastes still in the input as they were pasted."""
+        text = self.text
+        return [piece for piece in self.pasted if piece in text]
 
     @staticmethod
     def _stop(event: events.Key) -> None:
@@ -338,9 +501,37 @@ class PromptInput(TextArea):
         text = self.text
         if not text.strip():
             return
+        pasted = self.pastes()
         self.remember(text)
         self.clear()
-        self.post_message(self.Submitted(text))
+        self.pasted = []
+        self.post_message(self.Submitted(text, pasted))
+
+    def clear_input(self) -> None:
+        """Empty the input (Ctrl+Z undoes it); Up starts again from the last message sent."""
+        self.clear()
+        self.pasted = []
+        self._place = None
+        self._draft = ""
+
+    def action_clear_input(self) -> None:
+        """Esc: clear what is typed; on an empty input, Esc is left to others."""
+        if not self.text:
+            raise SkipAction()
+        self.clear_input()
+
+    def action_delete_to_start_of_line(self) -> None:
+        """Ctrl+U: delete back to the start of the line as typed, as a shell does; TextArea's
+        own stops at the start of the row the line wraps to on the screen. At a line's start
+        it joins the line to the one before."""
+        if self.read_only:
+            return
+        start, end = sorted(self.selection)
+        row, column = start
+        if start != end or column > 0:
+            self.delete((row, 0), end, maintain_selection_offset=False)
+        elif row > 0:
+            self.delete((row - 1, len(self.document[row - 1])), start)
 
     def action_delete_or_quit(self) -> None:
         """Ctrl+D: on an empty input the app's binding (quit) runs; else delete forward, as in a
@@ -364,10 +555,8 @@ class PromptInput(TextArea):
         self.post_message(self.Page(1))
 
     def update_suggestion(self) -> None:
-        value = self.text
         at_end = self.cursor_location == self.document.end
-        found = self.suggester.suggest(value) if at_end else None
-        self.suggestion = found[len(value) :] if found else ""
+        self.suggestion = completion(self.text) if at_end else ""
 
     # -- history --------------------------------------------------------------------------
 
@@ -463,7 +652,9 @@ class StatusBar(Static):
 
 
 class ChatLog(VerticalScroll):
-    """The rows, oldest first; it follows the end while new rows come, unless scrolled up."""
+    """The rows, oldest first; it follows the end while new rows come, unless scrolled up.
+    Scrolled up to its top (or further up once there), it says so (`AtTop`): the app may
+    have older rows to show."""
 
     DEFAULT_CSS = """
     ChatLog {
@@ -473,6 +664,27 @@ class ChatLog(VerticalScroll):
         scrollbar-gutter: stable;  /* a long reply is not drawn twice when the bar appears */
     }
     """
+
+    class AtTop(Message):
+        """The user scrolled to the top of the log, or tried to go past it."""
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if new_value <= 0 < old_value:
+            self.post_message(self.AtTop())
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        # handled before the scroll itself: at the top already, or rows that all fit, where
+        # the wheel moves nothing and so no scroll says it reached the top
+        if self.scroll_y <= 0 and not (event.ctrl or event.shift):
+            self.post_message(self.AtTop())
+
+    def page_up(self) -> None:
+        """Page Up from the input: one page up, or older rows when at the top already."""
+        if self.scroll_y <= 0:
+            self.post_message(self.AtTop())
+        else:
+            self.scroll_page_up()
 
 
 # --- the permission dialog -------------------------------------------------------------------
