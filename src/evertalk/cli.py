@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from evertalk import __version__
+
 
 class UsageError(Exception):
     """Wrong arguments or a missing chat: one line for the user, exit status 2."""
@@ -33,6 +35,7 @@ def default_home() -> Path:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="evertalk", description="An AI agent with one chat that never ends.")
+    parser.add_argument("--version", action="version", version=f"evertalk {__version__}")
     parser.add_argument("--home", type=Path, help="the evertalk folder (default ~/.evertalk)")
     parser.add_argument(
         "-p",
@@ -65,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         action="append",
         help="with -p: attach an image (PNG, JPEG, GIF or WebP) to the message; repeatable",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME",
+        help="with -p MESSAGE: run this turn on the model NAME (config.toml is left as it is)",
     )
     parser.add_argument(
         "--workdir",
@@ -177,8 +185,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _headless(args)
     if args.retry:
         raise UsageError("--retry goes with -p: evertalk -p --retry")
-    if args.json_events or args.allow is not None or args.images:
-        raise UsageError("--json, --allow and --image go with -p MESSAGE")
+    if args.json_events or args.allow is not None or args.images or args.model is not None:
+        raise UsageError("--json, --allow, --image and --model go with -p MESSAGE")
     if args.command in ("serve", "service"):
         from evertalk.service_cli import run_service_command
 
@@ -267,6 +275,8 @@ def _headless(args: argparse.Namespace) -> int:
     if args.command is not None:
         raise UsageError("-p runs one turn: it takes no command")
     _check_retry(args)
+    if args.model is not None and (not args.model.strip() or args.model != args.model.strip()):
+        raise UsageError(f"--model takes a model name, not {args.model!r}")
     try:
         grants = parse_grants(args.allow or "")
     except ValueError as error:
@@ -287,6 +297,7 @@ def _headless(args: argparse.Namespace) -> int:
         workdir=args.workdir,
         images=images,
         retry=args.retry,
+        model=args.model,
     )
 
 
@@ -301,6 +312,8 @@ def _check_retry(args: argparse.Namespace) -> None:
         raise UsageError("--retry takes no MESSAGE: it sends the last unanswered one again")
     if args.images:
         raise UsageError("--retry takes no --image: the message goes with its own images")
+    if args.model is not None:
+        raise UsageError("--retry takes no --model: the turn runs on the turn model")
 
 
 def _replay(args: argparse.Namespace) -> int:

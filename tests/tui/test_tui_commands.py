@@ -187,14 +187,14 @@ def status(**changes: object) -> AgentStatus:
 
 
 def test_the_status_line() -> None:
-    assert status_line(status()) == "claude-sonnet-5-5 · mem 84K/128K · memory idle · $0.42"
+    assert status_line(status()) == "claude-sonnet-5-5 · mem 84K/128K · summaries: idle · $0.42"
     busy = status_line(status(compactor_running=3, compactor_queued=12, busy=True, subagents=2))
     assert busy == (
-        "claude-sonnet-5-5 · mem 84K/128K · summarizing 3, queued 12 · $0.42 · 2 subagents"
+        "claude-sonnet-5-5 · mem 84K/128K · summaries: 3 running, 12 queued · $0.42 · 2 subagents"
         " · working (Ctrl+C cancels)"
     )
     merging = status_line(status(view_bytes=131_200, merging=True, compactor_running=8))
-    assert merging.startswith("claude-sonnet-5-5 · mem 131K/128K, merging · summarizing 8, ")
+    assert merging.startswith("claude-sonnet-5-5 · mem 131K/128K, merging · summaries: 8 running ·")
     assert "mem 84K/32K · " in status_line(status(view_ceiling=32_000))  # the agent's ceiling
     assert kilobytes(470) == "470B" and kilobytes(9_940) == "9.9K" and kilobytes(128_000) == "128K"
     assert dollars(0) == "$0.00" and dollars(0.00123) == "$0.0012" and dollars(12.3) == "$12.30"
@@ -202,10 +202,10 @@ def test_the_status_line() -> None:
 
 def test_the_status_line_counts_failed_summaries() -> None:
     failing = status(compactor_running=3, compactor_queued=12, compactor_failed=1)
-    assert " · summarizing 3, queued 12, 1 failed · " in status_line(failing)
+    assert " · summaries: 3 running, 12 queued, 1 failed · " in status_line(failing)
     only = status_line(status(compactor_failed=2, compactor_error="12+1: Anthropic: Overloaded"))
-    assert only == "claude-sonnet-5-5 · mem 84K/128K · 2 summaries failed · $0.42"
-    assert " · 1 summary failed · " in status_line(status(compactor_failed=1))
+    assert only == "claude-sonnet-5-5 · mem 84K/128K · summaries: 2 failed · $0.42"
+    assert " · summaries: 1 failed · " in status_line(status(compactor_failed=1))
 
 
 def test_the_status_line_fits_its_width_dropping_the_least_first() -> None:
@@ -217,10 +217,12 @@ def test_the_status_line_fits_its_width_dropping_the_least_first() -> None:
     idle = status(busy=True)
     assert status_line(idle, 58) == "claude-sonnet-5-5 · mem 84K/128K · $0.42 · working"
     failing = status(compactor_running=3, compactor_failed=1, busy=True)
-    assert status_line(failing, 64) == (
-        "claude-sonnet-5-5 · mem 84K/128K · 1 failed · $0.42 · working"
+    assert status_line(failing, 75) == (
+        "claude-sonnet-5-5 · mem 84K/128K · summaries: 1 failed · $0.42 · working"
     )
-    assert status_line(failing, 58) == "claude-sonnet-5-5 · mem 84K/128K · 1 failed · working"
+    assert status_line(failing, 69) == (
+        "claude-sonnet-5-5 · mem 84K/128K · summaries: 1 failed · working"
+    )
     for width in range(1, 120):
         line = status_line(busy, width)
         assert cell_len(line) <= width, width

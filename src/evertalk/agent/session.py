@@ -348,19 +348,29 @@ class Agent:
         *,
         key: str | None = None,
         workdir: Path | None = None,
+        model: str | None = None,
     ) -> None:
         """A user message (with the images attached to it): it starts a turn when none runs,
         else it is held for the running turn (delivered between two tool calls) or, if that turn
         ends first, the next. Messages that come while a turn still waits for its view to settle
         join its opening message. `key` is logged with it (a client's idempotency key);
-        `workdir` is where the tools of the turn it opens work (else the session's)."""
+        `workdir` is where the tools of the turn it opens work (else the session's); `model`
+        is the model that turn runs on (else the session's, which stays as it is). A message
+        that joins a turn already under way leaves that turn on its model."""
         if self._closed:
             raise RuntimeError("the agent is closed")
         if not text.strip():
             raise ValueError("an empty message cannot be sent")
         # as it will be logged: a lone surrogate (from a broken terminal or pipe) cannot be
         # encoded for the model either
-        held = Held("user", valid_unicode(text), images=tuple(images), key=key, workdir=workdir)
+        held = Held(
+            "user",
+            valid_unicode(text),
+            images=tuple(images),
+            key=key,
+            workdir=workdir,
+            model=model,
+        )
         self._hold(held)
 
     def record(self, messages: Sequence[Outside]) -> tuple[list[int], int]:
@@ -554,10 +564,12 @@ class Agent:
         core = self.chat.core
         return summaries_to_go(core.view, core.t, core.tree, room)
 
-    def _loop(self, log: MessageLog, context: ToolContext, *, master: bool) -> TurnLoop:
+    def _loop(
+        self, log: MessageLog, context: ToolContext, *, master: bool, model: str | None = None
+    ) -> TurnLoop:
         return TurnLoop(
             provider=self.provider,
-            model=self.model,
+            model=model or self.model,
             effort=self.runtime.config.turn.effort,
             system=self.runtime.system,
             tools=self.runtime.tools,
@@ -668,7 +680,9 @@ class Agent:
         sent_from = [held.workdir for held in self._held if held.workdir is not None]
         if sent_from:  # the tools work where the client that sent the message does
             self.workdir = sent_from[-1]
-        loop = self._loop(log, self._context(), master=True)
+        # fixed here: what joins the opening or the turn later cannot switch the model mid-turn
+        asked = [held.model for held in self._held if held.model is not None]
+        loop = self._loop(log, self._context(), master=True, model=asked[-1] if asked else None)
 
         def room() -> int:
             return loop.view_room(self._opening(self._held), _images(self._held))

@@ -103,6 +103,7 @@ class Held:
     images: tuple[Image, ...] = ()  # attached by the user; sent after the text (SPEC §6.2)
     key: str | None = None  # a client's idempotency key: logged with the message
     workdir: Path | None = None  # where the client that sent it works: the turn's tools too
+    model: str | None = None  # the turn it opens runs on this model (`-p --model`), not the set one
 
 
 class MessageLog(Protocol):

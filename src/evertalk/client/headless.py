@@ -56,8 +56,10 @@ def run_via_service(
     images: Sequence[tuple[str, str]] = (),
     retry: bool = False,
     start: bool = True,
+    model: str | None = None,
 ) -> int:
-    """One turn through the service; the exit status. `images`: (media type, base64) each."""
+    """One turn through the service; the exit status. `images`: (media type, base64) each;
+    `model`: the model of this turn alone (config.toml keeps its own)."""
     if not retry and not message.strip():
         return fail("the message is empty")
     request: dict[str, Any] = {"type": "retry"}
@@ -70,6 +72,8 @@ def run_via_service(
             "workdir": str(workdir.resolve()) if workdir is not None else None,
             "images": [{"media_type": kind, "data": data} for kind, data in images],
         }
+        if model is not None:
+            request["model"] = model
     from evertalk.config import ConfigError, load_config
 
     try:

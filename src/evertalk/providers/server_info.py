@@ -22,6 +22,7 @@ import json
 import re
 import socket
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final
@@ -96,6 +97,19 @@ def list_models(
     if provider == "ollama":
         models = _with_ollama_show(client, models, model)
     return ServerInfo(client.shown(base), tuple(models))
+
+
+def list_model_ids(
+    base_url: str, *, headers: Mapping[str, str], query: str = "", timeout: float = TIMEOUT
+) -> tuple[str, ...]:
+    """The ids `GET {base_url}/models?{query}` lists, asked with `headers` (a hosted API's own:
+    Anthropic wants `x-api-key`), and nothing more: its answer has the same `data` list."""
+    base = _checked(base_url.strip().rstrip("/"))
+    client = _Client(base, None, timeout, headers)
+    url = f"{base}/models" + (f"?{query}" if query else "")
+    return tuple(
+        str(entry["id"]) for entry in _entries(client.fetch_json("GET", url), client.shown(url))
+    )
 
 
 def _checked(base: str) -> str:
@@ -195,8 +209,15 @@ def _text(value: object) -> bool:
 
 
 class _Client:
-    def __init__(self, base: str, api_key: str | None, timeout: float) -> None:
+    def __init__(
+        self,
+        base: str,
+        api_key: str | None,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.base = base
+        self.headers = dict(headers or {})
         # `/props` and `/api/show` are at the server's root, not under its `/v1`
         self.root = base[: -len("/v1")] if base.endswith("/v1") else base
         self.api_key = api_key
@@ -239,6 +260,8 @@ class _Client:
         request.add_header("Accept", "application/json")
         if self.api_key:
             request.add_header("Authorization", f"Bearer {self.api_key}")
+        for name, value in self.headers.items():
+            request.add_header(name, value)
         if body is not None:
             request.data = json.dumps(body).encode()
             request.add_header("Content-Type", "application/json")

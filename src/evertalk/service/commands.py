@@ -11,6 +11,7 @@ turn failed), without sending it again.
 
 from __future__ import annotations
 
+import difflib
 import os
 import textwrap
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ from evertalk.config import EFFORTS, ConfigError
 from evertalk.ledger import ledger_path, read_records, summarize
 from evertalk.memory_cli import format_status
 from evertalk.protocol.events import TurnEnded
+from evertalk.providers.model_list import ModelList, is_listed, served_models
 from evertalk.slash import (
     AGENTS,
     AGENTS_STOP,
@@ -56,7 +58,13 @@ def run(agent: Agent, home: Path, command: Command, args: tuple[str, ...]) -> li
     if command is ZOOM:
         return [zoom_text(agent.chat, args)]
     if command is MODEL:
-        return [model_text(agent.model, agent.use_model, args)]
+        config = agent.runtime.config
+        key = config.api_key.reveal() if config.api_key else None
+
+        def listed() -> ModelList:
+            return served_models(config.provider, key, config.base_url)
+
+        return [model_text(agent.model, agent.use_model, args, listed, config.provider)]
     if command is MEMORY_MODEL:
         settings = agent.compactor.settings
         return [memory_model_text(settings.model, settings.effort, agent.use_memory_model, args)]
@@ -133,18 +141,52 @@ def stop_text(stop: Callable[[str], str], args: tuple[str, ...]) -> str:
     return f"stopped {args[0]}; Ever is told: {report}"
 
 
-def model_text(current: str, use_model: Callable[[str], None], args: tuple[str, ...]) -> str:
-    """`/model`: the turn model in use, or a new one (`Agent.use_model`: it applies from the
-    next turn and is saved to config.toml)."""
+MODELS_SHOWN = 40
+"""Model names `/model` shows at most: OpenRouter lists hundreds."""
+
+
+def model_text(
+    current: str,
+    use_model: Callable[[str], None],
+    args: tuple[str, ...],
+    listed: Callable[[], ModelList] | None = None,
+    provider: str = "",
+) -> str:
+    """`/model`: the turn model in use and the models the server lists (`listed`, when it can
+    be asked), or a new one (`Agent.use_model`: it applies from the next turn and is saved to
+    config.toml), refused when the server's list lacks it."""
     if not args:
-        return f"turn model: {current}\nset it with /model NAME"
+        text = f"turn model: {current}\nset it with /model NAME"
+        return text if listed is None else f"{text}\n{models_line(listed())}"
     if len(args) != 1:
         raise CommandError(f"usage: {MODEL.usage}: a model name is one word")
-    _apply(lambda: use_model(args[0]))
+    name = args[0]
+    found = listed() if listed is not None else ModelList()
+    if found.ids and not is_listed(provider, name, found.ids):
+        raise CommandError(f"unknown model {name}; the server has: {names(found.ids, name)}")
+    _apply(lambda: use_model(name))
+    unchecked = f"\n(not checked: {found.error})" if found.error is not None else ""
     return (
-        f"turn model: {args[0]} from the next turn on (a running turn ends on the model it "
-        "began with); saved to config.toml" + _variable_note("EVERTALK_MODEL")
+        f"turn model: {name} from the next turn on (a running turn ends on the model it "
+        "began with); saved to config.toml" + _variable_note("EVERTALK_MODEL") + unchecked
     )
+
+
+def models_line(found: ModelList) -> str:
+    """The server's models as `/model` shows them, or why they are not shown."""
+    if found.error is not None:
+        return f"(the server's models could not be listed: {found.error})"
+    if not found.ids:
+        return "the server lists no model"
+    return f"the server has: {names(found.ids)}"
+
+
+def names(ids: Sequence[str], near: str | None = None) -> str:
+    """`a, b, c`, those most like `near` first, and how many more when they are too many."""
+    first = difflib.get_close_matches(near, ids, n=5, cutoff=0.6) if near is not None else []
+    ordered = first + [i for i in ids if i not in first]
+    more = len(ordered) - MODELS_SHOWN
+    return ", ".join(ordered[:MODELS_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
 def memory_model_text(

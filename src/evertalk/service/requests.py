@@ -55,8 +55,9 @@ def send(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
         raise TypeError("text is not a string")
     workdir = _workdir(frame, agent.runtime.config.workdir_path)
     images = [_image(item) for item in frame.get("images") or []]
+    model = _model(frame.get("model"))
     held = agent.busy
-    agent.submit(text, images, key=key, workdir=workdir)
+    agent.submit(text, images, key=key, workdir=workdir, model=model)
     service.sender = session
     # every window shows it, the sender's too, which then knows it is the one logged
     shown = redact(text, agent.secrets)  # as the log will have it
@@ -235,6 +236,16 @@ def _record(record: MessageRecord) -> dict[str, Any]:
 def _count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{value!r} is not a count")
+    return value
+
+
+def _model(value: object) -> str | None:
+    """The model one message's turn runs on (`-p --model`), or None for the turn model; held
+    to the rule config.toml's `model` follows, as a request can carry any JSON."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        raise ValueError("'model' is not a model name (a string, not blank, no outer spaces)")
     return value
 
 

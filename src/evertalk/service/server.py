@@ -186,12 +186,16 @@ class Service:
     ) -> None:
         """Hold the agent from its opening to its closing, in this task (its task group asks
         for that): the first, then a new one on the saved settings at each `reopen`, until the
-        service stops. A reopen that fails stops the service, saying why."""
+        service stops. A reopen that fails stops the service, saying why. The costs so far go
+        over to each new agent: its status says what the whole session cost."""
         first = True
+        spent = (0.0, 0.0)  # turns and subagents, summaries: of the agents closed so far
         while not self.stopping.is_set():
             try:
                 async with opener(self) as agent:
                     self.agent = agent
+                    agent.turn_cost += spent[0]
+                    agent.compactor.cost += spent[1]
                     self.settings_read = settings_stamp(self.home)
                     if first:
                         first = False
@@ -200,6 +204,7 @@ class Service:
                     else:
                         self.broadcast_frame(self._reopened(agent))
                     await self._run_agent(agent)
+                spent = (agent.turn_cost, agent.compactor.cost)  # closed: nothing more comes
             except (ChatLocked, ConfigError, NotConfigured, StoreError, ProviderError) as error:
                 if first:
                     raise

@@ -44,8 +44,8 @@ def dollars(cost: float) -> str:
 
 
 def status_line(status: AgentStatus, width: int | None = None) -> str:
-    """`claude-sonnet-5-5 · mem 84K/128K · summarizing 3, queued 12, 1 failed · $0.42 · working
-    (Ctrl+C cancels)`, with `tools unused` after the model while it is said to call none;
+    """`claude-sonnet-5-5 · mem 84K/128K · summaries: 3 running, 12 queued, 1 failed · $0.42 ·
+    working (Ctrl+C cancels)`, with `tools unused` after the model while it is said to call none;
     within `width` cells when given: the parts that matter least shorten or go first (the Ctrl+C
     reminder, an idle or busy compactor, the cost, the merging mark, the tools mark), and only
     then is the line cut, at its end."""
@@ -72,13 +72,14 @@ def status_versions(status: AgentStatus) -> list[list[str]]:
     working = "working" if status.busy else ""
     full = compactor_part(status)
     failed = status.compactor_failed
-    brief = f"{failed} failed" if failed else ""  # a failure stays: a warning row told of it
+    # a failure stays: a warning row told of it
+    brief = f"summaries: {failed} failed" if failed else ""
     # stays while it holds: replies that may be made up matter more than the cost
     unused = "tools unused" if status.tools_unused else ""
     return [
         [model, unused, merging, full, cost, agents, working and "working (Ctrl+C cancels)"],
         [model, unused, merging, full, cost, agents, working],
-        [model, unused, merging, "" if full == "memory idle" else full, cost, agents, working],
+        [model, unused, merging, "" if full == IDLE else full, cost, agents, working],
         [model, unused, merging, brief, cost, agents, working],
         [model, unused, merging, brief, agents, working],
         [model, unused, memory, brief, agents, working],
@@ -86,11 +87,15 @@ def status_versions(status: AgentStatus) -> list[list[str]]:
     ]
 
 
+IDLE = "summaries: idle"
+"""The compactor has nothing to do: every line of the chat is summarized."""
+
+
 def compactor_part(status: AgentStatus) -> str:
-    """`summarizing 3, queued 12`, `memory idle`, or when the memory is far behind
+    """`summaries: 3 running, 12 queued`, `summaries: idle`, or when the memory is far behind
     `catching up: 1,204 summaries to go, about 3 min`; and the nodes waiting to be tried again after
-    a failure (the warning row said why): `summarizing 3, queued 12, 1 failed`, or
-    `1 summary failed` alone."""
+    a failure (the warning row said why): `summaries: 3 running, 12 queued, 1 failed`, or
+    `summaries: 1 failed` alone."""
     running, queued, failed = (
         status.compactor_running,
         status.compactor_queued,
@@ -99,12 +104,10 @@ def compactor_part(status: AgentStatus) -> str:
     if status.catching_up is not None:  # far behind: what a user wants is how long
         text = catching_up_text(status.catching_up)
         return text + (f", {failed} failed" if failed else "")
-    if running or queued:
-        text = f"summarizing {running}, queued {queued}"
-        return text + (f", {failed} failed" if failed else "")
-    if failed:
-        return f"{failed} {'summary' if failed == 1 else 'summaries'} failed"
-    return "memory idle"
+    counts = [f"{running} running" if running else "", f"{queued} queued" if queued else ""]
+    counts.append(f"{failed} failed" if failed else "")
+    shown = ", ".join(count for count in counts if count)
+    return f"summaries: {shown}" if shown else IDLE
 
 
 @dataclass

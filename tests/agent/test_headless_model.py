@@ -1,0 +1,80 @@
+"""`evertalk -p MESSAGE --model NAME` as a user runs it: that one turn on NAME, through the
+service, with config.toml left as it is; and a `send` whose model is no name is refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_turn_support import MODEL, script, turn_bodies, workdir_beside, write_config
+
+from evertalk.client.connection import connect
+from fakes import AnthropicFake, serve
+from fakes import chat as answer
+
+CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
+OTHER = "claude-opus-5-5"
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CLEAN)}
+    env["EVERTALK_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "evertalk", *args],
+        input="",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=workdir_beside(home),
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def fake() -> AnthropicFake:
+    return AnthropicFake(script().push(answer("From the other one."), answer("As usual.")))
+
+
+@pytest.fixture
+def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
+    home = tmp_path / "home"
+    with serve(fake.app) as url:
+        write_config(home, base_url=url)
+        yield home
+
+
+def test_model_runs_one_turn_on_another_model(home: Path, fake: AnthropicFake) -> None:
+    config = (home / "config.toml").read_bytes()
+    result = run(home, "-p", "which model are you?", "--model", OTHER)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "From the other one.\n"
+    result = run(home, "-p", "and now?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "As usual.\n"
+    assert [body["model"] for body in turn_bodies(fake)] == [OTHER, MODEL]
+    assert (home / "config.toml").read_bytes() == config
+
+
+def test_a_send_whose_model_is_no_name_is_refused(home: Path) -> None:
+    with connect(home, "test", start=True) as connection:
+        for model in ("", " spaced ", 42):
+            connection.send({"type": "send", "text": "hi", "model": model, "rid": 1})
+            while (frame := connection.receive())["type"] != "error":
+                assert frame["type"] not in ("accepted", "sent"), frame
+            assert frame["kind"] == "bad_request" and frame["rid"] == 1
+            assert frame["message"].startswith("send: 'model' is not a model name")
+
+
+def test_model_goes_with_a_message_only(tmp_path: Path) -> None:
+    for args, said in (
+        (("--model", OTHER), "--json, --allow, --image and --model go with -p MESSAGE"),
+        (("-p", "--retry", "--model", OTHER), "--retry takes no --model"),
+        (("-p", "hi", "--model", ""), "--model takes a model name, not ''"),
+    ):
+        result = run(tmp_path / "home", *args)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith(f"evertalk: {said}"), result.stderr
