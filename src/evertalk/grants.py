@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 GUARDED: Final = ("shell", "read", "write", "edit")
 """The tools that may change (or read outside) the machine's files: they run by policy."""
+
+Decision = Literal["once", "always", "deny"]
+"""A user's answer to a permission request."""
 
 DENIED: Final = "the user did not allow this call"
 """How a call the user (or the policy) refused starts its result."""

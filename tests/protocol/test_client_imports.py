@@ -58,3 +58,37 @@ def test_the_client_loads_neither_the_agent_nor_the_sdks(tmp_path: Path) -> None
     names = loaded_modules(tmp_path)
     assert set(CLIENT_MODULES) <= set(names)  # the listing is of a real import
     assert [name for name in names if is_forbidden(name)] == []
+
+
+APP_MODULES = (
+    "evertalk.tui",
+    "evertalk.tui.main",
+    "evertalk.tui.app",
+    "evertalk.tui.turn_rows",
+    "evertalk.tui.history",
+    "evertalk.tui.widgets",
+    "evertalk.tui.commands",
+    "evertalk.client.remote",
+)
+
+
+def test_the_terminal_app_loads_neither_the_agent_nor_the_sdks(tmp_path: Path) -> None:
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {APP_MODULES!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    names: list[str] = json.loads(result.stdout)
+    assert set(APP_MODULES) <= set(names)
+    sdks = ("anthropic", "openai", "httpx")  # Textual and anyio are the app's own
+    assert [n for n in names if n.split(".")[0] in sdks] == []
+    # the providers' data types (`Tool`, through the system prompt's text) are allowed: no
+    # provider, no adapter, no SDK
+    allowed = {"evertalk.providers", "evertalk.providers.base"}
+    found = [n for n in names if is_forbidden(n) and n.split(".")[0] == "evertalk"]
+    assert [n for n in found if n not in allowed] == []

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-Decision = Literal["once", "always", "deny"]
+from evertalk.grants import Decision as Decision
 
 
 class AskedInput(dict[str, Any]):

@@ -457,8 +457,8 @@ class ChatApp(App[int]):
             "key": uuid.uuid4().hex,  # the service logs it once, however often it is sent
             "cwd": os.getcwd(),
             "images": [
-                {"media_type": image.media_type, "data": image.data}
-                for image in self.attachments.images()
+                {"media_type": media_type, "data": data}
+                for media_type, data in self.attachments.images()
             ],
         }
         if self._workdir_set:

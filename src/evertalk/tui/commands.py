@@ -19,7 +19,6 @@ from textual.suggester import Suggester
 
 from evertalk.image_files import ImageError, read_image_file
 from evertalk.memory.text import MESSAGE_LIMIT
-from evertalk.providers.base import Image
 from evertalk.runtime import INSTRUCTIONS_NAME
 from evertalk.slash import (
     COMMANDS,
@@ -33,6 +32,9 @@ from evertalk.slash import (
 from evertalk.store.secure import make_dir, write_atomic
 
 __all__ = ["COMMANDS", "Command", "CommandError", "Invocation", "matching", "read_line"]
+
+Image = tuple[str, str]
+"""(media type, base64 data): an attached image as the `send` request carries it."""
 
 
 class SlashSuggester(Suggester):
@@ -144,7 +146,7 @@ class Attachments:
         found: list[tuple[Path, Image]] = []
         for path in image_paths(" ".join(args), workdir):
             try:
-                found.append((path, Image(*read_image_file(path))))
+                found.append((path, read_image_file(path)))
             except ImageError as error:
                 raise CommandError(str(error)) from None
         self.files += found  # all of them or, when one cannot be read, none
@@ -191,7 +193,8 @@ def image_paths(typed: str, workdir: Path) -> list[Path]:
 
 def decoded_size(image: Image) -> int:
     """The file's size, from its base64."""
-    return len(image.data) * 3 // 4 - image.data.count("=", -2)
+    data = image[1]
+    return len(data) * 3 // 4 - data.count("=", -2)
 
 
 def file_size(size: int) -> str:

@@ -25,7 +25,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Collapsible, Label, Markdown, Static, TextArea
 
-from evertalk.agent.permissions import Decision
+from evertalk.grants import Decision
 from evertalk.memory.text import MESSAGE_LIMIT, split_text, valid_unicode
 from evertalk.terminal_text import escape_controls, one_line
 from evertalk.tui.commands import SlashSuggester, file_size, matching
