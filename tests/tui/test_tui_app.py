@@ -20,6 +20,7 @@ from textual.widgets import Button, Label
 from tui_support import (
     MODEL,
     agent_of,
+    app_of,
     enter_line,
     is_compaction,
     log_of,
@@ -69,12 +70,6 @@ def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     write_config(home)
     return home
-
-
-def app_of(pilot: object) -> ChatApp:
-    app = pilot.app  # type: ignore[attr-defined]
-    assert isinstance(app, ChatApp)
-    return app
 
 
 def replies(app: ChatApp) -> list[str]:

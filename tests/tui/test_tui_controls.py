@@ -12,9 +12,17 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from tui_support import agent_of, enter_line, log_of, running, script, wait_until, write_config
+from tui_support import (
+    agent_of,
+    app_of,
+    enter_line,
+    log_of,
+    running,
+    script,
+    wait_until,
+    write_config,
+)
 
-from evertalk.tui.app import ChatApp
 from evertalk.tui.widgets import OutputRow, PermissionScreen, ReplyView, ToolRow
 from fakes import AnthropicFake, ToolCall, reply
 from fakes import chat as answer
@@ -32,12 +40,6 @@ def screen_text(pilot: Pilot[int]) -> str:
     svg = pilot.app.export_screenshot()
     cells = re.findall(r"<text [^>]*>([^<]*)</text>", svg)
     return html.unescape("".join(cells)).replace("\xa0", " ")
-
-
-def app_of(pilot: Pilot[int]) -> ChatApp:
-    app = pilot.app
-    assert isinstance(app, ChatApp)
-    return app
 
 
 def assert_escaped(pilot: Pilot[int], *where: str) -> None:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tui_support import running, script, wait_until, write_config
+from tui_support import app_of, running, script, wait_until, write_config
 
 from evertalk.chat import Chat
 from evertalk.client.remote import Message
@@ -35,12 +35,6 @@ def long_chat(home: Path) -> None:
             chat.append("tool", "write " + json.dumps(call), key=f"t{turn}-m1")
             chat.append("echo", f"write: wrote notes-{turn}.txt", key=f"t{turn}-m2")
             chat.append("ever", f"Answer {turn}.\n\n" + "More words to fill the screen. " * 40)
-
-
-def app_of(pilot: object) -> ChatApp:
-    app = pilot.app  # type: ignore[attr-defined]
-    assert isinstance(app, ChatApp)
-    return app
 
 
 def questions(app: ChatApp) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from textual import events
-from tui_support import agent_of, enter_line, log_of, running, script, type_text, wait_until
+from tui_support import agent_of, app_of, enter_line, log_of, running, script, type_text, wait_until
 from tui_support import write_config as configure
 
 from evertalk.memory.text import MESSAGE_LIMIT
@@ -30,12 +30,6 @@ def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     configure(home)
     return home
-
-
-def app_of(pilot: object) -> ChatApp:
-    app = pilot.app  # type: ignore[attr-defined]
-    assert isinstance(app, ChatApp)
-    return app
 
 
 def notes(app: ChatApp) -> list[str]:

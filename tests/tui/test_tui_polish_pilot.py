@@ -15,6 +15,7 @@ from tui_support import (
     HOSTS,
     MODEL,
     agent_of,
+    app_of,
     enter_line,
     running,
     script,
@@ -41,12 +42,6 @@ def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     write_config(home)
     return home
-
-
-def app_of(pilot: Pilot[Any]) -> ChatApp:
-    app = pilot.app
-    assert isinstance(app, ChatApp)
-    return app
 
 
 def outputs(app: ChatApp) -> list[OutputRow]:

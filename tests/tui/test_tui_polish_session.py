@@ -12,6 +12,7 @@ import anyio
 import pytest
 from tui_support import (
     agent_of,
+    app_of,
     enter_line,
     log_of,
     running,
@@ -22,7 +23,7 @@ from tui_support import (
     write_config,
 )
 
-from evertalk.tui.app import ChatApp, folder_shown
+from evertalk.tui.app import folder_shown
 from evertalk.tui.status import dollars
 from evertalk.tui.widgets import CommandHint, OutputRow, PromptInput, ReplyView
 from fakes import AnthropicFake, slow
@@ -38,12 +39,6 @@ def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     write_config(home)
     return home
-
-
-def app_of(pilot: object) -> ChatApp:
-    app = pilot.app  # type: ignore[attr-defined]
-    assert isinstance(app, ChatApp)
-    return app
 
 
 async def test_ctrl_d_during_a_turn_asks_first_and_the_turn_goes_on(

@@ -13,6 +13,7 @@ from textual.pilot import Pilot
 from tui_support import (
     API_KEY,
     agent_of,
+    app_of,
     enter_line,
     log_of,
     script,
@@ -66,12 +67,6 @@ def opener(home: Path, fake: AnthropicFake) -> AgentOpener:
 async def running(home: Path, fake: AnthropicFake) -> AsyncIterator[Pilot[int]]:
     async with app_running(home, fake, opener=opener(home, fake)) as pilot:
         yield pilot
-
-
-def app_of(pilot: Pilot[int]) -> ChatApp:
-    app = pilot.app
-    assert isinstance(app, ChatApp)
-    return app
 
 
 def notes(app: ChatApp) -> list[str]:

@@ -12,8 +12,16 @@ from typing import Any
 
 import anyio
 import pytest
-from textual.pilot import Pilot
-from tui_support import agent_of, enter_line, log_of, running, script, wait_until, write_config
+from tui_support import (
+    agent_of,
+    app_of,
+    enter_line,
+    log_of,
+    running,
+    script,
+    wait_until,
+    write_config,
+)
 
 from evertalk.client.remote import Remote, open_remote
 from evertalk.tui.app import ChatApp
@@ -22,12 +30,6 @@ from fakes import AnthropicFake, ToolCall, reply, slow
 from fakes import chat as answer
 
 pytestmark = pytest.mark.anyio
-
-
-def app_of(pilot: Pilot[int]) -> ChatApp:
-    app = pilot.app
-    assert isinstance(app, ChatApp)
-    return app
 
 
 def users(app: ChatApp) -> list[tuple[str, bool]]:

@@ -180,6 +180,13 @@ async def running(
             yield pilot
 
 
+def app_of(pilot: object) -> ChatApp:
+    """The chat app a Pilot drives."""
+    app = pilot.app  # type: ignore[attr-defined]
+    assert isinstance(app, ChatApp)
+    return app
+
+
 async def wait_until(
     pilot: Pilot[Any], ready: Callable[[], object], *, timeout: float = 10, what: str = ""
 ) -> None:
