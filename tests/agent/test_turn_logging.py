@@ -117,9 +117,10 @@ class Resending:
         key: str | None = None,
         images: list[str] | None = None,
         agent: str | None = None,
+        failed: bool = False,
     ) -> list[int]:
-        first = self.chat.append(kind, text, key=key, images=images, agent=agent)
-        again = self.chat.append(kind, text, key=key, images=images, agent=agent)
+        first = self.chat.append(kind, text, key=key, images=images, agent=agent, failed=failed)
+        again = self.chat.append(kind, text, key=key, images=images, agent=agent, failed=failed)
         assert again == first
         return first
 

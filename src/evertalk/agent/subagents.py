@@ -69,6 +69,7 @@ class AgentLog:
         images: list[str] | None = None,
         agent: str | None = None,
         date: datetime | None = None,
+        failed: bool = False,
     ) -> list[int]:
         """Log a message, split into pages when long; returns the ids. Keys are not kept: a
         subagent's log is never appended to again after a restart."""
@@ -76,7 +77,9 @@ class AgentLog:
         for number, piece in enumerate(split_text(valid_unicode(text))):
             when = date or local_now()
             first = images if number == 0 else None
-            data = encode_message(self.count, kind, piece, iso(when), None, first, agent)
+            data = encode_message(
+                self.count, kind, piece, iso(when), None, first, agent, failed=failed
+            )
             self._appender.append(self.folder / day_file_name(when), data)
             ids.append(self.count)
             self.count += 1

@@ -8,7 +8,9 @@ steps. Everything is logged the moment it happens, in the order the model saw it
   after a tool call once the reply is complete, joined between two tool calls, since they must
   follow that call's `tool` and `echo` in the log;
 - each tool call as `tool` (`name` + space + compact JSON input) before the tool runs;
-- each result as `echo` (`name: output`, clipped to 30,000 characters, images stored and listed);
+- each result as `echo` (`name: output`, clipped to 30,000 characters, images stored and listed),
+  marked `failed` when the call failed (an error result, a refusal, a command that exited with a
+  status other than 0 or timed out, a call cut short by a cancel);
 - each message delivered mid-turn as `user` or `work`, after the results of the step it joins,
   and only when another call will carry it: a message that the turn's end would leave
   unanswered stays held, and opens the next turn;
@@ -32,7 +34,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -40,6 +42,7 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from evertalk.agent.images import ImageStore
+from evertalk.agent.permissions import CALL_WORKDIR
 from evertalk.agent.tokens import TokenEstimate
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
 from evertalk.ledger import Ledger
@@ -118,6 +121,7 @@ class MessageLog(Protocol):
         images: list[str] | None = None,
         agent: str | None = None,
         date: datetime | None = None,
+        failed: bool = False,
     ) -> list[int]: ...
 
 
@@ -218,6 +222,7 @@ class TurnLoop:
     def _cancelled(self, turn_id: int | str) -> None:
         """Log why the turn has no answer: the next turn reads it in the view. A running tool's
         `echo` says it, in the slot its result would have taken."""
+        cut = self._running is not None  # a call cut short failed; a stop is no call's echo
         if self._running is not None:
             (name, key), self._running = self._running, None
             text = f"{name}: cancelled by the user before it finished; the turn stopped there"
@@ -226,7 +231,7 @@ class TurnLoop:
         # the append is synchronous, so the cancel cannot cut it in half; the shield only
         # makes sure of it. A failing log must not hide the cancellation.
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            self._append("echo", text, key=key)
+            self._append("echo", text, key=key, failed=cut)
 
     def _end(
         self,
@@ -248,8 +253,9 @@ class TurnLoop:
         key: str | None = None,
         images: list[str] | None = None,
         agent: str | None = None,
+        failed: bool = False,
     ) -> list[int]:
-        return self.log.append(kind, text, key=key, images=images, agent=agent)
+        return self.log.append(kind, text, key=key, images=images, agent=agent, failed=failed)
 
     def _request(self, view: str, tail: list[Part], steps: list[Message]) -> Request:
         return turn_request(
@@ -481,20 +487,24 @@ class TurnLoop:
         self._append("tool", tool_text(use.name, use.input), key=f"{key}-{n}")
         self.emit(events.ToolStarted(use.id, use.name, use.input))
         self._running = (use.name, f"{key}-{n + 1}")
+        asked_in = CALL_WORKDIR.set(self.context.workdir)  # what a question about it shows
         try:
             outcome = await self.toolbox.run(use.name, use.input, self.context)
         except Exception as error:  # a tool's bug becomes an error result the model reads
             outcome = ToolOutcome([Text(one_line(f"the tool failed: {error!r}"))], True)
+        finally:
+            CALL_WORKDIR.reset(asked_in)
         self._running = None
         content = list(outcome.content)
         if not any(isinstance(item, Text) and item.text for item in content):
             content.insert(0, Text(NO_OUTPUT))  # an API refuses an empty text block
-            outcome = ToolOutcome(content, outcome.is_error, outcome.image_names)
+            outcome = replace(outcome, content=content)
         logged = outcome.log_text(use.name)
         names = list(outcome.image_names) or self._saved(outcome.images)
-        self._append("echo", logged, key=f"{key}-{n + 1}", images=names or None)
+        failed = not outcome.succeeded
+        self._append("echo", logged, key=f"{key}-{n + 1}", images=names or None, failed=failed)
         shown = logged.removeprefix(f"{use.name}: ")
-        self.emit(events.ToolFinished(use.id, use.name, shown, outcome.is_error))
+        self.emit(events.ToolFinished(use.id, use.name, shown, outcome.is_error, failed))
         return ToolResult(use.id, content, is_error=outcome.is_error)
 
 

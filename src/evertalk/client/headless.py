@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evertalk.client.asks import request_line
 from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
 from evertalk.client.printers import (
     EXIT_FAILED,
@@ -37,7 +38,7 @@ from evertalk.protocol.events import (
     TurnEnded,
     TurnStarted,
 )
-from evertalk.terminal_text import fail
+from evertalk.terminal_text import escape_controls, fail
 
 CLIENT = "-p"
 RETRY_HINT = "; evertalk -p --retry tries it again"
@@ -83,6 +84,18 @@ def run_via_service(
         return _Run(home, request, as_json, frozenset(grants), start).go()
     except (ServiceError, ConfigError) as error:
         return fail(str(error))
+
+
+def answered(frame: dict[str, Any], allowed: bool) -> str:
+    """What `-p` says of a permission question it answered (standard output stays the reply)."""
+    tool = frame.get("tool")
+    if allowed:
+        how = f"allowed once (--allow {tool})"
+    elif frame.get("outside"):
+        how = "denied (outside the working directory, only the app can allow it)"
+    else:
+        how = f"denied (-p --allow {tool} allows it)"
+    return f"evertalk: {request_line(frame)} — {how}"
 
 
 class _Run:
@@ -152,6 +165,7 @@ class _Run:
             elif kind == "ask":
                 # outside the working directory a file tool needs a yes that --allow is not
                 allowed = frame.get("tool") in self.grants and not frame.get("outside")
+                print(escape_controls(answered(frame, allowed)), file=sys.stderr, flush=True)
                 answer = {"type": "answer", "id": frame.get("id")}
                 connection.send(answer | {"decision": "once" if allowed else "deny"})
             elif accepted or frame["type"] == "memory_warning":

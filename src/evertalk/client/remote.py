@@ -38,6 +38,7 @@ class Message:
     key: str | None = None
     date: str = ""
     images: tuple[str, ...] = ()
+    failed: bool = False  # an `echo` of a tool call that failed
 
 
 class RequestFailed(ServiceError):
@@ -163,6 +164,7 @@ def message_of(item: dict[str, Any]) -> Message:
         item.get("key"),
         str(item.get("date", "")),
         tuple(item.get("images") or ()),
+        item.get("failed") is True,
     )
 
 

@@ -103,7 +103,8 @@ class ToolFinished:
     call_id: str
     name: str
     output: str  # as logged (clipped)
-    is_error: bool
+    is_error: bool  # the model was given an error result
+    failed: bool = False  # the call failed: an error result, or a command that exited non-zero
 
 
 @dataclass(frozen=True)

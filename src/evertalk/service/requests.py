@@ -223,7 +223,7 @@ HANDLERS: Final[dict[str, Handler]] = {
 
 
 def _record(record: MessageRecord) -> dict[str, Any]:
-    return {
+    fields: dict[str, Any] = {
         "id": record.i,
         "kind": record.kind,
         "text": record.text,
@@ -231,6 +231,9 @@ def _record(record: MessageRecord) -> dict[str, Any]:
         "date": record.date,
         "images": list(record.images or ()),
     }
+    if record.failed:  # only then, as in the log
+        fields["failed"] = True
+    return fields
 
 
 def _count(value: object) -> int:

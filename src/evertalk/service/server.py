@@ -37,6 +37,7 @@ import anyio
 from anyio.abc import SocketStream
 
 from evertalk import __version__
+from evertalk.agent.asking import ask_frame
 from evertalk.agent.permissions import Decision
 from evertalk.agent.retry import has_unanswered
 from evertalk.agent.session import Agent, NotConfigured
@@ -119,15 +120,7 @@ class Service:
     async def ask(self, tool: str, tool_input: dict[str, Any]) -> Decision:
         """The Asker of the agent: the question goes to a client, whose answer decides."""
         ask_id = uuid.uuid4().hex
-        frame: dict[str, Any] = {
-            "type": "ask",
-            "id": ask_id,
-            "tool": tool,
-            "input": dict(tool_input),
-            "agent": getattr(tool_input, "agent", None),
-            "outside": getattr(tool_input, "outside", False),
-        }
-        pending = _Ask(frame, None)
+        pending = _Ask(ask_frame(ask_id, tool, tool_input), None)
         self.asks[ask_id] = pending
         await self.agent_open().events_sent()  # the events before the question go first
         try:

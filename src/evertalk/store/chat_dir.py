@@ -179,10 +179,12 @@ class ChatStore:
         key: str | None = None,
         images: Sequence[str] | None = None,
         agent: str | None = None,
+        failed: bool = False,
     ) -> list[int]:
         """Log one message as consecutive pages, all in one write and one fsync, so that a crash
         keeps all of them or none (SPEC §1.6); returns their ids. A key becomes one per page
-        (`key.0`, `key.1`, …); when the key is already logged, the ids logged then return."""
+        (`key.0`, `key.1`, …); when the key is already logged, the ids logged then return.
+        `failed`: an `echo` of a tool call that failed."""
         self._writable()
         count = len(pages)
         if count == 0:
@@ -205,6 +207,7 @@ class ChatStore:
                 images if n == 0 else None,
                 agent,
                 Page(n, count) if count > 1 else None,
+                failed,
             )
             for n, page in enumerate(pages)
         ]

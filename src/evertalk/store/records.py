@@ -26,6 +26,7 @@ class MessageRecord:
     images: tuple[str, ...] | None = None
     agent: str | None = None
     page: Page | None = None
+    failed: bool = False  # an `echo` of a tool call that failed (absent from the line if not)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +70,10 @@ def encode_message(
     images: Sequence[str] | None = None,
     agent: str | None = None,
     page: Page | None = None,
+    failed: bool = False,
 ) -> bytes:
-    """One message line, without its newline; the keys in the order SPEC §1.2 gives."""
+    """One message line, without its newline; the keys in the order SPEC §1.2 gives. `failed`
+    is written only when true, so that a line of a call that worked reads as lines always did."""
     if kind not in KINDS:
         raise ValueError(f"unknown message kind {kind!r}")
     obj: dict[str, Any] = {"i": i, "kind": kind, "text": text, "size": _utf8_size(text)}
@@ -81,6 +84,8 @@ def encode_message(
         obj["images"] = list(images)
     if agent is not None:
         obj["agent"] = agent
+    if failed:
+        obj["failed"] = True
     if page is not None:
         obj["part"], obj["parts"] = page.part, page.parts
     return _dumps(obj)
@@ -163,6 +168,7 @@ def decode_message(obj: dict[str, Any]) -> MessageRecord | None:
         images=_images(obj.get("images")),
         agent=_optional_str(obj.get("agent")),
         page=page,
+        failed=obj.get("failed") is True,
     )
 
 
@@ -236,6 +242,7 @@ class MessageLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     key: str | None = None
     images: list[str] | None = None
     agent: str | None = None
+    failed: bool = False  # msgspec refuses a non-boolean, which the definition reads as False
 
 
 class NodeLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):

@@ -65,7 +65,7 @@ from evertalk.tui.history import (
     earlier_rows,
     opening_at,
 )
-from evertalk.tui.status import MemoryWatch, dollars, status_line
+from evertalk.tui.status import MemoryWatch, dollars
 from evertalk.tui.turn_rows import Sending, TurnRows
 from evertalk.tui.widgets import (
     ChatLog,
@@ -378,9 +378,9 @@ class ChatApp(App[int]):
             bar, log = self.status_bar, self.chat_log
         except NoMatches:  # the app is closing
             return
-        bar.set_text(status_line(status, bar.content_size.width or None))
+        bar.show(status)
         row = self.memory_watch.sample(status)
-        if row is not None:
+        if row is not None and log.is_attached:  # not once the app is closing
             log.mount(NoteRow(row, classes="memory"))
 
     # -- the service asks -----------------------------------------------------------------
@@ -388,10 +388,7 @@ class ChatApp(App[int]):
     def _ask(self, frame: dict[str, Any]) -> None:
         """A tool waits for the user's yes: a dialog over the chat; the answer goes back."""
         ask_id = str(frame.get("id"))
-        tool_input = frame.get("input")
-        screen = PermissionScreen(
-            str(frame.get("tool")), tool_input if isinstance(tool_input, dict) else {}
-        )
+        screen = PermissionScreen(frame)
         self._asked[ask_id] = screen
 
         def done(decision: str | None) -> None:

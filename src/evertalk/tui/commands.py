@@ -76,6 +76,7 @@ KEYS: Final = (
     ("Ctrl+C", "cancel the running turn (what was logged stays logged); else clear the input"),
     ("Tab, Left, Right", "in the dialog that asks before a tool runs: choose a button"),
     ("Enter, Esc", "answer the dialog (Deny has the focus), deny it"),
+    ("y, a, n", "answer the dialog once its buttons light up: allow once, always, deny"),
     ("Ctrl+D", "quit, on an empty input (as /quit); twice while a turn runs, which goes on"),
 )
 

@@ -6,6 +6,7 @@ parted from its result and no long message from its other pages."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Final
@@ -60,7 +61,7 @@ def earlier_rows(records: list[Message]) -> list[Widget]:
     for record in join_pages(records):
         if record.kind == "echo" and call is not None:
             output = record.text.removeprefix(f"{call.tool}: ")
-            call.finish(output, output.startswith(REFUSED))
+            call.finish(output, failed(record, call.tool, output))
             call = None
             continue
         if call is not None:  # the process ended before the call's result was logged
@@ -76,8 +77,19 @@ def earlier_rows(records: list[Message]) -> list[Widget]:
     return rows
 
 
-# the starts of an echo that reads as a failed call (the log does not keep whether it failed)
+# what tells a failed call in a log written before echoes were marked `failed`: the start of
+# a refusal or a cancel, a shell command's last line
 REFUSED = (DENIED, "cancelled by the user")
+SHELL_FAILED = re.compile(
+    r"\[(exit status [1-9][0-9]*|killed by signal [0-9]+|timed out after [0-9]+ s)\]\Z"
+)
+
+
+def failed(record: Message, tool: str, output: str) -> bool:
+    """Whether an `echo` tells of a failed call: its mark, or in an older log its words."""
+    if record.failed or output.startswith(REFUSED):
+        return True
+    return tool == "shell" and SHELL_FAILED.search(output) is not None
 
 
 def earlier_row(record: Message) -> Widget:

@@ -158,7 +158,7 @@ class TurnRows:
             if found is None:
                 found = ToolRow(event.name, {})
                 await self._add(found)
-            found.finish(event.output, event.is_error)
+            found.finish(event.output, event.is_error or event.failed)
         elif isinstance(event, MessageSent):
             await self._sent(event)
         elif isinstance(event, Delivered):

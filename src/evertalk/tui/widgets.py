@@ -25,11 +25,15 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Collapsible, Label, Markdown, Static, TextArea
 
+from evertalk.client.asks import request
 from evertalk.grants import Decision
 from evertalk.memory.text import MESSAGE_LIMIT, split_text, valid_unicode
+from evertalk.protocol.status import AgentStatus
 from evertalk.terminal_text import escape_controls, one_line
+from evertalk.tui.ask_text import ask_body
 from evertalk.tui.commands import SlashSuggester, file_size, matching
 from evertalk.tui.reply_markdown import ReplyBody
+from evertalk.tui.status import status_line
 
 CLIP_TITLE = 90  # characters of a tool's input in its row's title
 CLIP_SHOWN = 20_000  # characters of a tool's input or output shown in its row
@@ -369,11 +373,14 @@ class ToolRow(Collapsible):
         self.heading = escape_controls(title)
         return escape(self.heading)
 
-    def finish(self, output: str, is_error: bool) -> None:
+    def finish(self, output: str, failed: bool) -> None:
+        """The call's result; `failed` marks it ✗, with the output's last line in the title: an
+        error's one line, or a command's `[exit status 2]`."""
         self.finished = True
-        self.is_error = is_error
-        self.set_class(is_error, "error")
-        self.title = self._heading("✗" if is_error else "✓", output if is_error else "")
+        self.is_error = failed
+        self.set_class(failed, "error")
+        last = output.rstrip().rpartition("\n")[2]
+        self.title = self._heading("✗" if failed else "✓", last if failed else "")
         self.output.update(escape_controls(clip(output, CLIP_SHOWN)))
         self.output_text = output
 
@@ -644,8 +651,25 @@ class StatusBar(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", markup=False, id=id)
         self.text = ""
+        self.status: AgentStatus | None = None  # what the line says, when it is the status
 
     def set_text(self, text: str) -> None:
+        """A line of its own (`connecting to the service…`) in place of the status."""
+        self.status = None
+        self._show(text)
+
+    def show(self, status: AgentStatus) -> None:
+        """The service's status, fitted to the bar's width (and again whenever that changes)."""
+        self.status = status
+        self._show(status_line(status, self.content_size.width or None))
+
+    def on_resize(self, event: events.Resize) -> None:
+        # at once: the next look at the status may be a while off, and a line cut for a narrow
+        # terminal must not stay cut in a wide one
+        if self.status is not None:
+            self._show(status_line(self.status, self.content_size.width or None))
+
+    def _show(self, text: str) -> None:
         if text != self.text:
             self.text = text
             self.update(escape_controls(text))
@@ -694,11 +718,12 @@ class PermissionScreen(ModalScreen[Decision]):
     """Ever wants to run a tool whose policy is `ask`: allow it once, always, or deny it.
 
     The dialog opens while the user may be typing a message, so nothing typed can allow a tool
-    by accident: for `GRACE` seconds its buttons are disabled and nothing has the focus (a click
-    cannot move it to Allow), then Deny has it (Enter denies); it has no letter keys. The keys
-    it does not use (all of them in the grace period) are kept in `typed` for the app to hand
-    back to the input once it closes: the user's words are not lost. An answer takes Tab or
-    Left/Right to a button, then Enter; or a click.
+    by accident: for `GRACE` seconds its buttons are disabled, nothing has the focus (a click
+    cannot move it to Allow) and no key answers, then Deny has it (Enter denies). The keys it
+    does not use (all of them in the grace period) are kept in `typed` for the app to hand back
+    to the input once it closes: the user's words are not lost. An answer is a key once the
+    grace period is over (y: once, a: always, n: deny), Tab or Left/Right to a button then
+    Enter, or a click. `frame` is the service's question (`ask`, docs/protocol.md).
     """
 
     GRACE: ClassVar[float] = 0.7  # seconds: longer than a typist's next few keys take
@@ -706,6 +731,7 @@ class PermissionScreen(ModalScreen[Decision]):
     DIALOG_KEYS: ClassVar[frozenset[str]] = frozenset(
         {"tab", "shift+tab", "left", "right", "enter", "escape"}
     )
+    ANSWER_KEYS: ClassVar[dict[str, Decision]] = {"y": "once", "a": "always", "n": "deny"}
 
     DEFAULT_CSS = """
     PermissionScreen { align: center middle; }
@@ -743,28 +769,30 @@ class PermissionScreen(ModalScreen[Decision]):
         Binding("escape", "answer('deny')", "deny", show=False),
     ]
 
-    def __init__(self, tool: str, tool_input: dict[str, Any]) -> None:
+    def __init__(self, frame: dict[str, Any]) -> None:
         super().__init__()
-        self.tool = tool
-        self.tool_input = tool_input
+        self.frame = frame
+        self.tool = str(frame.get("tool"))
+        tool_input = frame.get("input")
+        self.tool_input: dict[str, Any] = tool_input if isinstance(tool_input, dict) else {}
         self.typed: list[events.Key] = []
         self.answerable = False  # the grace period is over
 
     def compose(self) -> ComposeResult:
         always = "Always this command" if self.tool == "shell" else f"Always allow {self.tool}"
         with Vertical():
-            question = escape_controls(f"Ever wants to run {self.tool}. Allow it?")
+            question = escape_controls(request(self.frame))
             yield Label(question, id="question", markup=False)
             with VerticalScroll():
-                call = escape_controls(describe_call(self.tool, self.tool_input))
-                yield Static(call, markup=False, id="call")
+                call = describe_call(self.tool, self.tool_input)
+                yield Static(ask_body(self.frame, call), id="call")
             with Horizontal():
                 yield Button("Allow once", id="once", variant="success", disabled=True)
                 yield Button(always, id="always", variant="primary", disabled=True)
                 yield Button("Deny", id="deny", variant="error", disabled=True)
             yield Label(
-                "Tab or Left/Right chooses, Enter answers, Esc denies. "
-                "What you type meanwhile stays in your message.",
+                "y allows it once, a always, n or Esc denies (or Tab, Left/Right and Enter). "
+                "What you type as it opens stays in your message.",
                 id="keys",
                 markup=False,
             )
@@ -786,6 +814,9 @@ class PermissionScreen(ModalScreen[Decision]):
             return
         event.stop()
         event.prevent_default()
+        if self.answerable and event.key in self.ANSWER_KEYS:
+            self.dismiss(self.ANSWER_KEYS[event.key])
+            return
         self.typed.append(event)  # in the grace period even Enter: it was meant for the input
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

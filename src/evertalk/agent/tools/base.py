@@ -36,6 +36,15 @@ class ToolOutcome:
     image_names: tuple[str, ...] = ()
     """Names in `chat/images/` of the images in `content`, when they are already stored there
     (a zoom into a message with images): the log can list them without storing them again."""
+    failed: bool = False
+    """The call ran but did not do its job: a command that exited with a status other than 0.
+    The model reads the output as a plain result (the status is in it); the log and the app
+    mark the call failed, as they do an error outcome."""
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the call worked: neither an error outcome nor a failed run."""
+        return not (self.is_error or self.failed)
 
     @property
     def text(self) -> str:

@@ -6,7 +6,8 @@ own, with stdin from /dev/null, stdout and stderr merged into one pipe, and no c
 variable in its environment. On timeout, or when the turn is cancelled, the whole group is
 killed. The result is the output, then `[exit status N]` (or `[timed out after N s]`), clipped by
 SPEC §1.5 as it is read, so that a command that prints gigabytes costs no more memory than one
-that prints a page.
+that prints a page. A status other than 0, a kill or a timeout marks the call failed (the log's
+`echo` says so, and the app shows ✗).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class ShellCall:
             buffer.feed(f"[killed by signal {-status}]")
         else:
             buffer.feed(f"[exit status {status}]")
-        return ToolOutcome([Text(buffer.text())], is_error=status is None)
+        # a timeout is an error the model is told of; a status other than 0 it reads itself
+        return ToolOutcome([Text(buffer.text())], is_error=status is None, failed=status != 0)
 
 
 async def run_command(
