@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evertalk.memory import Budget, MemoryCore, Node, node_name
 from evertalk.memory.core import SavedViews
@@ -33,6 +34,9 @@ from evertalk.memory.view import frame, render_line
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.errors import StoreError
 from evertalk.store.views import ViewCheckpoints
+
+if TYPE_CHECKING:
+    from evertalk.store.search_index import SearchIndex
 
 # Built nodes' texts and rendered lines kept: a built node never changes, and a view at a million
 # messages has a few hundred lines (its cview and the view fitted for a turn reuse most of them).
@@ -72,11 +76,21 @@ class Chat:
         self.checkpoints = ViewCheckpoints(time.monotonic)
         self._texts: OrderedDict[Node, str] = OrderedDict()
         self._lines: OrderedDict[Node, str] = OrderedDict()
+        self.search_enabled = False  # `[memory] search = true`: the `search` tool is offered
+        self.search: SearchIndex | None = None
+        """The search index kept up to date as records are logged (see keep_search_index)."""
 
     # -- opening and closing --------------------------------------------------------------
 
     @classmethod
-    def open(cls, chat_dir: Path, *, readonly: bool = False, budget: Budget | None = None) -> Chat:
+    def open(
+        cls,
+        chat_dir: Path,
+        *,
+        readonly: bool = False,
+        budget: Budget | None = None,
+        search: bool = False,
+    ) -> Chat:
         store = ChatStore.open(chat_dir, create=not readonly, readonly=readonly)
         try:
             core, built, warning, loaded = _resume(store, budget)
@@ -88,10 +102,23 @@ class Chat:
                 if loaded != core.saved():  # folded forward, or none were saved
                     chat.checkpoints.changed(1)
                     chat.save_views()
+                if search:
+                    chat.keep_search_index()
         except BaseException:
             store.close()
             raise
         return chat
+
+    def keep_search_index(self) -> None:
+        """Add each message and summary to `index/search.sqlite` as it is logged. An index that
+        cannot be opened is a warning: a search opens it again, and says why it cannot."""
+        from evertalk.store.search_index import SearchIndex
+
+        self.search_enabled = True
+        try:
+            self.search = SearchIndex.open(self.store.path, self.warnings)
+        except StoreError as error:
+            self.warnings.append(str(error))
 
     def close(self) -> None:
         """Save the views if they changed since the last checkpoint, then close the store. A
@@ -102,6 +129,8 @@ class Chat:
         except StoreError as error:
             self.warnings.append(str(error))
         finally:
+            if self.search is not None:
+                self.search.close()
             self.store.close()
 
     def __enter__(self) -> Chat:
@@ -121,13 +150,16 @@ class Chat:
         images: list[str] | None = None,
         agent: str | None = None,
         date: datetime | None = None,
+        failed: bool = False,
     ) -> list[int]:
         """Log a message, split into pages when long (SPEC §1.6) and written in one go; returns
-        the ids."""
+        the ids. `failed`: an `echo` of a tool call that failed."""
         self._writable()
         pages = split_text(valid_unicode(text))
         before = self.store.message_count
-        ids = self.store.append_pages(kind, pages, date=date, key=key, images=images, agent=agent)
+        ids = self.store.append_pages(
+            kind, pages, date=date, key=key, images=images, agent=agent, failed=failed
+        )
         if self.store.message_count > before:  # not a re-sent key
             core = self.core
             batches = core.view.shrinking, core.cview.shrinking
@@ -140,6 +172,8 @@ class Chat:
             self.checkpoints.changed(len(pages))
             if ended or self.checkpoints.due():
                 self.save_views()
+            if self.search is not None:
+                self.search.follow(self.store)
         return ids
 
     def build(self, node: Node, text: str) -> None:
@@ -151,6 +185,8 @@ class Chat:
             raise StoreError(error)
         self.store.append_node(node[0], node[1], text, BUILT)
         self._persist(self.core.build(node, text))
+        if self.search is not None:
+            self.search.follow(self.store)
         self.tick()
 
     def fail(self, node: Node) -> None:

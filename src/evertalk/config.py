@@ -179,6 +179,9 @@ class MemoryConfig:
     # the output cap of a compaction's reply, in tokens (room for thoughts is added for a hosted
     # model asked to think); raise it for a local model that thinks before it answers
     max_tokens: int = COMPACTION_TOKENS
+    # a full-text index kept as messages are logged, and the `search` tool (opt-in: the view and
+    # zoom are the memory; `evertalk memory search` works either way)
+    search: bool = False
     api_key: Secret | None = None
 
 
@@ -315,6 +318,7 @@ KEYS: Final = (
     "memory.yield_to_turns",
     "memory.min_shared_words",
     "memory.max_tokens",
+    "memory.search",
     "turn.effort",
     "turn.context_window",
     "turn.tools",
@@ -542,7 +546,7 @@ def _check(key: str, value: object, where: Path | str) -> Value:
         if value not in PROVIDERS:
             raise fail("one of " + ", ".join(PROVIDERS))
         return value
-    if key == "memory.yield_to_turns":
+    if key in ("memory.yield_to_turns", "memory.search"):
         if not isinstance(value, bool):
             raise fail("true or false")
         return value
@@ -612,6 +616,7 @@ def _build(values: Mapping[str, Value]) -> Config:
         ),
         min_shared_words=cast(float, get("memory.min_shared_words", MIN_SHARED_WORDS)),
         max_tokens=cast(int, get("memory.max_tokens", COMPACTION_TOKENS)),
+        search=cast(bool, get("memory.search", False)),
         api_key=cast("Secret | None", get("memory.api_key", None)),
     )
     tools = ToolPolicies(
@@ -678,6 +683,7 @@ def _flatten(config: Config) -> dict[str, Value]:
         "memory.yield_to_turns": memory.yield_to_turns,
         "memory.min_shared_words": memory.min_shared_words,
         "memory.max_tokens": memory.max_tokens,
+        "memory.search": memory.search,
         "turn.effort": config.turn.effort,
         "turn.context_window": config.turn.context_window,
         "turn.tools": config.turn.tools,

@@ -23,6 +23,7 @@ from evertalk.config import (
     load_config,
 )
 from evertalk.prompts import TOOLS, system_text, system_text_without_tools
+from evertalk.search_tool import SEARCH
 
 if TYPE_CHECKING:
     from evertalk.compactor.service import CompactorSettings
@@ -50,7 +51,9 @@ class Runtime:
     def tools(self) -> list[Tool]:
         """The tools every call carries: all of them, or none with `[turn] tools = "off"`.
         Compactions carry the turns' list too, so that both keep one cached prefix (SPEC §4.2)."""
-        return TOOLS if self.config.turn.tools == "on" else []
+        if self.config.turn.tools != "on":
+            return []
+        return [*TOOLS, SEARCH] if self.config.memory.search else TOOLS  # opt-in (search_tool)
 
     def provider(self) -> Provider:
         """The configured provider, its calls passing through one prefix gate (SPEC §4.6). Its

@@ -28,6 +28,11 @@ MEMORY = Command("/memory", "/memory", "every line of the view, then the memory'
 ZOOM = Command(
     "/memory zoom", "/memory zoom ID N", "the two lines line ID+N was built from; N = 1: message ID"
 )
+SEARCH = Command(
+    "/memory search",
+    "/memory search QUERY",
+    "find words in every message and summary, with the view line each falls in",
+)
 MODEL = Command("/model", "/model [NAME]", "show or set the turn model (from the next turn)")
 MEMORY_MODEL = Command(
     "/memory-model",
@@ -53,6 +58,7 @@ COMMANDS: Final = (
     HELP,
     MEMORY,
     ZOOM,
+    SEARCH,
     MODEL,
     MEMORY_MODEL,
     AGENTS,

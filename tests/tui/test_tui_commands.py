@@ -46,7 +46,8 @@ def test_completion_follows_what_is_typed() -> None:
     assert [c.name for c in matching("/se")] == ["/setup"]
     assert suggester.suggest("hello") is None
     assert suggester.suggest("/memory\nmore") is None
-    assert [c.name for c in matching("/mem")] == ["/memory", "/memory zoom", "/memory-model"]
+    memory = ["/memory", "/memory zoom", "/memory search", "/memory-model"]
+    assert [c.name for c in matching("/mem")] == memory
     assert [c.name for c in matching("/memory zoom 3")] == ["/memory zoom"]
     assert [c.name for c in matching("/model x")] == ["/model"]
     assert suggester.suggest("/a") == "/agents" and suggester.suggest("/agents") == "/agents stop "

@@ -78,7 +78,7 @@ async def test_memory_with_other_words_gives_its_usage(home: Path) -> None:
     async with running(home, AnthropicFake(script())) as pilot:
         row = await command(pilot, "/memory foo")  # answered by the service, shown by the app
         assert row.has_class("error")
-        assert row.text == "usage: /memory, or /memory zoom ID N"
+        assert row.text == "usage: /memory, /memory zoom ID N or /memory search QUERY"
 
 
 async def test_help_explains_the_status_bar(home: Path) -> None:

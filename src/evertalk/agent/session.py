@@ -131,9 +131,12 @@ class GuardedLog:
         images: list[str] | None = None,
         agent: str | None = None,
         date: datetime | None = None,
+        failed: bool = False,
     ) -> list[int]:
         text = redact(text, self.secrets)
-        ids = self.inner.append(kind, text, key=key, images=images, agent=agent, date=date)
+        ids = self.inner.append(
+            kind, text, key=key, images=images, agent=agent, date=date, failed=failed
+        )
         if self.compactor is not None:
             self.compactor.message_logged()
         return ids
@@ -283,7 +286,10 @@ class Agent:
         # the views' budgets follow the turn model's window (a change refits them, said once)
         budget = Budget.for_window(runtime.config.turn.context_window)
         async with AsyncExitStack() as stack:
-            chat = stack.enter_context(closing(Chat.open(home / "chat", budget=budget)))
+            search = runtime.config.memory.search  # keeps the search index as records come
+            chat = stack.enter_context(
+                closing(Chat.open(home / "chat", budget=budget, search=search))
+            )
             turns, memory = await stack.enter_async_context(_providers(runtime, provider))
             ledger = stack.enter_context(closing(Ledger(ledger_path(home))))
             lane = runtime.turn_lane()  # turns first on a server that serves one at a time

@@ -1,7 +1,8 @@
 """The slash commands the service answers for its clients: the texts they show.
 
-`/memory`, `/memory zoom`, `/model`, `/memory-model`, `/agents`, `/agents stop`, `/retry` and
-`/usage` need the open chat or the running agent, which live in the service: a client sends
+`/memory`, `/memory zoom`, `/memory search`, `/model`, `/memory-model`, `/agents`,
+`/agents stop`, `/retry` and `/usage` need the open chat or the running agent, which live in the
+service: a client sends
 `{"type": "command", "name": "/memory zoom", "args": ["0", "8"]}` and shows the texts that come
 back. `/model` and `/memory-model` change the running agent's models (the next turn, the
 compactor's next call) and the agent saves them to `config.toml`. `/agents stop NAME` ends a
@@ -24,7 +25,9 @@ from evertalk.agent.subagents import RunningAgent, SubagentError
 from evertalk.chat import Chat, ToolInputError
 from evertalk.config import EFFORTS, ConfigError
 from evertalk.ledger import ledger_path, read_records, summarize
+from evertalk.memory.search_query import words
 from evertalk.memory_cli import format_status
+from evertalk.memory_search import LIVE_BACKLOG, SearchBehind, search, search_index
 from evertalk.protocol.events import TurnEnded
 from evertalk.providers.model_list import ModelList, is_listed, served_models
 from evertalk.slash import (
@@ -35,6 +38,7 @@ from evertalk.slash import (
     MODEL,
     RETRY,
     RETRY_HINT,
+    SEARCH,
     USAGE,
     ZOOM,
     Command,
@@ -43,7 +47,7 @@ from evertalk.slash import (
 from evertalk.store.errors import StoreError
 from evertalk.usage_cli import format_summary
 
-SERVED: Final = (MEMORY, ZOOM, MODEL, MEMORY_MODEL, AGENTS, AGENTS_STOP, RETRY, USAGE)
+SERVED: Final = (MEMORY, ZOOM, SEARCH, MODEL, MEMORY_MODEL, AGENTS, AGENTS_STOP, RETRY, USAGE)
 """The commands a client sends to the service, by name."""
 
 
@@ -52,11 +56,13 @@ def run(agent: Agent, home: Path, command: Command, args: tuple[str, ...]) -> li
     cannot run as typed."""
     if command is MEMORY:
         if args:
-            raise CommandError(f"usage: {MEMORY.usage}, or {ZOOM.usage}")
+            raise CommandError(f"usage: {MEMORY.usage}, {ZOOM.usage} or {SEARCH.usage}")
         status = agent.status()
         return list(memory_text(agent.chat, status.compactor_running, status.compactor_queued))
     if command is ZOOM:
         return [zoom_text(agent.chat, args)]
+    if command is SEARCH:
+        return [search_text(agent.chat, args)]
     if command is MODEL:
         config = agent.runtime.config
         key = config.api_key.reveal() if config.api_key else None
@@ -96,6 +102,21 @@ def zoom_text(chat: Chat, args: tuple[str, ...]) -> str:
     try:
         return chat.zoom(start, count)
     except (ToolInputError, StoreError) as error:
+        raise CommandError(str(error)) from None
+
+
+SEARCH_SHOWN = 10  # hits `/memory search` shows
+
+
+def search_text(chat: Chat, args: tuple[str, ...]) -> str:
+    """`/memory search QUERY`: the hits, each with the view line to zoom into."""
+    query = " ".join(args)
+    if not words(query):
+        raise CommandError(f"usage: {SEARCH.usage}, e.g. /memory search connection refused")
+    try:
+        with search_index(chat) as index:
+            return search(chat, index, query, SEARCH_SHOWN, backlog=LIVE_BACKLOG).text()
+    except (SearchBehind, StoreError) as error:
         raise CommandError(str(error)) from None
 
 

@@ -1,4 +1,5 @@
-"""The memory tools: `zoom(id, n)`, `zoom(name, id?)` and `date(id)` (SPEC §6.5).
+"""The memory tools: `zoom(id, n)`, `zoom(name, id?)`, `date(id)` (SPEC §6.5) and, with
+`[memory] search = true`, `search(query, limit?)`.
 
 Always allowed, never asked about. Validation is exact; a refused input is an error outcome of one
 line. T is the message count at the moment of the call.
@@ -20,7 +21,9 @@ from evertalk.agent.tools.base import (
     ToolOutcome,
     result,
 )
+from evertalk.memory.search_query import words
 from evertalk.memory.text import MESSAGE_LIMIT, leaf_input
+from evertalk.memory_search import LIVE_BACKLOG, SearchBehind, search, search_index
 from evertalk.providers.base import Image
 from evertalk.store.days import list_day_files
 from evertalk.store.jsonl import Scan
@@ -51,6 +54,21 @@ def parse_zoom(tool_input: object) -> ZoomNode | ZoomAgent:
 
 def parse_date(tool_input: object) -> DateCall:
     return DateCall(Args("date", tool_input, ("id",)).integer("id"))
+
+
+SEARCH_LIMIT = 50
+"""Hits a search may return: with their snippets, a few thousand characters."""
+
+
+def parse_search(tool_input: object) -> SearchCall:
+    args = Args("search", tool_input, ("query", "limit"))
+    query = args.string("query")
+    if not words(query):
+        raise ToolError("`query` needs a word to search for (letters or digits)")
+    limit = args.optional_integer("limit", 10)
+    if not 1 <= limit <= SEARCH_LIMIT:
+        raise ToolError(f"`limit` must be from 1 to {SEARCH_LIMIT}, not {limit}")
+    return SearchCall(query, limit)
 
 
 @dataclass(frozen=True)
@@ -96,6 +114,23 @@ class DateCall:
 
     async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
         return result(ctx.chat.date(self.id))  # validates 0 <= id < T
+
+
+@dataclass(frozen=True)
+class SearchCall:
+    query: str
+    limit: int
+
+    async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
+        chat = ctx.chat
+        if not chat.search_enabled:  # not offered: the model named it anyway
+            raise ToolError("search is off in this chat ([memory] search in config.toml)")
+        with search_index(chat) as index:
+            try:
+                found = search(chat, index, self.query, self.limit, backlog=LIVE_BACKLOG)
+            except SearchBehind as error:
+                raise ToolError(str(error)) from None
+        return result(found.text())
 
 
 # -- images -------------------------------------------------------------------------------------

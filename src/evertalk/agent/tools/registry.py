@@ -25,7 +25,7 @@ from evertalk.agent.tools.base import (
     output_limit,
 )
 from evertalk.agent.tools.files import parse_edit, parse_read, parse_write, permitted, reach
-from evertalk.agent.tools.memory import parse_date, parse_zoom
+from evertalk.agent.tools.memory import parse_date, parse_search, parse_zoom
 from evertalk.agent.tools.shell import parse_shell
 from evertalk.chat import ToolInputError
 from evertalk.memory.text import clip_output
@@ -36,16 +36,19 @@ from evertalk.store.errors import StoreError, describe
 PARSERS: Final[dict[str, Callable[[object], Call]]] = {
     "zoom": parse_zoom,
     "date": parse_date,
+    "search": parse_search,  # offered only with `[memory] search = true` (Runtime.tools)
     "shell": parse_shell,
     "read": parse_read,
     "write": parse_write,
     "edit": parse_edit,
     "agent": parse_agent,
 }
-"""Every tool of `prompts.TOOLS`, by name: its input check, which returns a call to run."""
+"""Every tool of `prompts.TOOLS` and `search_tool.SEARCH`, by name: its input check, which
+returns a call to run."""
 
-MEMORY_TOOLS: Final = frozenset({"zoom", "date"})
-"""Their output is not clipped here: `zoom(id, 1)` returns its message whole (SPEC §6.5)."""
+MEMORY_TOOLS: Final = frozenset({"zoom", "date", "search"})
+"""Their output is not clipped here: `zoom(id, 1)` returns its message whole (SPEC §6.5), and
+a search's is bounded by its hits."""
 
 
 class Toolbox:
