@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from bench import (
+    browse_bench,
     cache_replay,
     catchup,
     chat_gen,
@@ -18,6 +19,7 @@ from bench import (
     first_screen,
     hot_paths,
     import_bench,
+    search_bench,
     service_bench,
 )
 
@@ -52,6 +54,8 @@ def main() -> int:
     )
     for line in hot_paths.report(chat_dir):
         print(line, flush=True)
+    browse = browse_bench.run(chat_dir)
+    print(browse if isinstance(browse, str) else browse.line(), flush=True)
     for line in service_bench.run().lines():
         print(line, flush=True)
     for line in import_bench.run().lines():
@@ -64,6 +68,8 @@ def main() -> int:
     print(cache_replay.first_turns().line(), flush=True)
     print(compaction_parallel.run().line(), flush=True)
     print(catchup.run().line(), flush=True)
+    for line in search_bench.run(chat_dir).lines():
+        print(line, flush=True)
     return 0
 
 

@@ -95,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     date = actions.add_parser("date", help="when a message was written")
     date.add_argument("id", type=int)
     date.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    search = actions.add_parser("search", help="find words in every message and summary")
+    search.add_argument("query", nargs="+", help="the words (tried as a phrase first)")
+    search.add_argument("--limit", type=int, default=10, help="most hits shown (default 10)")
+    search.add_argument("--json", action="store_true", help="one JSON object, for programs")
+    search.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    browse = actions.add_parser("browse", help="a read-only page of the memory in the browser")
+    browse.add_argument("--out", type=Path, help="write one self-contained HTML file instead")
+    browse.add_argument("--no-open", action="store_true", help="print the URL, open no browser")
+    browse.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any)")
+    browse.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     compact = actions.add_parser("compact", help="build every summary that needs a model call")
     compact.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     repair = actions.add_parser(
@@ -221,7 +231,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         args.action = "status"  # not a terminal (a pipe, `make run` in CI): the memory's status
     elif args.action is None:
         raise UsageError(
-            "memory: say what to do: status, view, zoom, date, compact, repair or replay"
+            "memory: say what to do: status, view, zoom, date, search, browse, compact, repair "
+            "or replay"
         )
     if args.action == "replay":
         return _replay(args)
@@ -230,6 +241,14 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         _take_over(args.home or default_home(), "memory repair")
         return run_repair(args.home or default_home())
+    if args.action == "browse":
+        from evertalk.browse.command import run_browse
+
+        return run_browse(args, args.home or default_home())
+    if args.action == "search":
+        from evertalk.search_cli import run_search
+
+        return run_search(args, args.home or default_home())
     if args.action == "compact":
         from evertalk.compact_cli import run_compact
 
