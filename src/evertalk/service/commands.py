@@ -16,6 +16,7 @@ import difflib
 import os
 import textwrap
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -64,13 +65,9 @@ def run(agent: Agent, home: Path, command: Command, args: tuple[str, ...]) -> li
     if command is SEARCH:
         return [search_text(agent.chat, args)]
     if command is MODEL:
-        config = agent.runtime.config
-        key = config.api_key.reveal() if config.api_key else None
-
-        def listed() -> ModelList:
-            return served_models(config.provider, key, config.base_url)
-
-        return [model_text(agent.model, agent.use_model, args, listed, config.provider)]
+        listed = partial(model_list, agent)
+        provider = agent.runtime.config.provider
+        return [model_text(agent.model, agent.use_model, args, listed, provider)]
     if command is MEMORY_MODEL:
         settings = agent.compactor.settings
         return [memory_model_text(settings.model, settings.effort, agent.use_memory_model, args)]
@@ -83,6 +80,14 @@ def run(agent: Agent, home: Path, command: Command, args: tuple[str, ...]) -> li
     if command is USAGE:
         return [usage_text(home)]
     raise CommandError(f"{command.name} is not a command of the service")
+
+
+def model_list(agent: Agent) -> ModelList:
+    """The models the turn provider's server lists, asked at most once in a while (see
+    `served_models`): the service asks first in a worker thread, then `/model` finds it kept."""
+    config = agent.runtime.config
+    key = config.api_key.reveal() if config.api_key else None
+    return served_models(config.provider, key, config.base_url)
 
 
 def memory_text(chat: Chat, running: int, queued: int) -> tuple[str, str]:

@@ -44,10 +44,11 @@ from evertalk.agent.session import Agent, NotConfigured
 from evertalk.config import ConfigError
 from evertalk.protocol import events, wire
 from evertalk.providers.base import ProviderError
-from evertalk.service import memory_requests
+from evertalk.service import commands, memory_requests
 from evertalk.service.paths import log, socket_path
 from evertalk.service.requests import HANDLERS
 from evertalk.service.session import Session, error_frame, refusal, same_user
+from evertalk.slash import MODEL
 from evertalk.store.errors import ChatLocked, StoreError
 
 IDLE_SECONDS = 600.0
@@ -393,6 +394,7 @@ class Service:
     ) -> None:
         while True:
             for frame in pending:
+                await self._prepare(frame)
                 self._request(session, frame)
             try:
                 data = await stream.receive()
@@ -403,6 +405,18 @@ class Service:
             except wire.ProtocolError as error:
                 session.post(error_frame("protocol", str(error)))
                 return
+
+    async def _prepare(self, frame: dict[str, Any]) -> None:
+        """What a request would wait on the network for, asked in a worker thread first, so
+        that every other window and turn goes on meanwhile: `/model`'s list of the server's
+        models (kept, so that the handler then finds it at once)."""
+        if frame.get("type") != "command" or frame.get("name") != MODEL.name:
+            return
+        try:
+            agent = self.agent_open()
+        except NotReady:
+            return  # the handler says so
+        await anyio.to_thread.run_sync(commands.model_list, agent)
 
     def _request(self, session: Session, frame: dict[str, Any]) -> None:
         kind = frame["type"]
