@@ -310,6 +310,9 @@ async def test_input_lines_history_and_completion(home: Path) -> None:
 
 
 async def test_model_commands_apply_from_the_next_call(home: Path) -> None:
+    # `/model` asks the configured server for its models: here a closed port on this machine,
+    # not the provider's real address
+    write_config(home, base_url="http://127.0.0.1:9")
     fake = AnthropicFake(script().push(answer("Bonjour.")))
     async with running(home, fake) as pilot:
         app = app_of(pilot)
