@@ -76,6 +76,7 @@ class Chat:
         self.checkpoints = ViewCheckpoints(time.monotonic)
         self._texts: OrderedDict[Node, str] = OrderedDict()
         self._lines: OrderedDict[Node, str] = OrderedDict()
+        self._batched = False  # inside `one_sync`
         self.search_enabled = False  # `[memory] search = true`: the `search` tool is offered
         self.search: SearchIndex | None = None
         """The search index kept up to date as records are logged (see keep_search_index)."""
@@ -158,7 +159,14 @@ class Chat:
         pages = split_text(valid_unicode(text))
         before = self.store.message_count
         ids = self.store.append_pages(
-            kind, pages, date=date, key=key, images=images, agent=agent, failed=failed
+            kind,
+            pages,
+            date=date,
+            key=key,
+            images=images,
+            agent=agent,
+            failed=failed,
+            durable=not self._batched,
         )
         if self.store.message_count > before:  # not a re-sent key
             core = self.core
@@ -175,6 +183,17 @@ class Chat:
             if self.search is not None:
                 self.search.follow(self.store)
         return ids
+
+    @contextmanager
+    def one_sync(self) -> Iterator[None]:
+        """The messages appended inside share one fsync, made as the block ends: a batch from
+        outside any turn (an import) is acknowledged as a whole, once all of it is on disk."""
+        self._batched = True
+        try:
+            yield
+        finally:
+            self._batched = False
+            self.store.sync()
 
     def build(self, node: Node, text: str) -> None:
         """Record the compactor's line for a node, durably, then tell the core."""

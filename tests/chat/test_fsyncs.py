@@ -103,3 +103,29 @@ def test_view_json_is_saved_at_checkpoints(tmp_path: Path, monkeypatch: pytest.M
     assert "view.json.tmp" not in counts  # derived: saved without fsyncs
     with Chat.open(tmp_path / "chat") as chat:
         assert chat.t == 131 and not chat.warnings
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names fds through /proc")
+def test_a_batch_appended_in_one_sync_costs_one_fsync_made_as_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import's batch: many messages, acknowledged together, made durable together."""
+    with Chat.open(tmp_path / "chat") as chat:
+        chat.append("user", "the first message of the day makes the day files")
+        log = next((tmp_path / "chat" / "main").iterdir())
+        synced: list[Path] = []
+
+        def fsync(fd: int) -> None:
+            synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+            REAL_FSYNC(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        with chat.one_sync():
+            for k in range(200):
+                chat.append("user" if k % 2 else "ever", f"imported message {k}")
+            assert synced == []  # nothing is acknowledged before the batch ends
+        assert synced.count(log) == 1, synced
+        assert len(synced) <= 2, synced  # and the tree file's free nodes, at most
+    with Chat.open(tmp_path / "chat") as chat:
+        assert chat.t == 201 and not chat.warnings
+        assert chat.store.read_message(200).text == "imported message 199"

@@ -389,14 +389,19 @@ class Agent:
             raise BusyError("a turn is running: the messages wait until it ends")
         ids: list[int] = []
         skipped = 0
-        for message in messages:
-            if message.key is not None and self.chat.store.logged(message.key):
-                skipped += 1
-                continue
-            names = [name for name in map(self.images.save, message.images) if name]
-            ids += self.log.append(
-                message.kind, message.text, key=message.key, images=names or None, date=message.date
-            )
+        with self.chat.one_sync():
+            for message in messages:
+                if message.key is not None and self.chat.store.logged(message.key):
+                    skipped += 1
+                    continue
+                names = [name for name in map(self.images.save, message.images) if name]
+                ids += self.log.append(
+                    message.kind,
+                    message.text,
+                    key=message.key,
+                    images=names or None,
+                    date=message.date,
+                )
         return ids, skipped
 
     def holds_key(self, key: str) -> bool:

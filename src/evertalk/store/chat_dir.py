@@ -180,11 +180,13 @@ class ChatStore:
         images: Sequence[str] | None = None,
         agent: str | None = None,
         failed: bool = False,
+        durable: bool = True,
     ) -> list[int]:
         """Log one message as consecutive pages, all in one write and one fsync, so that a crash
         keeps all of them or none (SPEC §1.6); returns their ids. A key becomes one per page
         (`key.0`, `key.1`, …); when the key is already logged, the ids logged then return.
-        `failed`: an `echo` of a tool call that failed."""
+        `failed`: an `echo` of a tool call that failed. `durable` False leaves the fsync to
+        `sync`, for a batch that is acknowledged as a whole."""
         self._writable()
         count = len(pages)
         if count == 0:
@@ -213,7 +215,7 @@ class ChatStore:
         ]
         name = f"{MAIN}/{day_file_name(when)}"
         prefix = self._terms.get(name, b"")
-        spans = self._appender.append_lines(self.path / name, lines, prefix)
+        spans = self._appender.append_lines(self.path / name, lines, prefix, durable=durable)
         self._terms.pop(name, None)
         extra = 1 if prefix else 0
         return self._indexed(lambda: self._index.add_messages(name, spans, extra, keys))
@@ -415,6 +417,10 @@ class ChatStore:
         if self._failed is None:  # else it would vouch for an index the log does not match
             self._appender.sync()
             self._index.checkpoint()
+
+    def sync(self) -> None:
+        """Make every line written so far durable (one fsync per file written since)."""
+        self._appender.sync()
 
     def _synced(self) -> bool:
         """Whether every line written is durable now (a checkpoint vouches for them all)."""
