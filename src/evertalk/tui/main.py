@@ -4,6 +4,7 @@ one line of what the session cost."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from evertalk.config import Config
 from evertalk.runtime import configuration_problem
 from evertalk.terminal_text import escape_controls, fail
 from evertalk.tui.app import ChatApp
+
+SHOWN_WITHIN = 10.0  # seconds
 
 
 def run_terminal(
@@ -43,13 +46,25 @@ async def _main(
         return await open_remote(home, "app", starting=started)
 
     app = ChatApp(home, connector=connector, notices=notices, workdir=config.workdir_path)
-    await app.run_async()
+    async with anyio.create_task_group() as group:
+        group.start_soon(_collect_once_shown, app)
+        await app.run_async()
+        group.cancel_scope.cancel()
     if app.failure is not None:
         return fail(app.failure)
     summary = app.summary()
     if summary is not None:  # the screen is the terminal's again: the line stays in it
         print(escape_controls(summary))
     return app.return_code or 0
+
+
+async def _collect_once_shown(app: ChatApp) -> None:
+    """The garbage collector back on (`run_terminal` turned it off) once the first screen
+    shows, or after a while whatever happens; what start-up made is kept out of its way."""
+    with anyio.move_on_after(SHOWN_WITHIN):
+        await app.ready.wait()
+    gc.freeze()
+    gc.enable()
 
 
 def _unconfigured(home: Path, config: Config) -> bool:
