@@ -14,9 +14,10 @@ from evertalk.memory.context import compaction_context
 from evertalk.memory.nodes import Node, exists, node_name
 from evertalk.memory.order import BuiltNodes, due_key, merge_down
 from evertalk.memory.queues import Queues
+from evertalk.memory.steps import fit_cview, merge_pairs, step_views
 from evertalk.memory.text import leaf_input
 from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
-from evertalk.memory.view import Stuck, View, coarsens, tiles
+from evertalk.memory.view import View, coarsens, tiles
 
 FAILURES_BEFORE_CUT = 3  # the third failure builds the node from its cut input (SPEC §2.5)
 
@@ -183,7 +184,7 @@ class MemoryCore:
         merged = False
         if view.shrinking:
             floor = self.budget.floor
-            merged = self._merge(view, self.t, lambda v: v.size > floor) > 0
+            merged = merge_pairs(view, self.t, self.tree, lambda v: v.size > floor) > 0
             view.shrinking = view.size > floor
         if merged:
             self.cview = view.copy()  # as at a message whose batch merged (SPEC §3.5)
@@ -258,45 +259,13 @@ class MemoryCore:
 
     def _step_views(self, t: int) -> None:
         """The sawtooth (SPEC §3.4), then the compaction view (SPEC §3.5), at message t."""
-        budget, view = self.budget, self.view
         line = self.tree.line_size((0, t))
-        view.append(t, line)
-        merged = False
-        if view.size > budget.ceiling:
-            view.shrinking = True
-        if view.shrinking:
-            floor = budget.floor
-            merged = self._merge(view, t + 1, lambda v: v.size > floor) > 0
-            view.shrinking = view.size > floor
-        self.merged = merged
-        if merged:
-            self.cview = view.copy()
-            self._fit_cview(t + 1)
-        else:
-            self.cview.append(t, line)
-            if self.cview.size > budget.cceiling or self.cview.shrinking:
-                self._fit_cview(t + 1)
+        step = step_views(self.view, self.cview, t, line, self.budget, self.tree)
+        self.cview, self.merged = step.cview, step.merged
 
     def _fit_cview(self, count: int) -> None:
         """fit(cview) of SPEC §3.5 with `count` messages in the chat."""
-        cfloor = self.budget.cfloor
-        self._merge(self.cview, count, lambda v: v.size > cfloor)
-        self.cview.shrinking = self.cview.size > cfloor
-
-    def _merge(self, view: View, count: int, over: Callable[[View], bool]) -> int:
-        """merge_down, looking only where a pair can be. A chat that is behind has thousands
-        of lines and a batch that waits at every message: scanning them all at each message
-        made appending to it, or folding it at open, quadratic. Once a batch ran out of pairs,
-        a pair can only come from a node built since (its children's lines) or from the leaf
-        lines appended since (a fold at open meets leaves whose parent was built before it)."""
-        stuck = view.stuck
-        starts: set[int] | None = None
-        if stuck is not None:
-            starts = set(range(stuck.count & ~1, count, 2))  # the left leaf of each new pair
-            starts.update(index << level for level, index in stuck.built if level)
-        merges = merge_down(view, count, self.tree, over, starts=starts)
-        view.stuck = Stuck(count) if over(view) else None
-        return merges
+        fit_cview(self.cview, count, self.budget, self.tree)
 
     def _mark(self, node: Node, text: str, flag: int) -> None:
         """Mark a node built, and tell the views whose batch waits for one."""

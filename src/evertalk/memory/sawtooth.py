@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
 from evertalk.memory.budget import Budget
 from evertalk.memory.nodes import Node
-from evertalk.memory.order import merge_down
+from evertalk.memory.steps import step_views
 from evertalk.memory.text import PLACEHOLDER_SIZE
 from evertalk.memory.tree import FREE, UNBUILT, Tree
-from evertalk.memory.view import Stuck, View
+from evertalk.memory.view import View
 
 SAMPLES = 600
 """Stretches the chat's life is cut into: about one per pixel of a chart."""
@@ -202,40 +201,10 @@ class _Replay:
                 view.stuck.built.extend(built)
 
     def _step_views(self, t: int, line: int) -> None:
-        budget, view = self.budget, self.view
-        view.append(t, line)
-        merged = False
-        if view.size > budget.ceiling:
-            view.shrinking = True
-        if view.shrinking:
-            floor = budget.floor
-            merged = self._merge(view, t + 1, lambda v: v.size > floor) > 0
-            view.shrinking = view.size > floor
-        if merged:
-            self.batches += 1
-            self.cview = view.copy()
-            self._fit_cview(t + 1)
-        else:
-            self.cview.append(t, line)
-            if self.cview.size > budget.cceiling or self.cview.shrinking:
-                self._fit_cview(t + 1)
-
-    def _fit_cview(self, count: int) -> None:
-        cfloor = self.budget.cfloor
-        if self._merge(self.cview, count, lambda v: v.size > cfloor):
-            self.fits += 1
-        self.cview.shrinking = self.cview.size > cfloor
-
-    def _merge(self, view: View, count: int, over: Callable[[View], bool]) -> int:
-        """As MemoryCore._merge: after a batch ran out of pairs, look only where one can be."""
-        stuck = view.stuck
-        starts: set[int] | None = None
-        if stuck is not None:
-            starts = set(range(stuck.count & ~1, count, 2))
-            starts.update(index << level for level, index in stuck.built if level)
-        merges = merge_down(view, count, self.nodes, over, starts=starts)
-        view.stuck = Stuck(count) if over(view) else None
-        return merges
+        step = step_views(self.view, self.cview, t, line, self.budget, self.nodes)
+        self.cview = step.cview
+        self.batches += step.merged
+        self.fits += step.fitted
 
 
 class _Record:
