@@ -19,17 +19,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the browser
+
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 LOADS = 10
 URL = re.compile(r"http://127\.0\.0\.1:\d+/\S+/")
 
@@ -59,7 +51,7 @@ def run(chat_dir: Path) -> BrowseFigures | str:
         return "browse page: chromium is not installed; skipped"
     if importlib.util.find_spec("playwright") is None:
         return "browse page: playwright is not installed; skipped"
-    from playwright.sync_api import sync_playwright
+    from browse.browser_support import chromium
 
     command = [sys.executable, "-m", "evertalk", "memory", "browse", "--no-open"]
     server = subprocess.Popen(
@@ -71,12 +63,8 @@ def run(chat_dir: Path) -> BrowseFigures | str:
         found = URL.search(server.stdout.readline())
         if not found:
             return "browse page: the command printed no URL"
-        with sync_playwright() as driver:
-            browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            try:
-                return _measure(browser, found.group(0), started)
-            finally:
-                browser.close()
+        with chromium() as browser:
+            return _measure(browser, found.group(0), started)
     finally:
         server.terminate()
         server.wait()
