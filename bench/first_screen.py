@@ -15,6 +15,7 @@ import os
 import random
 import shlex
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +31,7 @@ MESSAGES = 3_000
 RUNS = 3
 WAIT = 30.0
 POLL = 0.01
+SETTLE = 5.0  # seconds
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,9 @@ def _time_until(command: str, marker: str, env: dict[str, str]) -> float:
     raise RuntimeError(f"{marker!r} did not show within {WAIT} s")
 
 
-def _home(folder: Path) -> Path:
-    """A home with a config (no call is made: nothing is sent) and a chat of MESSAGES."""
+def _home(folder: Path, base_url: str) -> Path:
+    """A home with a config (no turn is sent) and a chat of MESSAGES, whose provider is at
+    `base_url`."""
     from evertalk.chat import Chat
 
     home = folder / "home"
@@ -90,7 +93,10 @@ def _home(folder: Path) -> Path:
     config = home / "config.toml"
     config.write_text(
         'provider = "anthropic"\nmodel = "claude-sonnet-5-5"\napi_key = "sk-ant-bench-0000"\n'
-        'base_url = "http://127.0.0.1:9"\n'
+        f'base_url = "{base_url}"\n'
+        # a call ends after 2 s without a reply, so that `service stop` (which lets the calls in
+        # flight land) is quick
+        "[memory]\ndeadline = 2\n"
     )
     config.chmod(0o600)
     rng = random.Random(5)
@@ -111,8 +117,14 @@ def run() -> FirstScreen | None:
     if shutil.which("tmux") is None:
         return None
     folder = Path(tempfile.mkdtemp(prefix="evertalk-first-screen-"))
+    # The provider: a port that takes connections and never answers, so that the service's
+    # summaries stay in flight, as they wait on a real server. A refused port would fail each
+    # at once, and the service would spend its first seconds trying every node in turn.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(128)
     try:
-        home = _home(folder)
+        home = _home(folder, f"http://127.0.0.1:{silent.getsockname()[1]}")
         skip = ("EVERTALK_", "TMUX", "PYTHONDONTWRITEBYTECODE")
         env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
         # compiled modules cached as a user's install has them, kept out of the source tree
@@ -121,6 +133,9 @@ def run() -> FirstScreen | None:
         app = f"{shlex.quote(sys.executable)} -m evertalk"
         marker = f"message {MESSAGES - 1} "
         _time_until(app, marker, env)  # fills the cache, and leaves the service running
+        # a window opened beside a service that has been running a while, as a second window
+        # usually is: not one still loading the chat and starting its summaries (`cold` is)
+        time.sleep(SETTLE)
         warm = [_time_until(app, marker, env) for _ in range(RUNS)]
         cold, rebuilt = [], []
         for _ in range(RUNS):
@@ -134,6 +149,7 @@ def run() -> FirstScreen | None:
         bare = f"{shlex.quote(sys.executable)} -c \"print('ready'); import time; time.sleep(5)\""
         floor = [_time_until(bare, "ready", env) for _ in range(RUNS)]
     finally:
+        silent.close()
         shutil.rmtree(folder)
     return FirstScreen(*(statistics.median(runs) for runs in (warm, cold, rebuilt, floor)))
 

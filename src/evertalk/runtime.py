@@ -22,8 +22,6 @@ from evertalk.config import (
     config_path,
     load_config,
 )
-from evertalk.prompts import TOOLS, system_text, system_text_without_tools
-from evertalk.search_tool import SEARCH
 
 if TYPE_CHECKING:
     from evertalk.compactor.service import CompactorSettings
@@ -43,6 +41,10 @@ class Runtime:
 
     @classmethod
     def load(cls, home: Path) -> Runtime:
+        # the prompts and tool definitions load here, not with the module: the terminal app and
+        # the other clients use this module's checks and never build a prompt
+        from evertalk.prompts import system_text, system_text_without_tools
+
         config = load_config(home)
         compose = system_text if config.turn.tools == "on" else system_text_without_tools
         return cls(home, config, compose(read_instructions(home)))
@@ -51,6 +53,9 @@ class Runtime:
     def tools(self) -> list[Tool]:
         """The tools every call carries: all of them, or none with `[turn] tools = "off"`.
         Compactions carry the turns' list too, so that both keep one cached prefix (SPEC §4.2)."""
+        from evertalk.prompts import TOOLS
+        from evertalk.search_tool import SEARCH
+
         if self.config.turn.tools != "on":
             return []
         return [*TOOLS, SEARCH] if self.config.memory.search else TOOLS  # opt-in (search_tool)

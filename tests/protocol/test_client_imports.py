@@ -77,8 +77,8 @@ def test_the_terminal_app_loads_neither_the_agent_nor_the_sdks(tmp_path: Path) -
     assert set(APP_MODULES) <= set(names)
     sdks = ("anthropic", "openai", "httpx")  # Textual and anyio are the app's own
     assert [n for n in names if n.split(".")[0] in sdks] == []
-    # the providers' data types (`Tool`, through the system prompt's text) are allowed: no
-    # provider, no adapter, no SDK
-    allowed = {"evertalk.providers", "evertalk.providers.base"}
+    # nor anything of the providers', nor the prompts, nor the memory's core (the app's first
+    # screen waits for every module it loads)
     found = [n for n in names if is_forbidden(n) and n.split(".")[0] == "evertalk"]
-    assert [n for n in found if n not in allowed] == []
+    assert found == []
+    assert [n for n in ("evertalk.prompts", "evertalk.memory.core") if n in names] == []
