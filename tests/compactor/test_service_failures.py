@@ -101,6 +101,30 @@ async def test_a_setting_the_adapter_refuses_pauses_and_cuts_no_node(home: Path)
         chat.close()
 
 
+async def test_a_paused_setup_is_probed_once_per_interval_or_message_not_in_a_burst(
+    home: Path,
+) -> None:
+    """A wrong setting (a key, a model) fails every call at once: trying each ready node in turn
+    would send a burst of calls that cannot work. After the first calls found it, one probe at
+    each new message, and between messages one after PROBE_FIRST seconds (doubling)."""
+    chat = long_chat(home, 8)  # eight leaves ready
+    warnings: list[str] = []
+    compactor = refused_setting(chat, AnthropicFake(summarizer(300)), warnings)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(compactor.run)
+            await until(lambda: bool(warnings) and not compactor.in_flight)
+            for _ in range(2):
+                compactor.message_logged()  # every node may be tried again: the setup first
+                await until(lambda: len(compactor.failed_at) == 1)
+                await anyio.sleep(0.3)  # what a burst would have tried meanwhile: every leaf
+                assert len(compactor.failed_at) == 1 and compactor.setup_error is not None
+            group.cancel_scope.cancel()
+        assert chat.core.failures == {} and len(warnings) == 1
+    finally:
+        chat.close()
+
+
 async def test_a_bug_in_an_attempt_is_the_nodes_failure(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,6 +74,10 @@ RATE_AFTER = 8  # summaries built before a rate is given: the first ones start a
 # A wrong key or an unknown model is the setup's fault, not the node's: counting it as a
 # failure would cut every node after three tries. Such errors pause the node instead.
 SETUP_ERRORS = frozenset({"auth", "not_found"})
+PROBE_FIRST = 2.0
+"""Seconds after a setup error before one call probes the setup again without a new message;
+the gap doubles at each failed probe, up to PROBE_MOST."""
+PROBE_MOST = 60.0
 
 Warn = Callable[[str], None]
 """Takes one line for the user, such as `memory: 12+1 could not be summarized (…); …`."""
@@ -181,6 +185,8 @@ class Compactor:
         self.waiting = False  # a turn (or `memory compact`) waits: failed nodes retry on a timer
         self.last_error: str | None = None
         self.setup_error: ProviderError | None = None
+        self._probe_at = -math.inf  # after a setup error: no probe before this time
+        self._probe_gap = PROBE_FIRST
         self.calls = 0
         self.built = 0
         self.rejected = 0  # replies whose line was not true to its input (SPEC §4.8)
@@ -201,8 +207,10 @@ class Compactor:
     # -- what the outside tells the service -----------------------------------------------
 
     def message_logged(self) -> None:
-        """A new message: every failed node may be tried again (SPEC §4.5)."""
+        """A new message: every failed node may be tried again (SPEC §4.5), and a paused
+        setup probed at once."""
         self.failed_at.clear()
+        self._probe_at = -math.inf
         self.wake()
 
     def wake(self) -> None:
@@ -290,7 +298,7 @@ class Compactor:
                 if until_built and not self.in_flight and (self._draining or self._done()):
                     break
                 # a status whose write was put off for rate is written when its time comes
-                with anyio.move_on_after(min(self._retry_delay(), publish_in)):
+                with anyio.move_on_after(min(self._retry_delay(), publish_in, self._probe_in())):
                     await self._wake.wait()
             group.cancel_scope.cancel()
         self._publish(force=True)
@@ -304,7 +312,10 @@ class Compactor:
             return
         if self._draining:
             return
-        # after a setup error, one call at a time probes whether the setup works again
+        # after a setup error, one call at a time probes whether the setup works again, at
+        # growing intervals until the next message: not every ready node in a burst
+        if self.setup_error is not None and self.clock() < self._probe_at:
+            return
         limit = 1 if self.setup_error else self.settings.concurrency
         if len(self.in_flight) >= limit:
             return
@@ -356,6 +367,12 @@ class Compactor:
             if (0, index) not in skip:
                 return (0, index)
         return core.queues.first_merge(core.tree, skip)
+
+    def _probe_in(self) -> float:
+        """Seconds until a paused setup may be probed again (inf: not paused)."""
+        if self.setup_error is None:
+            return math.inf
+        return max(0.0, self._probe_at - self.clock())
 
     def _retry_delay(self) -> float:
         if not (self.waiting and self.failed_at):
@@ -414,14 +431,14 @@ class Compactor:
             raise  # reading the message or a line failed: `_compact` holds the node
         except UnusableReply as error:
             if error.rejected and self.untrusted:
-                self.setup_error = None
+                self._setup_works()
                 self.chat.cut(node)
             else:
                 self._fail(node, str(error))
         except Exception as error:  # a bug in making the request or reading the reply
             self._fail(node, f"{type(error).__name__}: {error}")
         else:
-            self.setup_error = None
+            self._setup_works()
             self.chat.build(node, redact(line, self.secrets))
             self.built += 1
 
@@ -436,6 +453,12 @@ class Compactor:
         self.setup_error = error
         self.last_error = str(error)
         self.failed_at[node] = self.clock()
+        self._probe_at = self.clock() + self._probe_gap
+        self._probe_gap = min(self._probe_gap * 2, PROBE_MOST)
+
+    def _setup_works(self) -> None:
+        self.setup_error = None
+        self._probe_gap = PROBE_FIRST
 
     def _cut(self, node: Node) -> None:
         """Build a node whose task does not fit the window from its cut input (SPEC §2.5)."""
@@ -446,7 +469,7 @@ class Compactor:
         )
 
     def _fail(self, node: Node, reason: str) -> None:
-        self.setup_error = None  # a call got through to the model: the setup works
+        self._setup_works()  # a call got through to the model
         self._report(node, reason)
         self.chat.fail(node)
         if not self.chat.core.tree.is_built(node):  # the third failure built it cut
