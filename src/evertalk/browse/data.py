@@ -182,12 +182,13 @@ def _signature(chat_dir: Path) -> tuple[object, ...]:
         except OSError:
             names = []
         parts.append(len(names))
-        parts.append(_stat(chat_dir / folder / names[-1]) if names else None)
-    parts.append(_stat(chat_dir / "view.json"))
+        parts.append(file_stamp(chat_dir / folder / names[-1]) if names else None)
+    parts.append(file_stamp(chat_dir / "view.json"))
     return tuple(parts)
 
 
-def _stat(path: Path) -> tuple[int, int] | None:
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """A file's (size, modification time), None when it is not there: whether it changed."""
     try:
         info = path.stat()
     except OSError:
@@ -195,4 +196,4 @@ def _stat(path: Path) -> tuple[int, int] | None:
     return info.st_size, info.st_mtime_ns
 
 
-__all__ = ["BadRequest", "ChatData", "StoreError", "line_of", "summarizing"]
+__all__ = ["BadRequest", "ChatData", "StoreError", "file_stamp", "line_of", "summarizing"]

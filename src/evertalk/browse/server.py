@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from evertalk.browse.data import BadRequest, ChatData
+from evertalk.browse.data import BadRequest, ChatData, file_stamp
 from evertalk.browse.jobs import Background
 from evertalk.store.errors import StoreError
 
@@ -47,7 +47,7 @@ class BrowseServer(ThreadingHTTPServer):
         self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
         chat_dir = data.chat_dir
         self.sawtooth = Background(["sawtooth", str(chat_dir)], data.t)
-        self.usage = Background(["usage", str(ledger)], lambda: _stat(ledger))
+        self.usage = Background(["usage", str(ledger)], lambda: file_stamp(ledger))
         for job in (self.sawtooth, self.usage):
             job.get()  # start now: the page asks for them once its lines are shown
 
@@ -144,11 +144,3 @@ def _number(query: dict[str, list[str]], name: str) -> int:
 
 def _missing(name: str) -> int:
     raise BadRequest(f"{name} is missing")
-
-
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_size, info.st_mtime_ns
