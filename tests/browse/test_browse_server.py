@@ -134,6 +134,7 @@ def test_the_page_follows_a_chat_that_grows(served: Served) -> None:
 
 
 def test_the_sawtooth_and_the_usage_come_from_their_own_process(served: Served) -> None:
+    assert api(served, "api/sawtooth") == {"ready": False}  # the first ask starts it
     found = served.server.sawtooth.wait(60)
     assert found is not None and found["ready"] and "error" not in found
     assert api(served, "api/sawtooth") == found

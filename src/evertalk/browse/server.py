@@ -48,8 +48,10 @@ class BrowseServer(ThreadingHTTPServer):
         chat_dir = data.chat_dir
         self.sawtooth = Background(["sawtooth", str(chat_dir)], data.t)
         self.usage = Background(["usage", str(ledger)], lambda: file_stamp(ledger))
-        for job in (self.sawtooth, self.usage):
-            job.get()  # start now: the page asks for them once its lines are shown
+        # the usage starts now; the sawtooth (seconds of CPU at a million messages) when the
+        # page first asks for it, once its lines are shown, so that the first paint does not
+        # share the machine with it
+        self.usage.get()
 
     @property
     def port(self) -> int:
