@@ -65,13 +65,6 @@ LONG_REPLY = (
 )
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    write_config(home)
-    return home
-
-
 def replies(app: ChatApp) -> list[str]:
     return [view.source for view in app.query(ReplyView)]
 

@@ -17,7 +17,6 @@ from tui_support import (
     script,
     wait_until,
     workdir_of,
-    write_config,
 )
 
 from evertalk.agent.policy import DENIED
@@ -26,13 +25,6 @@ from fakes import AnthropicFake, ToolCall, reply
 from fakes import chat as answer
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    write_config(home)
-    return home
 
 
 async def next_dialog(

@@ -37,13 +37,6 @@ pytestmark = pytest.mark.anyio
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 30
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    write_config(home)
-    return home
-
-
 def outputs(app: ChatApp) -> list[OutputRow]:
     return list(app.query(OutputRow))
 

@@ -20,7 +20,6 @@ from tui_support import (
     type_text,
     wait_until,
     workdir_of,
-    write_config,
 )
 
 from evertalk.tui.app import folder_shown
@@ -32,13 +31,6 @@ from fakes import chat as answer
 pytestmark = pytest.mark.anyio
 
 HELP_TAIL = "/help lists the commands (// sends a message that starts with /)"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    write_config(home)
-    return home
 
 
 async def test_ctrl_d_during_a_turn_asks_first_and_the_turn_goes_on(

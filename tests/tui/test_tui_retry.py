@@ -19,7 +19,6 @@ from tui_support import (
     script,
     wait_until,
     workdir_of,
-    write_config,
 )
 from tui_support import running as app_running
 
@@ -35,13 +34,6 @@ from fakes import chat as answer
 from fakes.behaviours import flaky, overloaded
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    write_config(home)
-    return home
 
 
 def opener(home: Path, fake: AnthropicFake) -> AgentOpener:

@@ -12,7 +12,7 @@ import pytest
 
 from evertalk.tui.main import _collect_once_shown
 from fakes import AnthropicFake
-from tui.tui_support import app_of, running, script, write_config
+from tui.tui_support import app_of, running, script
 
 pytestmark = pytest.mark.anyio
 
@@ -25,10 +25,8 @@ def collector_restored() -> Iterator[None]:
 
 
 async def test_the_collector_is_back_on_once_the_first_screen_shows(
-    tmp_path: Path, collector_restored: None
+    home: Path, collector_restored: None
 ) -> None:
-    home = tmp_path / "home"
-    write_config(home)
     async with running(home, AnthropicFake(script())) as pilot:
         gc.disable()  # as `run_terminal` leaves it
         frozen = gc.get_freeze_count()
