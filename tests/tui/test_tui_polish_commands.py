@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from evertalk.agent.session import AgentStatus
 from evertalk.providers.model_list import ModelList, is_listed, served_models
 from evertalk.service import commands as served
 from evertalk.tui import commands
 from evertalk.tui.commands import Attachments, CommandError, image_paths
 from evertalk.tui.status import status_line
+from tui.test_tui_commands import status
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 30
 
@@ -76,25 +76,6 @@ def test_clear_takes_nothing_after_it(pictures: Path) -> None:
         attachments.command(("clear", "extra"), pictures)
     assert len(attachments.files) == 1
     assert attachments.command(("clear",), pictures) == "dropped 1 image"
-
-
-def status(**changes: object) -> AgentStatus:
-    fields: dict[str, object] = {
-        "model": "claude-sonnet-5-5",
-        "view_bytes": 84_000,
-        "view_ceiling": 128_000,
-        "view_floor": 64_000,
-        "merging": False,
-        "view_merges": 0,
-        "compactor_running": 0,
-        "compactor_queued": 0,
-        "cost": 0.4213,
-        "turn_cost": 0.4,
-        "busy": False,
-        "subagents": 0,
-    }
-    fields.update(changes)
-    return AgentStatus(**fields)  # type: ignore[arg-type]
 
 
 def test_the_status_bar_says_what_the_summaries_do_in_plain_words() -> None:
