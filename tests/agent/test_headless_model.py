@@ -3,35 +3,18 @@ service, with config.toml left as it is; and a `send` whose model is no name is 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_turn_support import MODEL, script, turn_bodies, workdir_beside, write_config
+from test_turn_support import MODEL, script, turn_bodies, write_config
 
 from evertalk.client.connection import connect
 from fakes import AnthropicFake, serve
 from fakes import chat as answer
+from service.test_service_socket import run
 
-CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
 OTHER = "claude-opus-5-5"
-
-
-def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(CLEAN)}
-    env["EVERTALK_HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "evertalk", *args],
-        input="",
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=workdir_beside(home),
-        timeout=60,
-    )
 
 
 @pytest.fixture
@@ -45,6 +28,7 @@ def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
     with serve(fake.app) as url:
         write_config(home, base_url=url)
         yield home
+        run(home, "service", "stop")
 
 
 def test_model_runs_one_turn_on_another_model(home: Path, fake: AnthropicFake) -> None:
