@@ -20,7 +20,7 @@ from evertalk.memory_cli import report_warnings
 from evertalk.memory_search import SearchResult, search, search_index
 from evertalk.store.errors import StoreError
 from evertalk.store.search_index import SearchIndex
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import escape_controls, fail
 
 SAID_AFTER = 20_000
 """Messages behind that make the catch-up worth announcing (about a second's work)."""
@@ -35,11 +35,11 @@ def run_search(args: argparse.Namespace, home: Path) -> int:
         return _usage(f"memory search: --limit is a whole number from 1 on, not {args.limit}")
     chat_dir = home / "chat"
     if not (chat_dir / "main").is_dir():
-        return _fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
+        return fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
     try:
         chat = Chat.open(chat_dir, readonly=True)
     except StoreError as error:
-        return _fail(str(error))
+        return fail(str(error))
     try:
         with search_index(chat) as index:
             _announce(chat, index)
@@ -47,7 +47,7 @@ def run_search(args: argparse.Namespace, home: Path) -> int:
         report_warnings(chat)
     except (StoreError, ToolInputError) as error:
         report_warnings(chat)
-        return _fail(str(error))
+        return fail(str(error))
     finally:
         chat.close()
     if args.json:
@@ -94,10 +94,4 @@ def _say(text: str) -> None:
 
 
 def _usage(message: str) -> int:
-    _say(message)
-    return 2
-
-
-def _fail(message: str) -> int:
-    print(escape_controls(f"evertalk: {message}"), file=sys.stderr)
-    return 1
+    return fail(message, 2)

@@ -16,19 +16,19 @@ from pathlib import Path
 from evertalk.browse.data import ChatData
 from evertalk.ledger import ledger_path
 from evertalk.store.errors import StoreError
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import escape_controls, fail
 
 
 def run_browse(args: argparse.Namespace, home: Path) -> int:
     if not 0 <= args.port <= 65535:
-        return _fail(f"--port must be between 0 and 65535, not {args.port}")
+        return fail(f"--port must be between 0 and 65535, not {args.port}")
     chat_dir = home / "chat"
     if not (chat_dir / "main").is_dir():
-        return _fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
+        return fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
     try:
         data = ChatData(chat_dir)
     except StoreError as error:
-        return _fail(str(error))
+        return fail(str(error))
     try:
         for warning in data.warnings:
             print(escape_controls(f"evertalk: warning: {warning}"), file=sys.stderr)
@@ -45,7 +45,7 @@ def _write(data: ChatData, ledger: Path, out: Path) -> int:
     try:
         size, zooms = write_page(data, ledger, out)
     except (OSError, StoreError) as error:
-        return _fail(f"cannot write {out}: {getattr(error, 'strerror', None) or error}")
+        return fail(f"cannot write {out}: {getattr(error, 'strerror', None) or error}")
     print(
         f"wrote {out} ({size:,} bytes): the view, the status, the sawtooth, the usage and "
         f"{zooms:,} zooms beneath the view (up to {EXPORT_BYTES // 1_000_000} MB of them)"
@@ -59,7 +59,7 @@ def _serve(data: ChatData, ledger: Path, port: int, *, opening: bool) -> int:
     try:
         server = BrowseServer(data, ledger, port)
     except OSError as error:
-        return _fail(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}")
+        return fail(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}")
     with server:
         try:
             print(f"evertalk: the memory is at {server.url} (Ctrl+C stops)", flush=True)
@@ -69,8 +69,3 @@ def _serve(data: ChatData, ledger: Path, port: int, *, opening: bool) -> int:
         except KeyboardInterrupt:
             print("\nevertalk: stopped serving the memory", flush=True)
     return 0
-
-
-def _fail(message: str) -> int:
-    print(escape_controls(f"evertalk: {message}"), file=sys.stderr)
-    return 1
