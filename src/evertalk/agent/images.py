@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -55,3 +56,8 @@ class ImageStore:
             make_dir(self.folder)
             write_atomic(path, data)
         return name
+
+    def save_all(self, images: Sequence[Image]) -> list[str] | None:
+        """The stored names of a message's images, for its record; None without any."""
+        names = [name for name in map(self.save, images) if name]
+        return names or None

@@ -394,12 +394,11 @@ class Agent:
                 if message.key is not None and self.chat.store.logged(message.key):
                     skipped += 1
                     continue
-                names = [name for name in map(self.images.save, message.images) if name]
                 ids += self.log.append(
                     message.kind,
                     message.text,
                     key=message.key,
-                    images=names or None,
+                    images=self.images.save_all(message.images),
                     date=message.date,
                 )
         return ids, skipped
@@ -604,13 +603,12 @@ class Agent:
             if isinstance(message, Retried):  # logged before its turn failed (`retry`)
                 ids += message.ids
                 continue
-            names = [name for name in map(self.images.save, message.images) if name]
             ids += self.log.append(
                 message.kind,
                 message.text,
                 key=message.key,
                 agent=message.agent,
-                images=names or None,
+                images=self.images.save_all(message.images),
             )
         return ids
 

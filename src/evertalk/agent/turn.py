@@ -319,7 +319,7 @@ class TurnLoop:
         extra: list[Part] = []
         for n, held in enumerate(self.take_held()):
             key = held.key or f"turn-{turn_id}-{step}-m{n}"
-            names = self._saved(held.images)
+            names = self.images.save_all(held.images)
             self._append(held.kind, held.text, key=key, agent=held.agent, images=names)
             self.emit(events.Delivered(held.kind, held.text))
             extra += [Text(held.text), *held.images]
@@ -478,11 +478,6 @@ class TurnLoop:
         self._reply(step, "".join(texts))
         return results
 
-    def _saved(self, images: Sequence[Image]) -> list[str] | None:
-        """The stored names of a message's images, for its record; None without images."""
-        names = [name for name in map(self.images.save, images) if name]
-        return names or None
-
     async def _tool(self, use: ToolUse, key: str, n: int) -> ToolResult:
         self._append("tool", tool_text(use.name, use.input), key=f"{key}-{n}")
         self.emit(events.ToolStarted(use.id, use.name, use.input))
@@ -500,7 +495,7 @@ class TurnLoop:
             content.insert(0, Text(NO_OUTPUT))  # an API refuses an empty text block
             outcome = replace(outcome, content=content)
         logged = outcome.log_text(use.name)
-        names = list(outcome.image_names) or self._saved(outcome.images)
+        names = list(outcome.image_names) or self.images.save_all(outcome.images)
         failed = not outcome.succeeded
         self._append("echo", logged, key=f"{key}-{n + 1}", images=names or None, failed=failed)
         shown = logged.removeprefix(f"{use.name}: ")
