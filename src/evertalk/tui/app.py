@@ -84,6 +84,7 @@ HISTORY = 200  # messages the user sent before, for Up and Down
 HISTORY_SCAN = 2_000  # messages read back to find them
 STATUS_EVERY = 0.5  # seconds between two looks at the service's status
 RECONNECT_EVERY = 1.0  # seconds between two tries to reach a service that went
+FIRST_CONNECTION = 10.0  # seconds a message typed before the first connection waits for it
 QUIT_AGAIN = 5.0  # seconds in which a second Ctrl+D quits while a turn runs
 LAST_STATUS = 1.0  # seconds, at most, to ask the service what was spent when quitting
 FOLDER_WIDTH = 50  # characters of the working folder shown under the input
@@ -146,6 +147,7 @@ class ChatApp(App[int]):
         editor: Editor | None = None,
         notices: Sequence[str] = (),
         workdir: Path | None = None,
+        tail: Sequence[Message] = (),
     ) -> None:
         super().__init__()
         self.home = home
@@ -165,6 +167,8 @@ class ChatApp(App[int]):
         self._quitting = False
         self.failure: str | None = None  # why the app stopped on its own
         self.ready = anyio.Event()  # the first connection showed the log's last messages
+        self._connected_once = anyio.Event()  # a connection was made
+        self._submitting = anyio.Lock()  # what the input sent goes in order
         self.spending = Spending()
         self.sent_count = 0  # messages this window sent (and the service took)
         self._quit_asked = -QUIT_AGAIN  # when Ctrl+D last asked to be pressed again
@@ -173,6 +177,10 @@ class ChatApp(App[int]):
         self._intro: NoteRow | None = None
         self._chat_size = 0  # messages in the chat when the window opened
         self._loading = False  # older rows are being fetched
+        # the log's last messages read from its files (`log_tail`), shown before the service
+        # answers; its own answer replaces them if it differs
+        self._tail = list(tail)
+        self._tail_rows: list[Widget] = []
 
     def attach(self, remote: Remote) -> None:
         self.remote = remote
@@ -180,7 +188,9 @@ class ChatApp(App[int]):
     # -- layout ---------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield ChatLog(id="log")
+        if self._tail:
+            self._tail_rows = self._rows_from(self._tail[-1].i + 1, self._tail)
+        yield ChatLog(*self._tail_rows, id="log")
         yield PromptInput(id="prompt")
         yield CommandHint(id="hint")
         yield StatusBar(id="status")
@@ -243,6 +253,7 @@ class ChatApp(App[int]):
                     await anyio.sleep(RECONNECT_EVERY)
                     continue
             self.remote, said = remote, False
+            self._connected_once.set()
             try:
                 async with anyio.create_task_group() as group:
                     group.start_soon(remote.run)
@@ -267,18 +278,35 @@ class ChatApp(App[int]):
             await self._add(NoteRow(f"connected to the service (pid {remote.pid})"))
             return
         rows = await self._earlier_rows(remote)
-        rows += [NoteRow(f"warning: {notice}", classes="error") for notice in self.notices]
-        await self._add(*rows)
+        if rows and self.chat_log.children:  # above what this window said meanwhile
+            await self.chat_log.mount_all(rows, before=0)
+        else:
+            await self._add(*rows)
+        warnings = [NoteRow(f"warning: {notice}", classes="error") for notice in self.notices]
+        if warnings:
+            await self._add(*warnings)
         sent = await remote.records(last=HISTORY, kind="user", scan=HISTORY_SCAN)
         self.prompt.sent = [message.text for message in sent]
         self.ready.set()
 
     async def _earlier_rows(self, remote: Remote) -> list[Widget]:
+        """The rows of the log's last messages; none when those read from its files show
+        them already."""
         reply = await remote.request({"type": "records", "last": EARLIER_MOST})
         t = int(reply["t"])
+        found = [message_of(item) for item in reply["records"]]
+        if self._tail_rows and found == self._tail:
+            return []
+        if self._tail_rows:
+            await self.chat_log.remove_children(self._tail_rows)
+            self._tail_rows = []
         if t == 0:
             return [NoteRow("A new chat. Say hello; /help lists the keys and the commands.")]
-        records = earlier_records([message_of(item) for item in reply["records"]])
+        return self._rows_from(t, found)
+
+    def _rows_from(self, t: int, last: list[Message]) -> list[Widget]:
+        """The intro and the rows of `last`, the last messages of a log of `t`."""
+        records = earlier_records(last)
         self._chat_size, self._oldest = t, t - len(records)
         self._intro = NoteRow(intro_text(t, self._oldest))
         return [self._intro, *earlier_rows(records)]
@@ -426,14 +454,23 @@ class ChatApp(App[int]):
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         self.query_one(CommandHint).show_for("")
         self.chat_log.anchor()
-        line = read_line(message.text)
-        if isinstance(line, Invocation):
-            # the command as typed, dim, so that its output reads as the answer to it
-            await self._add(NoteRow(clip(one_line(message.text), 200), classes="command"))
-            await self.run_command(line)
+        if self.remote is None and not self._connected_once.is_set():
+            # typed over the log shown before the service answered: it goes once connected,
+            # in order, and the app is not held up meanwhile
+            self.run_worker(self._submit(message.text, message.pasted), group="typed")
         else:
-            # `//text` sends `/text`: the pastes are in it all the same
-            await self.send(line, message.pasted)
+            await self._submit(message.text, message.pasted)
+
+    async def _submit(self, text: str, pasted: Sequence[str]) -> None:
+        async with self._submitting:
+            line = read_line(text)
+            if isinstance(line, Invocation):
+                # the command as typed, dim, so that its output reads as the answer to it
+                await self._add(NoteRow(clip(one_line(text), 200), classes="command"))
+                await self.run_command(line)
+            else:
+                # `//text` sends `/text`: the pastes are in it all the same
+                await self.send(line, pasted)
 
     def on_prompt_input_page(self, message: PromptInput.Page) -> None:
         if message.pages < 0:
@@ -441,8 +478,16 @@ class ChatApp(App[int]):
         else:
             self.chat_log.scroll_page_down()
 
+    async def _remote_soon(self) -> Remote | None:
+        """The connection; while the window has never been connected (the log's last lines
+        show before the service answers), the first one, awaited a while."""
+        if self.remote is None and not self._connected_once.is_set():
+            with anyio.move_on_after(FIRST_CONNECTION):
+                await self._connected_once.wait()
+        return self.remote
+
     async def send(self, text: str, pasted: Sequence[str] = ()) -> None:
-        remote = self.remote
+        remote = await self._remote_soon()
         if remote is None:
             await self._add(
                 NoteRow(f"not sent: {NOT_CONNECTED} (Up brings it back)", classes="error")
@@ -501,7 +546,7 @@ class ChatApp(App[int]):
 
     async def _served(self, command: slash.Command, args: tuple[str, ...]) -> None:
         """A command the service runs: its texts as rows (`/memory`'s view dimmed)."""
-        remote = self.remote
+        remote = await self._remote_soon()
         if remote is None:
             raise CommandError(NOT_CONNECTED)
         request = {"type": "command", "name": command.name, "args": list(args)}

@@ -9,12 +9,14 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Final
 
 from textual.widget import Widget
 
 from evertalk.client.remote import Message
 from evertalk.grants import DENIED
+from evertalk.store.tail import last_messages
 from evertalk.terminal_text import one_line
 from evertalk.tui.widgets import NoteRow, ReplyView, ToolRow, UserRow, WorkRow, clip
 
@@ -23,6 +25,15 @@ EARLIER_MOST: Final = 40  # messages read back to start them at the user message
 # messages fetched each time the chat is scrolled to its top: at most 40 pages of 30,000
 # characters, far under what one `records` reply holds
 EARLIER_PAGE: Final = 40
+
+
+def log_tail(chat_dir: Path) -> list[Message]:
+    """The last EARLIER_MOST messages as the log's files hold them, read without the service:
+    the app shows them while the service starts, until its `records` reply says otherwise."""
+    return [
+        Message(r.i, r.kind, r.text, r.key, r.date, tuple(r.images or ()), r.failed)
+        for r in last_messages(chat_dir, EARLIER_MOST)
+    ]
 
 
 def earlier_records(records: Sequence[Message]) -> list[Message]:

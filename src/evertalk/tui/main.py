@@ -16,6 +16,7 @@ from evertalk.config import Config
 from evertalk.runtime import configuration_problem
 from evertalk.terminal_text import escape_controls, fail
 from evertalk.tui.app import ChatApp
+from evertalk.tui.history import log_tail
 
 SHOWN_WITHIN = 10.0  # seconds
 
@@ -45,7 +46,11 @@ async def _main(
         started, starting = starting, None
         return await open_remote(home, "app", starting=started)
 
-    app = ChatApp(home, connector=connector, notices=notices, workdir=config.workdir_path)
+    # the log's last messages, shown at once: the service may take a second more to answer
+    tail = log_tail(home / "chat")
+    app = ChatApp(
+        home, connector=connector, notices=notices, workdir=config.workdir_path, tail=tail
+    )
     async with anyio.create_task_group() as group:
         group.start_soon(_collect_once_shown, app)
         await app.run_async()
