@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MESSAGES = 3_000
-RUNS = 3
+RUNS = 5
 WAIT = 30.0
 POLL = 0.01
 SETTLE = 5.0  # seconds
