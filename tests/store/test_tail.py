@@ -83,3 +83,21 @@ def test_a_chat_with_no_log_has_no_tail(tmp_path: Path) -> None:
     assert last_messages(chat_dir, 40) == []
     write(chat_dir, [("user", 5, 0)])
     assert last_messages(chat_dir, 0) == []
+
+
+def test_the_last_messages_are_found_in_an_older_day_written_last(tmp_path: Path) -> None:
+    """An import appends messages dated long ago: they go to the files of their own days, and
+    are the log's last messages all the same."""
+    chat_dir = tmp_path / "chat"
+    write(chat_dir, [("user", 10, 0), ("ever", 10, 5), ("user", 10, 0), ("ever", 10, 0)])
+    long_ago = START - timedelta(days=400)
+    with Chat.open(chat_dir) as chat:
+        for n in range(3):
+            chat.append("note", f"imported {n}", key=f"imported-{n}", date=long_ago)
+        logged = [chat.store.read_message(i) for i in range(chat.t)]
+    assert [record.text for record in last_messages(chat_dir, 3)] == [
+        "imported 0",
+        "imported 1",
+        "imported 2",
+    ]
+    assert last_messages(chat_dir, 40) == logged

@@ -4,8 +4,8 @@ lets a reader read the files).
 
 It never fails and never waits: a torn line, a page group whose other pages are not in what was
 read, a file it cannot read, all make it return fewer messages. The caller treats the result
-as a first look, replaced by the owner's answer wherever the two differ (a clock that stepped
-back may have put a later message in an earlier-named file, which a tail does not see).
+as a first look, replaced by the owner's answer wherever the two differ (an import whose days
+alternate spreads the last messages over several files, of which a tail may read only some).
 """
 
 from __future__ import annotations
@@ -24,16 +24,29 @@ READ_MOST: Final = 16 * 1024 * 1024  # bytes read in all: 40 long pages fit many
 
 def last_messages(chat_dir: Path, count: int) -> list[MessageRecord]:
     """Up to `count` messages that end the log, oldest first, with contiguous ids."""
-    folder = chat_dir / "main"
     found: list[MessageRecord] = []
     budget = READ_MOST
-    for name in reversed(list_day_files(folder)):
+    for path in _last_written_first(chat_dir / "main"):
         if len(found) >= count or budget <= 0:
             break
-        records, used = _file_tail(folder / name, count - len(found), budget)
-        found = records + found
+        records, used = _file_tail(path, count - len(found), budget)
+        found += records
         budget -= used
     return _contiguous_end(found)[-count:] if count > 0 else []
+
+
+def _last_written_first(folder: Path) -> list[Path]:
+    """The day files, the one written last first: an import appends its messages to the files
+    of their own, older days, so the newest name need not hold the newest message."""
+    paths = [folder / name for name in list_day_files(folder)]
+    return sorted(paths, key=lambda path: (_written(path), path.name), reverse=True)
+
+
+def _written(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return -1
 
 
 def _file_tail(path: Path, want: int, budget: int) -> tuple[list[MessageRecord], int]:
