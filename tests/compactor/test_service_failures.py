@@ -9,6 +9,7 @@ reply of the fake could cause either.
 from __future__ import annotations
 
 import random
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from evertalk.ledger import Ledger, ledger_path, read_records
 from evertalk.memory import Node
 from evertalk.memory.tree import BUILT
 from evertalk.prompts import TOOLS, system_text
+from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import ProviderError
 from evertalk.store.errors import StoreError
 from fakes import AnthropicFake, Fail, Script, constant, cut, empty, slow, summarizer
@@ -122,6 +124,46 @@ async def test_a_paused_setup_is_probed_once_per_interval_or_message_not_in_a_bu
             group.cancel_scope.cancel()
         assert chat.core.failures == {} and len(warnings) == 1
     finally:
+        chat.close()
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_a_server_that_cannot_be_reached_pauses_and_cuts_no_node(home: Path) -> None:
+    """Nothing listens at the compactor's address (a network that is down, a local model server
+    not started yet): no request went out, so no node is at fault. Counted as failures, three
+    messages would cut every ready node; instead the summaries pause, one call probes at each
+    message, and they go on once the server answers."""
+    chat = long_chat(home, 8)
+    warnings: list[str] = []
+    away = AnthropicProvider("sk-ant-test", f"http://127.0.0.1:{closed_port()}")
+    compactor = compactor_for(chat, away, warn=warnings.append)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(compactor.run)
+            await until(lambda: bool(warnings) and not compactor.in_flight)
+            for _ in range(4):  # more than three messages
+                compactor.message_logged()
+                await until(lambda: not compactor.in_flight)
+                await anyio.sleep(0.1)
+            assert compactor.setup_error is not None and chat.core.failures == {}
+            assert len(compactor.failed_at) == 1  # one probe at a time, never a burst
+            assert len(warnings) == 1
+            assert warnings[0].startswith("memory: summaries are paused: the compactor's model")
+            assert "cannot be reached" in warnings[0] and "could not connect" in warnings[0]
+            compactor.provider = provider_for(AnthropicFake(summarizer(300)))
+            compactor.message_logged()
+            await until(lambda: compactor.unbuilt() == 0)
+            group.cancel_scope.cancel()
+        assert chat.core.failures == {} and chat.status().cut == 0
+        assert compactor.setup_error is None
+    finally:
+        await away.aclose()
         chat.close()
 
 

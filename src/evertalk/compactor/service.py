@@ -12,7 +12,8 @@ oldest lines first, and a node whose task alone cannot fit is cut from its input
 Only a node's own trouble counts as its failure (SPEC §4.5): an error of the model call, an
 unusable reply (a line not true to its input among them, SPEC §4.8), a bug in handling it. What
 is the setup's fault (a refused key, an unknown model, a setting the adapter refuses) pauses the
-work instead, and so does a disk that cannot take the line: neither may cut a node, since neither
+work instead, and so do a server that cannot be reached at all (a network that is down, a local
+model server not started) and a disk that cannot take the line: none may cut a node, since none
 would be any better for a smaller input.
 
 On a server that serves one request at a time, turns go first (`providers/lane.py`): a call
@@ -72,7 +73,8 @@ PUBLISH_SECONDS = 1.0  # compactor.json is written at most this often, and at mo
 RATE_AFTER = 8  # summaries built before a rate is given: the first ones start and land together
 
 # A wrong key or an unknown model is the setup's fault, not the node's: counting it as a
-# failure would cut every node after three tries. Such errors pause the node instead.
+# failure would cut every node after three tries. Such errors pause the node instead, and so
+# does a server that cannot be reached at all (`unreached`).
 SETUP_ERRORS = frozenset({"auth", "not_found"})
 PROBE_FIRST = 2.0
 """Seconds after a setup error before one call probes the setup again without a new message;
@@ -104,6 +106,14 @@ class RefusedLocally(Exception):
     def __init__(self, error: ProviderError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def unreached(error: ProviderError) -> bool:
+    """Whether no connection to the model's server was made at all (nothing listens there, no
+    route, no such host): no request went out, so no node is at fault. A connection that broke
+    after it was made is not this: a server that falls over on one node's input must not stop
+    every summary, and the node's third failure cuts it."""
+    return error.kind == "connection" and not error.transient
 
 
 def refused_locally(error: ProviderError, answered: bool) -> bool:
@@ -421,7 +431,7 @@ class Compactor:
         except RefusedLocally as refused:
             self._pause(node, refused.error)
         except ProviderError as error:
-            if error.kind in SETUP_ERRORS:
+            if error.kind in SETUP_ERRORS or unreached(error):
                 self._pause(node, error)
             else:
                 self._fail(node, str(error) or error.kind)
@@ -446,8 +456,9 @@ class Compactor:
         """A setup error: the node waits and is not counted; one call at a time probes."""
         if self.setup_error is None and not self._until_built:
             # `memory compact` raises it; in a session, this is the only word of it
+            how = "reached" if unreached(error) else "used"
             self._warn(
-                "memory: summaries are paused: the compactor's model cannot be used "
+                f"memory: summaries are paused: the compactor's model cannot be {how} "
                 f"({error}); they go on once it can"
             )
         self.setup_error = error
