@@ -320,3 +320,18 @@ def test_a_relative_home_starts_its_service(home: Path, fake: AnthropicFake) -> 
     assert started.returncode == 0, started.stderr
     result = run(home, "-p", "hi")
     assert result.stdout == "from a relative home\n"
+
+
+def loaded_libraries(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+def test_the_service_loads_the_model_sdk_before_any_call(
+    home: Path, fake: AnthropicFake, service: int
+) -> None:
+    """Importing a model SDK takes seconds: a service that waited for the first call to do it
+    would make the first turn of every start wait. On a chat with nothing to summarize, no call
+    is made, and the SDK (its compiled part, pydantic_core) is loaded all the same."""
+    wait_until(lambda: "pydantic_core" in loaded_libraries(service), "the SDK's import", 60)
+    assert fake.records == []

@@ -8,6 +8,7 @@ each retry said, and a refused connection reported at once rather than after sec
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from evertalk.config import LOCAL_API_KEY as LOCAL_API_KEY
@@ -29,6 +30,12 @@ LOCAL_BASE_URLS: dict[str, str] = {
 """Each server's usual address, used when no base URL is given."""
 
 KINDS = ("anthropic", "openai", "openrouter", *LOCAL_BASE_URLS)
+
+
+def load_sdk(kind: str) -> None:
+    """Import the SDK that providers of `kind` use (seconds of work, most of it building the
+    SDK's types): done ahead, in a worker thread, by a service that will soon call a model."""
+    importlib.import_module(".anthropic" if kind == "anthropic" else ".openai", __package__)
 
 
 def make_provider(

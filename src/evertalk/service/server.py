@@ -231,6 +231,7 @@ class Service:
         self._reopen = anyio.Event()
         async with anyio.create_task_group() as group:
             group.start_soon(self.pump_events)
+            group.start_soon(_load_sdks, agent)
             async with anyio.create_task_group() as either:
                 for event in (self.stopping, self._reopen):
                     either.start_soon(_set_then_cancel, event, either.cancel_scope)
@@ -512,6 +513,16 @@ async def _serve(
 async def _set_then_cancel(event: anyio.Event, scope: anyio.CancelScope) -> None:
     await event.wait()
     scope.cancel()
+
+
+async def _load_sdks(agent: Agent) -> None:
+    """The model SDKs the agent's providers use, imported ahead in a worker thread: the first
+    call, a turn's or a summary's, would otherwise wait seconds for them."""
+    from evertalk.providers.factory import load_sdk
+
+    config = agent.runtime.config
+    for kind in sorted({config.provider, config.memory_provider}):
+        await anyio.to_thread.run_sync(load_sdk, kind)
 
 
 async def _listen(path: Path) -> Any:
