@@ -335,3 +335,32 @@ def test_the_service_loads_the_model_sdk_before_any_call(
     is made, and the SDK (its compiled part, pydantic_core) is loaded all the same."""
     wait_until(lambda: "pydantic_core" in loaded_libraries(service), "the SDK's import", 60)
     assert fake.records == []
+
+
+def test_a_model_sdk_that_cannot_be_imported_does_not_stop_the_service(
+    home: Path, tmp_path: Path
+) -> None:
+    """The SDK loaded ahead fails to import (a broken install): the service goes on serving,
+    and only a call to the model meets the error."""
+    broken = tmp_path / "broken"
+    (broken / "anthropic").mkdir(parents=True)
+    tried = tmp_path / "tried"
+    (broken / "anthropic" / "__init__.py").write_text(
+        f"open({str(tried)!r}, 'w').close()\nraise ImportError('a broken install')\n"
+    )
+    env = environment(home)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(broken), env.get("PYTHONPATH")]))
+    started = subprocess.run(
+        [sys.executable, "-m", "evertalk", "serve"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert started.returncode == 0, started.stderr
+    pid = service_pid(home)
+    wait_until(tried.exists, "the SDK's import")
+    # a status asked after the import failed: a whole process start later
+    assert run(home, "service", "status").stdout.startswith(f"evertalk service (pid {pid}")
+    assert not gone(pid)

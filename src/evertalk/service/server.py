@@ -522,7 +522,10 @@ async def _load_sdks(agent: Agent) -> None:
 
     config = agent.runtime.config
     for kind in sorted({config.provider, config.memory_provider}):
-        await anyio.to_thread.run_sync(load_sdk, kind)
+        try:
+            await anyio.to_thread.run_sync(load_sdk, kind)
+        except Exception:  # the first call meets it again, and reports it as its own error
+            return
 
 
 async def _listen(path: Path) -> Any:
