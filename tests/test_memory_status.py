@@ -72,6 +72,26 @@ def test_the_running_compactors_rate_gives_the_estimate(
         chat.close()
 
 
+def test_a_paused_compactor_says_so_rather_than_counting_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = Chat.open(tmp_path / "chat")
+    try:
+        long_messages(chat, 20)
+        why = "12+1: Anthropic: could not connect (at http://127.0.0.1:9)"
+        live = CompactorStatus(os.getpid(), 0, 30, 9, why, 9, 0, 0.0, paused=True)
+        write_status(chat.store.path, live)
+        out = status(tmp_path, capsys)
+        assert (
+            f"compactor running in pid {os.getpid()}: summarizing 0, paused until its model can "
+            f"be used or reached, queued 30; last error: {why}\n"
+        ) in out
+        assert "failed" not in out
+        assert json.loads(status(tmp_path, capsys, as_json=True))["compactor"]["paused"] is True
+    finally:
+        chat.close()
+
+
 def test_a_chat_whose_compactor_keeps_up_says_nothing_of_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

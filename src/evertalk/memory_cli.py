@@ -136,10 +136,10 @@ def format_catch_up(catch_up: CatchUp, eta: float, *, running: bool) -> str:
 def format_compactor(live: CompactorStatus | None) -> str:
     if live is None:
         return "compactor not running (the chat is not open)"
-    line = (
-        f"compactor running in pid {live.pid}: summarizing {live.running}, "
-        f"queued {live.queued}, failed {live.failed}"
-    )
+    work = f"queued {live.queued}, failed {live.failed}"
+    if live.paused:  # the failures are its model's, not the nodes'
+        work = f"paused until its model can be used or reached, queued {live.queued}"
+    line = f"compactor running in pid {live.pid}: summarizing {live.running}, {work}"
     return line + (f"; last error: {live.last_error}" if live.last_error else "")
 
 

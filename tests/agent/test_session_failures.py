@@ -4,11 +4,12 @@ record of a turn's call that failed midway (SPEC §1.8)."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import anyio
 import pytest
-from test_turn_support import collect_turn, opened, script
+from test_turn_support import collect_turn, opened, script, workdir_beside
 
 from evertalk.agent import session
 from evertalk.agent.session import Agent
@@ -16,6 +17,7 @@ from evertalk.chat import Chat
 from evertalk.ledger import ledger_path, read_records
 from evertalk.memory import Node
 from evertalk.protocol.events import AgentEvent, MemoryWarning, TurnEnded
+from evertalk.providers.anthropic import AnthropicProvider
 from fakes import AnthropicFake, cut, empty
 from fakes import chat as answer
 
@@ -48,6 +50,34 @@ async def test_a_failed_summary_is_a_warning_and_shows_in_the_status(home: Path)
         status = agent.status()
         assert status.compactor_failed == 1 and status.compactor_running == 0
         assert status.compactor_error == "0+1: the model gave no usable line"
+        assert not status.compactor_paused
+
+
+async def test_a_compactor_server_out_of_reach_shows_as_paused(home: Path) -> None:
+    log_long_message(home)
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    provider = AnthropicProvider("sk-ant-test", f"http://127.0.0.1:{port}")
+    try:
+        async with Agent.open(
+            home, asker=None, provider=provider, workdir=workdir_beside(home)
+        ) as agent:
+            warning = await next_warning(agent)
+            assert warning.text.startswith(
+                "memory: summaries are paused: the compactor's model cannot be reached"
+            )
+            status = agent.status()
+            assert status.compactor_paused and chat_failures(agent) == {}
+            assert status.compactor_error is not None and "could not connect" in (
+                status.compactor_error
+            )
+    finally:
+        await provider.aclose()
+
+
+def chat_failures(agent: Agent) -> dict[Node, int]:
+    return dict(agent.chat.core.failures)
 
 
 async def test_a_compactor_stopped_by_a_bug_is_started_again(

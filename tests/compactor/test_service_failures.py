@@ -156,12 +156,13 @@ async def test_a_server_that_cannot_be_reached_pauses_and_cuts_no_node(home: Pat
             assert len(warnings) == 1
             assert warnings[0].startswith("memory: summaries are paused: the compactor's model")
             assert "cannot be reached" in warnings[0] and "could not connect" in warnings[0]
+            assert compactor.status().paused
             compactor.provider = provider_for(AnthropicFake(summarizer(300)))
             compactor.message_logged()
             await until(lambda: compactor.unbuilt() == 0)
             group.cancel_scope.cancel()
         assert chat.core.failures == {} and chat.status().cut == 0
-        assert compactor.setup_error is None
+        assert compactor.setup_error is None and not compactor.status().paused
     finally:
         await away.aclose()
         chat.close()

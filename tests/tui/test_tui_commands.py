@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from evertalk import slash
 from evertalk.agent.session import AgentStatus
 from evertalk.agent.subagents import RunningAgent, SubagentError
 from evertalk.config import ConfigError
+from evertalk.protocol.events import CatchingUp
 from evertalk.service import commands as served
 from evertalk.tui import commands
 from evertalk.tui.commands import CommandError, Invocation, SlashSuggester, matching, read_line
@@ -207,6 +209,22 @@ def test_the_status_line_counts_failed_summaries() -> None:
     only = status_line(status(compactor_failed=2, compactor_error="12+1: Anthropic: Overloaded"))
     assert only == "claude-sonnet-5-5 · mem 84K/128K · summaries: 2 failed · $0.42"
     assert " · summaries: 1 failed · " in status_line(status(compactor_failed=1))
+
+
+def test_the_status_line_says_summaries_are_paused_not_failed() -> None:
+    """The compactor's model cannot be reached (or used): the nodes it tried are not failures,
+    and no count of them or time to go means much until it can."""
+    why = "12+1: Anthropic: could not connect (at http://localhost:11434)"
+    paused = status(compactor_queued=40, compactor_failed=8, compactor_error=why)
+    paused = replace(paused, compactor_paused=True)
+    assert status_line(paused) == (
+        "claude-sonnet-5-5 · mem 84K/128K · summaries paused (48 to go) · $0.42"
+    )
+    far = replace(paused, catching_up=CatchingUp(3_137, 3_900.0))
+    assert " · summaries paused (3,137 to go) · " in status_line(far)
+    assert status_line(replace(paused, busy=True), 62) == (
+        "claude-sonnet-5-5 · mem 84K/128K · summaries paused · working"
+    )
 
 
 def test_the_status_line_fits_its_width_dropping_the_least_first() -> None:

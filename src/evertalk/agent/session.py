@@ -492,6 +492,7 @@ class Agent:
             subagents=len(self.subagents.running),
             compactor_failed=compactor.failed,
             compactor_error=compactor.last_error,
+            compactor_paused=compactor.paused,
             catching_up=self._behind(),
             tools_unused=self.tool_watch.unused,
         )

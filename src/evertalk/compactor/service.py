@@ -291,6 +291,7 @@ class Compactor:
             built=self.built,
             cost=round(self.cost, 6),
             rate=self.rate(),
+            paused=self.setup_error is not None,
         )
 
     # -- running --------------------------------------------------------------------------

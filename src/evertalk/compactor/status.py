@@ -40,6 +40,7 @@ class CompactorStatus:
     # summaries built per second while busy; None until measured (and in files written by an
     # evertalk from before it was measured)
     rate: float | None = None
+    paused: bool = False  # its model cannot be used or reached: no summary until it can
 
 
 def catch_up_seconds(to_go: int, rate: float | None, concurrency: int = CALLS_AT_ONCE) -> float:

@@ -25,6 +25,9 @@ class AgentStatus:
     subagents: int  # running now
     compactor_failed: int = 0  # nodes waiting to be tried again after a failure
     compactor_error: str | None = None  # the latest one, as `12+1: why`
+    # the compactor's model cannot be used or reached: no summary comes until it can (its
+    # error is `compactor_error`)
+    compactor_paused: bool = False
     catching_up: CatchingUp | None = None  # the memory is far behind: how far, how long
     tools_unused: bool = False  # said to call no tools, and none called since (`tool_watch.py`)
 

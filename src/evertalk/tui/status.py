@@ -74,6 +74,8 @@ def status_versions(status: AgentStatus) -> list[list[str]]:
     failed = status.compactor_failed
     # a failure stays: a warning row told of it
     brief = f"summaries: {failed} failed" if failed else ""
+    if status.compactor_paused:
+        brief = "summaries paused"
     # stays while it holds: replies that may be made up matter more than the cost
     unused = "tools unused" if status.tools_unused else ""
     return [
@@ -95,12 +97,16 @@ def compactor_part(status: AgentStatus) -> str:
     """`summaries: 3 running, 12 queued`, `summaries: idle`, or when the memory is far behind
     `catching up: 1,204 summaries to go, about 3 min`; and the nodes waiting to be tried again after
     a failure (the warning row said why): `summaries: 3 running, 12 queued, 1 failed`, or
-    `summaries: 1 failed` alone."""
+    `summaries: 1 failed` alone; `summaries paused (1,204 to go)` while the compactor's model
+    cannot be used or reached."""
     running, queued, failed = (
         status.compactor_running,
         status.compactor_queued,
         status.compactor_failed,
     )
+    if status.compactor_paused:  # the warning row said why; no count or time means much
+        to_go = status.catching_up.to_go if status.catching_up is not None else queued + failed
+        return f"summaries paused ({to_go:,} to go)"
     if status.catching_up is not None:  # far behind: what a user wants is how long
         text = catching_up_text(status.catching_up)
         return text + (f", {failed} failed" if failed else "")
