@@ -1,12 +1,15 @@
-"""The chat screen: the log of the session, the input, the status bar; and `run_terminal`.
+"""The chat screen: the log of the session, the input, the status bar.
 
 The app is a client of the service (`client/remote.py`), which owns the chat and runs the
-turns: any number of windows show the same chat. `run_terminal(home)` connects first (the
-service is started when none runs), so that a service that cannot start is reported before any
-screen is drawn; on a machine with no provider configured, the setup screen comes first.
+turns: any number of windows show the same chat. The service is started (when none runs) before
+the app (`tui/__init__.py`), and the window opens on the log's last messages read from its files
+(`tail`), so that they show while the service is still starting; what is typed meanwhile goes
+once it answers. A first connection that fails ends the app, saying why; on a machine with no
+provider configured, the setup screen comes first.
 
-One worker (`_keep_connected`) holds the connection: it shows the last messages of the log, then
-the service's frames in order; when the service goes (stopped, idle elsewhere, killed), it says
+One worker (`_keep_connected`) holds the connection: it shows the last messages of the log as
+the service has them (those read from the files stay when they agree), then the service's frames
+in order; when the service goes (stopped, idle elsewhere, killed), it says
 so and connects again, starting the next one. Each reply streams into a Markdown row, each tool
 call is a collapsed row whose title gets ✓ or ✗ when it finished, thoughts are dimmed. Every
 message any window sends shows in every window, held while a turn runs, until Ever takes it.
