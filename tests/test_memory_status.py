@@ -77,7 +77,7 @@ def test_a_paused_compactor_says_so_rather_than_counting_failures(
 ) -> None:
     chat = Chat.open(tmp_path / "chat")
     try:
-        long_messages(chat, 20)
+        long_messages(chat, 100)  # far behind
         why = "12+1: Anthropic: could not connect (at http://127.0.0.1:9)"
         live = CompactorStatus(os.getpid(), 0, 30, 9, why, 9, 0, 0.0, paused=True)
         write_status(chat.store.path, live)
@@ -87,6 +87,7 @@ def test_a_paused_compactor_says_so_rather_than_counting_failures(
             f"be used or reached, queued 30; last error: {why}\n"
         ) in out
         assert "failed" not in out
+        assert "catching up: 197 summaries to go, paused\n" in out  # no time: none is known
         assert json.loads(status(tmp_path, capsys, as_json=True))["compactor"]["paused"] is True
     finally:
         chat.close()

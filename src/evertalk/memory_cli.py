@@ -17,7 +17,7 @@ from typing import TextIO
 from evertalk.chat import Chat, Status, ToolInputError
 from evertalk.compactor.status import CompactorStatus, catch_up_seconds, read_status
 from evertalk.memory.core import CatchUp
-from evertalk.protocol.events import CatchingUp, catching_up_text
+from evertalk.protocol.events import CatchingUp, catching_up_text, to_go
 from evertalk.store.errors import StoreError
 from evertalk.terminal_text import escape_controls
 
@@ -75,7 +75,7 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
         else:
             _say(format_status(status))
             if catch_up.behind:
-                _say(format_catch_up(catch_up, eta, running=live is not None))
+                _say(format_catch_up(catch_up, eta, live))
             _say(format_compactor(live))
     elif action == "view":
         _say(chat.render_view())
@@ -126,11 +126,13 @@ def format_nodes(status: Status) -> str:
     )
 
 
-def format_catch_up(catch_up: CatchUp, eta: float, *, running: bool) -> str:
+def format_catch_up(catch_up: CatchUp, eta: float, live: CompactorStatus | None) -> str:
     """`catching up: 1,204 summaries to go, about 25 min`, in the words of the app and `-p`;
-    with no compactor running, how to start one."""
+    with no compactor running, how to start one; with one paused, no time (none is known)."""
+    if live is not None and live.paused:
+        return f"catching up: {to_go(catch_up.to_go)}, paused"
     line = catching_up_text(CatchingUp(catch_up.to_go, eta))
-    return line if running else f"{line} (`evertalk memory compact` builds them now)"
+    return line if live is not None else f"{line} (`evertalk memory compact` builds them now)"
 
 
 def format_compactor(live: CompactorStatus | None) -> str:

@@ -62,8 +62,12 @@ class CatchingUp:
 
 def catching_up_text(event: CatchingUp) -> str:
     """`catching up: 1,204 summaries to go, about 3 min`, as the app and `-p` show it."""
-    count = f"{event.to_go:,} {'summary' if event.to_go == 1 else 'summaries'} to go"
-    return f"catching up: {count}, {about(event.eta_seconds)}"
+    return f"catching up: {to_go(event.to_go)}, {about(event.eta_seconds)}"
+
+
+def to_go(count: int) -> str:
+    """`1,204 summaries to go`."""
+    return f"{count:,} {'summary' if count == 1 else 'summaries'} to go"
 
 
 def about(seconds: float | None) -> str:
