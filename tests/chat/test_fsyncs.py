@@ -113,6 +113,7 @@ def test_a_batch_appended_in_one_sync_costs_one_fsync_made_as_it_ends(
     with Chat.open(tmp_path / "chat") as chat:
         chat.append("user", "the first message of the day makes the day files")
         log = next((tmp_path / "chat" / "main").iterdir())
+        # whole paths, not count_fsyncs' names: the log's and the tree's day files share one
         synced: list[Path] = []
 
         def fsync(fd: int) -> None:
