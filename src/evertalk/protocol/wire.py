@@ -16,9 +16,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from evertalk.protocol import events
+
+if TYPE_CHECKING:
+    from evertalk.store.records import MessageRecord
 
 PROTOCOL: Final = 2
 """Bumped on a change that an older peer would misread; the handshake compares it."""
@@ -156,3 +159,18 @@ def event_of(frame: dict[str, Any]) -> object | None:
     except TypeError:
         raise ProtocolError(f"a {frame['type']} event without its fields") from None
     return event
+
+
+def record_item(record: MessageRecord) -> dict[str, Any]:
+    """A message of the log as a `records` reply carries it (and as a client reads it)."""
+    item: dict[str, Any] = {
+        "id": record.i,
+        "kind": record.kind,
+        "text": record.text,
+        "key": record.key,
+        "date": record.date,
+        "images": list(record.images or ()),
+    }
+    if record.failed:  # only then, as in the log
+        item["failed"] = True
+    return item

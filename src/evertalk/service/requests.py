@@ -18,7 +18,7 @@ from evertalk import __version__
 from evertalk.agent.retry import NothingToRetry
 from evertalk.chat import broken_error
 from evertalk.ledger import ledger_path
-from evertalk.protocol import events
+from evertalk.protocol import events, wire
 from evertalk.providers.base import Image
 from evertalk.redaction import redact
 from evertalk.service import commands
@@ -163,7 +163,7 @@ def records(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
                 size += len(record.text.encode("utf-8", "surrogatepass"))
     except StoreError as error:
         return error_frame("store", str(error))
-    return {"type": "records", "t": t, "records": [_record(r) for r in found]}
+    return {"type": "records", "t": t, "records": [wire.record_item(r) for r in found]}
 
 
 def compact(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
@@ -220,20 +220,6 @@ HANDLERS: Final[dict[str, Handler]] = {
     "compact": compact,
     "usage": usage,
 }
-
-
-def _record(record: MessageRecord) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "id": record.i,
-        "kind": record.kind,
-        "text": record.text,
-        "key": record.key,
-        "date": record.date,
-        "images": list(record.images or ()),
-    }
-    if record.failed:  # only then, as in the log
-        fields["failed"] = True
-    return fields
 
 
 def _count(value: object) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 def run_terminal(home: Path) -> int:
     """Open the chat in the terminal app; the exit status."""
     # Start-up makes a great many objects and no garbage worth a collection: the collector is
-    # off until the first screen shows (`main.py` turns it on), a tenth of the time to it.
+    # off until the window is connected and shows the log (`main.py` turns it on).
     gc.disable()
     from evertalk.client.connection import ServiceError, start_service
     from evertalk.config import ConfigError, load_config, warn_on_stderr

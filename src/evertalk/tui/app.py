@@ -457,7 +457,7 @@ class ChatApp(App[int]):
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         self.query_one(CommandHint).show_for("")
         self.chat_log.anchor()
-        if self.remote is None and not self._connected_once.is_set():
+        if self._first_connecting():
             # typed over the log shown before the service answered: it goes once connected,
             # in order, and the app is not held up meanwhile
             self.run_worker(self._submit(message.text, message.pasted), group="typed")
@@ -481,10 +481,14 @@ class ChatApp(App[int]):
         else:
             self.chat_log.scroll_page_down()
 
+    def _first_connecting(self) -> bool:
+        """The window has never been connected: the log's last lines, read from its files,
+        show before the service answers."""
+        return self.remote is None and not self._connected_once.is_set()
+
     async def _remote_soon(self) -> Remote | None:
-        """The connection; while the window has never been connected (the log's last lines
-        show before the service answers), the first one, awaited a while."""
-        if self.remote is None and not self._connected_once.is_set():
+        """The connection; before the first one, that one, awaited a while."""
+        if self._first_connecting():
             with anyio.move_on_after(FIRST_CONNECTION):
                 await self._connected_once.wait()
         return self.remote

@@ -14,8 +14,9 @@ from typing import Any, Final
 
 from textual.widget import Widget
 
-from evertalk.client.remote import Message
+from evertalk.client.remote import Message, message_of
 from evertalk.grants import DENIED
+from evertalk.protocol import wire
 from evertalk.store.tail import last_messages
 from evertalk.terminal_text import one_line
 from evertalk.tui.widgets import NoteRow, ReplyView, ToolRow, UserRow, WorkRow, clip
@@ -30,10 +31,7 @@ EARLIER_PAGE: Final = 40
 def log_tail(chat_dir: Path) -> list[Message]:
     """The last EARLIER_MOST messages as the log's files hold them, read without the service:
     the app shows them while the service starts, until its `records` reply says otherwise."""
-    return [
-        Message(r.i, r.kind, r.text, r.key, r.date, tuple(r.images or ()), r.failed)
-        for r in last_messages(chat_dir, EARLIER_MOST)
-    ]
+    return [message_of(wire.record_item(r)) for r in last_messages(chat_dir, EARLIER_MOST)]
 
 
 def earlier_records(records: Sequence[Message]) -> list[Message]:

@@ -64,8 +64,9 @@ async def _main(
 
 
 async def _collect_once_shown(app: ChatApp) -> None:
-    """The garbage collector back on (`run_terminal` turned it off) once the first screen
-    shows, or after a while whatever happens; what start-up made is kept out of its way."""
+    """The garbage collector back on (`run_terminal` turned it off) once the window is
+    connected and shows the log, or after a while whatever happens; what start-up made is kept
+    out of its way."""
     with anyio.move_on_after(SHOWN_WITHIN):
         await app.ready.wait()
     gc.freeze()
