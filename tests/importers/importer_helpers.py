@@ -6,11 +6,14 @@ The fixtures under `fixtures/` have the shape of the real files, oddities includ
   with an image and one with a `<system-reminder>`, an inline subagent sidechain, a pasted image,
   a rewind, a synthetic API error, a refused call and an interruption, a torn line mid-file, a
   compaction boundary and its summary, non-ASCII) and a subagent's own `agent-*.jsonl`;
-- `codex/sessions/`: a wrapped rollout of autumn 2025 and an old unwrapped one of May 2025;
+- `codex/sessions/`: a wrapped rollout of autumn 2025, an old unwrapped one of May 2025, and an
+  old one of June 2025 with MCP calls (their outputs logged as JSON text);
 - `chatgpt-export/`: `conversations.json` (hidden system and custom-instruction messages, a
   regenerated reply, an edited question, an image found in the export and one missing from it, an
   attachment, thoughts, code interpreter and DALL·E calls, a voice message, a null time) and
   its other files;
+- `chatgpt-search/`: an export's `conversations.json` with a `web.run` search of 2025 (results
+  in the tool message's metadata, citation markers in the reply) and a browsing call of 2023;
 - `own/`: evertalk's own JSON Lines, with a line of an unknown role and a blank text.
 """
 
@@ -36,7 +39,12 @@ CODEX_OLD = (
     CODEX_SESSIONS
     / "2025/05/07/rollout-2025-05-07T17-24-21-5973b6c0-94b8-487b-a530-2aeb6098ae0e.jsonl"
 )
+CODEX_OLD_MCP = (
+    CODEX_SESSIONS
+    / "2025/06/12/rollout-2025-06-12T09-30-05-2b8e41d7-6c0a-4f19-9d3e-7a15c0e2b964.jsonl"
+)
 CHATGPT_EXPORT = FIXTURES / "chatgpt-export"
+CHATGPT_SEARCH = FIXTURES / "chatgpt-search"
 OWN = FIXTURES / "own" / "old-assistant.jsonl"
 
 PNG_1x1 = (

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import base64
 import json
+import zipfile
 from pathlib import Path
 
-from importer_helpers import CHATGPT_EXPORT, PNG_1x1, copy_tree, keyed, pairs, zip_export
+import pytest
+from importer_helpers import (
+    CHATGPT_EXPORT,
+    CHATGPT_SEARCH,
+    PNG_1x1,
+    copy_tree,
+    keyed,
+    pairs,
+    zip_export,
+)
 
 from evertalk.importers import Conversation, Reading, read_paths
 
@@ -120,15 +130,38 @@ def test_the_zip_reads_as_the_folder_does(tmp_path: Path) -> None:
     assert zipped.files == [f"{archive}!export/conversations.json"]
 
 
-def test_a_newer_export_format_is_a_clear_problem_not_a_crash(tmp_path: Path) -> None:
+CLAUDE_AI = [  # the export of another service, under the same file name
+    {
+        "uuid": "0f1e2d3c-4b5a-4697-8877-66554433aa10",
+        "name": "Trip plans",
+        "created_at": "2025-03-01T10:00:00.000000Z",
+        "chat_messages": [{"uuid": "m1", "text": "Hello", "sender": "human"}],
+    }
+]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [{"schema_version": 2, "conversations": []}, CLAUDE_AI],
+    ids=["an object", "another service's list"],
+)
+@pytest.mark.parametrize("zipped", [False, True], ids=["file", "zip"])
+def test_a_conversations_file_of_another_shape_is_not_a_format_read(
+    tmp_path: Path, document: object, zipped: bool
+) -> None:
     export = tmp_path / "conversations.json"
-    export.write_text(json.dumps({"schema_version": 2, "conversations": []}), encoding="utf-8")
-    reading = read_paths([export])
+    export.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    given = export
+    if zipped:
+        given = tmp_path / "export.zip"
+        with zipfile.ZipFile(given, "w") as archive:
+            archive.write(export, "conversations.json")
+    reading = read_paths([given])
     assert reading.conversations == []
     (problem,) = reading.problems
-    assert problem.file == str(export)
-    assert "newer format" in problem.why
-    assert "conversations, schema_version" in problem.why
+    assert problem.file == (f"{given}!conversations.json" if zipped else str(export))
+    assert problem.why.startswith("not a format this importer reads")
+    assert "newer" not in problem.why
 
 
 def test_a_conversation_of_an_unknown_shape_is_a_problem_and_the_others_are_read(
@@ -178,3 +211,44 @@ def test_an_image_too_big_to_send_is_left_out(tmp_path: Path) -> None:
     assert question.images == ()
     assert question.text.startswith("[image left out]\nIs this temple worth it?")
     assert reading.skipped["images over 5 MB"] == 1
+
+
+SEARCH = "683e6a00-1b2c-8004-9d3e-4f5a6b7c8d9e"
+BROWSING = "e5f6a7b8-0c1d-4e2f-9a3b-4c5d6e7f8a9b"
+WEATHER = "https://weather.com/weather/tenday/l/Kyoto+Japan"
+JMA = "https://www.jma.go.jp/bosai/forecast/#area_code=260000"
+
+
+def test_search_results_are_imported_and_citations_become_their_sources() -> None:
+    reading = read_paths([CHATGPT_SEARCH])
+    assert reading.problems == []
+    search = pairs(conversation(reading, SEARCH))
+    assert search[1:] == [
+        ("user", "Will it rain in Kyoto this weekend?"),
+        (
+            "tool",
+            'web.run {"search_query":[{"q":"Kyoto weather this weekend"}],'
+            '"response_length":"short"}',
+        ),
+        (
+            "echo",
+            f"web.run: Kyoto, Japan 10-Day Weather Forecast {WEATHER}\n"
+            "Saturday: rain, high 21°C. Sunday: clearing, high 24°C.\n\n"
+            f"Kyoto Prefecture forecast {JMA}\n"
+            "Rain from Saturday morning, 80% chance.",
+        ),
+        (
+            "ever",
+            f"Yes: rain is likely on Saturday ([Kyoto Prefecture forecast]({JMA})), clearing on "
+            f"Sunday ([weather.com]({WEATHER})). Take an umbrella to Kiyomizu-dera.",
+        ),
+        ("user", "Thanks!"),
+    ]
+    assert not any(mark in text for _, text in search for mark in "\ue200\ue201\ue202")
+    browsing = pairs(conversation(reading, BROWSING))
+    assert browsing[3] == (
+        "echo",
+        "browser: Python Release Python 3.12.0 "
+        "https://www.python.org/downloads/release/python-3120/\n"
+        "Python 3.12.0 is the newest major release, out since 2 October 2023.",
+    )

@@ -19,6 +19,7 @@ from evertalk.importers import read_paths
 from evertalk.memory.text import MESSAGE_LIMIT, clip_output
 
 SESSION = "5c1e2f0a-8d3b-4c61-9f0e-2b7d4a9c1e35"
+RESUMED = "9d0e1f2a-3b4c-4d5e-8f6a-7b8c9d0e1f2a"  # the session of `claude_record`
 
 
 def uuid(n: int) -> str:
@@ -226,8 +227,23 @@ def test_a_resumed_session_repeating_earlier_records_logs_each_once(tmp_path: Pa
     keys = [m.key for c in reading.conversations for m in c.messages]
     assert len(keys) == len(set(keys))
     assert reading.skipped["records seen before (the same key)"] == 2
-    second = next(c for c in reading.conversations if c.id == resumed.stem)
+    second = next(c for c in reading.conversations if c.id == RESUMED)
     assert [m.text for m in second.messages][-1] == "again"
+    assert second.messages[0].text.startswith(f"Imported from Claude Code: session {RESUMED}")
+
+
+def test_the_same_session_under_another_file_name_adds_no_heading(tmp_path: Path) -> None:
+    copy = tmp_path / "backup-of-yesterday.jsonl"
+    copy.write_bytes(CLAUDE_SESSION.read_bytes())
+    first = only(read_paths([CLAUDE_SESSION]))
+    again = only(read_paths([copy]))
+    # a later import of the copy: every key is one the chat has, the heading's too
+    assert [m.key for m in again.messages] == [m.key for m in first.messages]
+    heading = again.messages[0]
+    assert heading.key == f"claude-code:{SESSION}:start"
+    assert heading.text.startswith(f"Imported from Claude Code: session {SESSION} in ")
+    both = read_paths([CLAUDE_SESSION, copy])
+    assert len(both.conversations) == 1
 
 
 def test_a_record_with_no_timestamp_is_a_problem(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from importer_helpers import CODEX_NEW, CODEX_OLD, PNG_1x1, keyed, only, pairs
+from importer_helpers import CODEX_NEW, CODEX_OLD, CODEX_OLD_MCP, PNG_1x1, keyed, only, pairs
 
 from evertalk.importers import read_paths
 
@@ -173,3 +173,26 @@ def test_structured_outputs_with_images_and_a_call_of_unknown_name(tmp_path: Pat
     assert reading.skipped["system and developer messages"] == 1
     assert reading.skipped["Codex a_type_from_the_future items"] == 1
     assert reading.problems == []
+
+
+def test_mcp_outputs_of_an_old_rollout_are_their_text_not_escaped_json() -> None:
+    conversation = only(read_paths([CODEX_OLD_MCP]))
+    assert pairs(conversation)[1:] == [
+        ("user", "what does issue ENG-42 say?"),
+        ("tool", 'linear__get_issue {"id":"ENG-42"}'),
+        (
+            "echo",
+            "linear__get_issue: ENG-42: Checkout rounds totals down\nStatus: In Progress\n"
+            "Assignee: ada",
+        ),
+        ("tool", 'linear__list_comments {"issue":"ENG-42"}'),
+        (
+            "echo",
+            "linear__list_comments: bo: seen on orders over $100\nada: rounding happens before tax",
+        ),
+        (
+            "ever",
+            "ENG-42 is about checkout rounding totals down; it is in progress, and the comments "
+            "say it happens before tax on orders over $100.",
+        ),
+    ]

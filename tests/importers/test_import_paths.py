@@ -11,10 +11,12 @@ from pathlib import Path
 
 from importer_helpers import (
     CHATGPT_EXPORT,
+    CHATGPT_SEARCH,
     CLAUDE_AGENT,
     CLAUDE_SESSION,
     CODEX_NEW,
     CODEX_OLD,
+    CODEX_OLD_MCP,
     FIXTURES,
     OWN,
     copy_tree,
@@ -31,6 +33,9 @@ CONVERSATIONS = {
     "5973b6c0-94b8-487b-a530-2aeb6098ae0e",
     "66ab12cd-0e1f-8002-9a3b-4c5d6e7f8091",
     "66ab5e6f-7a8b-8003-9c0d-1e2f3a4b5c6d",
+    "2b8e41d7-6c0a-4f19-9d3e-7a15c0e2b964",
+    "683e6a00-1b2c-8004-9d3e-4f5a6b7c8d9e",
+    "e5f6a7b8-0c1d-4e2f-9a3b-4c5d6e7f8a9b",
     "old-assistant",
 }
 
@@ -43,9 +48,11 @@ def test_a_folder_is_walked_for_every_source_it_holds() -> None:
             str,
             [
                 CHATGPT_EXPORT / "conversations.json",
+                CHATGPT_SEARCH / "conversations.json",
                 CLAUDE_AGENT,
                 CLAUDE_SESSION,
                 CODEX_OLD,
+                CODEX_OLD_MCP,
                 CODEX_NEW,
                 OWN,
             ],
@@ -158,7 +165,7 @@ def test_without_headings_only_the_sources_messages_are_read() -> None:
     with_headings = read_paths([FIXTURES])
     without = read_paths([FIXTURES], headings=False)
     headings = [m for m in with_headings.messages() if m.key.endswith(":start")]
-    assert len(headings) == 5  # one per conversation of another agent
+    assert len(headings) == 8  # one per conversation of another agent
     assert [m.key for m in without.messages()] == [
         m.key for m in with_headings.messages() if not m.key.endswith(":start")
     ]

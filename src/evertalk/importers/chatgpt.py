@@ -12,12 +12,16 @@ Images are not in the JSON: a pointer (`file-service://file-<id>`, `sediment://f
 a file of the export, `file-<id>-<name>.<ext>` or `file_<id>-<name>.<ext>`, sometimes `.dat`.
 
 How it maps: the branch that ends at `current_node` (the conversation as the user last saw it)
-is read; messages on other branches are counted. User text → `user`, assistant text → `ever`,
-an assistant message to a tool → `tool` (its JSON, or its code), a tool's message → `echo`,
-images found in the export kept. Left out and counted: system messages, messages hidden from the
-conversation (custom instructions, memory context), thoughts, audio and video. A list is what
-this reader knows; an export whose top level is anything else is of a newer format, and is a
-problem rather than a guess.
+is read; messages on other branches are counted. User text → `user`, assistant text → `ever`, an
+assistant message to a tool → `tool` (its JSON, or its code), a tool's message → `echo` (a
+search's or a browse's results, which the export keeps in the message's metadata, as their
+titles, addresses and snippets), images found in the export kept. The citation marks of a reply
+become links to the sources they cite (`chatgpt_search`). Left out and counted: system messages,
+messages hidden from the conversation (custom instructions, memory context), thoughts, audio and
+video. A list of conversations with a `mapping` is what this reader knows; a
+`conversations.json` of anything else (another service's export) is a problem naming its shape
+rather than a guess. The list is read one conversation at a time, so that a big export costs
+little more memory than its messages.
 """
 
 from __future__ import annotations
@@ -28,20 +32,23 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import IO, Any, Final, Protocol
 
+from evertalk.image_files import MAX_IMAGE_BYTES
+from evertalk.importers.chatgpt_search import Sources, cited, search_results
 from evertalk.importers.common import (
+    OVERSIZED_IMAGES,
     THOUGHTS,
     Context,
     Draft,
     Emitter,
     echo_text,
     image_from_bytes,
-    json_error,
     parse_time,
     string,
     tool_text,
 )
+from evertalk.importers.json_stream import Damaged, NotAList, list_items
 from evertalk.importers.model import Conversation, ImageData, SourceKind
 
 SOURCE: Final[SourceKind] = "chatgpt"
@@ -56,7 +63,9 @@ _HIDDEN = "messages hidden from the conversation"
 class Assets(Protocol):
     """The export's other files, where its images are."""
 
-    def find(self, pointer: str) -> bytes | None: ...
+    def find(self, pointer: str) -> bytes | int | None:
+        """The file's bytes; its size instead when it is too big to be an image the chat keeps
+        (it is not read); None when the export does not have it."""
 
 
 @dataclass
@@ -64,13 +73,16 @@ class ZipAssets:
     archive: zipfile.ZipFile
     _index: dict[str, str] | None = None
 
-    def find(self, pointer: str) -> bytes | None:
+    def find(self, pointer: str) -> bytes | int | None:
         if self._index is None:
             self._index = _index(name for name in self.archive.namelist() if name[-1:] != "/")
         member = self._index.get(_asset_id(pointer))
         if member is None:
             return None
         try:
+            size = self.archive.getinfo(member).file_size
+            if size > MAX_IMAGE_BYTES:
+                return size  # what the zip claims: a member may be a bomb
             return self.archive.read(member)
         except (OSError, zipfile.BadZipFile, ValueError):
             return None
@@ -82,7 +94,7 @@ class FolderAssets:
     _index: dict[str, str] = field(default_factory=dict)
     _walked: bool = False
 
-    def find(self, pointer: str) -> bytes | None:
+    def find(self, pointer: str) -> bytes | int | None:
         if not self._walked:
             self._walked = True
             found = (
@@ -93,7 +105,8 @@ class FolderAssets:
         if path is None:
             return None
         try:
-            return Path(path).read_bytes()
+            size = os.stat(path).st_size
+            return size if size > MAX_IMAGE_BYTES else Path(path).read_bytes()
         except OSError:
             return None
 
@@ -112,43 +125,50 @@ def _asset_id(pointer: str) -> str:
     return found.group(1) if found is not None else pointer
 
 
-def read(data: bytes, display: str, assets: Assets, ctx: Context) -> list[Conversation]:
+def read(stream: IO[bytes], display: str, assets: Assets, ctx: Context) -> list[Conversation]:
+    """The conversations of an export, read one at a time from `stream`. A document that is not a
+    list of conversations with a message tree is no export (another service's
+    `conversations.json`); one damaged midway keeps the conversations before the damage."""
+    conversations = []
     try:
-        export = json.loads(data)
+        for index, item in enumerate(list_items(stream)):
+            if index == 0 and not _is_conversation(item):
+                ctx.problem(display, not_an_export(f"a list of {_shape(item)}"))
+                return []
+            if not isinstance(item, dict):
+                ctx.problem(display, "not a conversation object", record=f"conversation {index}")
+                continue
+            conversation = _conversation(item, index, display, assets, ctx)
+            if conversation is not None:
+                conversations.append(conversation)
+    except NotAList as error:
+        ctx.problem(display, not_an_export(f"a document that starts with {error.start!r}"))
     except UnicodeDecodeError:
         ctx.problem(display, "not valid UTF-8")
-        return []
-    except json.JSONDecodeError as error:
-        ctx.problem(display, f"not valid JSON: {json_error(error)}", error.lineno)
-        return []
-    if not isinstance(export, list):
-        shape = (
-            f"an object with {', '.join(sorted(map(str, export))[:6])}"
-            if isinstance(export, dict)
-            else type(export).__name__
-        )
-        ctx.problem(
-            display,
-            f"a ChatGPT export of a newer format than this importer knows (its top level is "
-            f"{shape}, not a list of conversations); nothing was read from it",
-        )
-        return []
-    conversations = []
-    for index, item in enumerate(export):
-        if not isinstance(item, dict):
-            ctx.problem(display, "not a conversation object", record=f"conversation {index}")
-            continue
-        conversation = _conversation(item, index, display, assets, ctx)
-        if conversation is not None:
-            conversations.append(conversation)
+    except Damaged as error:
+        ctx.problem(display, f"not valid JSON: {error.why}", error.line)
+    except RecursionError:
+        ctx.problem(display, "not read: nested too deeply")
     return conversations
 
 
-def looks_like(export: object) -> bool:
-    """Whether parsed JSON is a ChatGPT export, or the newer shape of one."""
-    if isinstance(export, list):
-        return not export or (isinstance(export[0], dict) and "mapping" in export[0])
-    return isinstance(export, dict) and "conversations" in export
+def not_an_export(shape: str) -> str:
+    """The problem of a JSON document that is no ChatGPT export."""
+    return (
+        f"not a format this importer reads ({shape}; a ChatGPT export is a list of "
+        "conversations, each with a message tree, `mapping`)"
+    )
+
+
+def _is_conversation(item: object) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("mapping"), dict)
+
+
+def _shape(item: object) -> str:
+    if isinstance(item, dict):
+        keys = sorted(map(str, item))
+        return f"objects with {', '.join(keys[:6])}" + (", …" if len(keys) > 6 else "")
+    return f"{type(item).__name__} items"
 
 
 def _conversation(
@@ -179,6 +199,7 @@ def _conversation(
     draft = Draft(SOURCE, display, conversation_id, ctx, title=title)
     draft.heading = f"Imported from ChatGPT: conversation “{title or conversation_id}”"
     last = parse_time(item.get("create_time")) or parse_time(item.get("update_time"))
+    sources: Sources = {}
     for node_id in branch:
         message = mapping[node_id].get("message")
         if not isinstance(message, dict):
@@ -190,7 +211,7 @@ def _conversation(
         last = time
         key = f"{SOURCE}:{conversation_id}:{node_id}"
         out = draft.record(key, f"{SOURCE} {display} {conversation_id}/{node_id}", time)
-        _message(message, out, assets)
+        _message(message, out, assets, sources)
     return draft.finish()
 
 
@@ -232,7 +253,7 @@ def _newest_leaf(mapping: dict[str, Any]) -> str | None:
     return current
 
 
-def _message(message: dict[str, Any], out: Emitter, assets: Assets) -> None:
+def _message(message: dict[str, Any], out: Emitter, assets: Assets, sources: Sources) -> None:
     ctx = out.draft.ctx
     author = message.get("author")
     role = author.get("role") if isinstance(author, dict) else None
@@ -260,12 +281,15 @@ def _message(message: dict[str, Any], out: Emitter, assets: Assets) -> None:
         return
     text, images, pointers = read
     text = _with_attachments(text, metadata, pointers)
+    found = search_results(metadata, sources)
+    if role == "tool" and not text.strip():
+        text = found
     if role == "user":
         out.add("user", text, images)
     elif role == "assistant":
         recipient = string(message.get("recipient")) or "all"
         if recipient == "all":
-            out.add("ever", text, images)
+            out.add("ever", cited(text, metadata, sources), images)
         else:
             out.add("tool", tool_text(recipient, _call_input(text, kind)))
     elif role == "tool":
@@ -311,10 +335,13 @@ def _parts(
         if kind == "image_asset_pointer" and pointer:
             pointers.append(_asset_id(pointer))
             data = assets.find(pointer)
-            image = image_from_bytes(data, ctx) if data is not None else None
+            image = image_from_bytes(data, ctx) if isinstance(data, bytes) else None
             if data is None:
                 ctx.skip("images not in the export")
                 texts.append("[image not in the export]")
+            elif isinstance(data, int):
+                ctx.skip(OVERSIZED_IMAGES)
+                texts.append("[image left out]")
             elif image is None:
                 texts.append("[image left out]")
             else:

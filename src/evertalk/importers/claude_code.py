@@ -27,6 +27,9 @@ How it maps:
   branches, in the order they happened, with a `note` where the new branch starts: the
   abandoned exchange was said and seen, and the tree cannot always tell a rewind from parallel
   tool results, so nothing is dropped.
+- The heading note is keyed and named by the `sessionId` of the file's last conversation
+  record (the file's name when none has one), so that the same session under another name
+  brings no second heading.
 - Keys are `claude-code:<record uuid>` (without the session: `--resume` copies the earlier
   records, uuids and all, into the new session's file, and a replayed record must not be logged
   twice).
@@ -138,6 +141,7 @@ def read(path: Path, display: str, ctx: Context) -> list[Conversation]:
     custom_title: str | None = None
     summaries: dict[str, str] = {}  # leafUuid → summary
     cwd: str | None = None
+    session: str | None = None
     for line, record in jsonl_records(path, display, ctx):
         kind = record.get("type")
         tree.add(record)
@@ -177,6 +181,7 @@ def read(path: Path, display: str, ctx: Context) -> list[Conversation]:
             ctx.problem(display, "no valid timestamp", line, uuid)
             continue
         cwd = cwd or string(record.get("cwd"))
+        session = string(record.get("sessionId")) or session
         key = f"{SOURCE}:{uuid}" if uuid is not None else f"{SOURCE}:{path.stem}:{line}"
         out = draft.record(key, f"{SOURCE} {display}:{line}", time)
         before = len(draft.messages)
@@ -189,7 +194,10 @@ def read(path: Path, display: str, ctx: Context) -> list[Conversation]:
     # older versions put at the top of a file the summaries of other sessions too
     own = [summary for leaf, summary in summaries.items() if leaf in tree.parents]
     draft.title = custom_title or (own[-1] if own else None)
-    draft.heading = _heading(path.stem, cwd, draft.title)
+    # the session the file ends in names it, whatever the file is called: a copy of it elsewhere
+    # is the same session, and its heading is the same message
+    draft.id = session or draft.id
+    draft.heading = _heading(draft.id, cwd, draft.title)
     conversation = draft.finish()
     return [conversation] if conversation is not None else []
 

@@ -11,12 +11,14 @@ rollouts have no wrapper: a first line `{"id", "timestamp", "instructions", "git
 items themselves, one per line, with `{"record_type": "state"}` lines between them, and no time
 of their own (each takes the session's).
 
-How it maps: user text → `user`, assistant text → `ever`, calls → `tool`, outputs → `echo`
-(a shell output given as `{"output", "metadata": {"exit_code"}}` becomes the output and
-`[exit status N]`, as the app's own shell reports it), images kept, reasoning never imported.
-Left out and counted: the context Codex injects as user messages (environment, AGENTS.md
-instructions), developer and system messages, event, turn-context and compaction lines, and
-anything of a type not known here. Keys are `codex:<session id>:<line>`: a rollout only grows.
+How it maps: user text → `user`, assistant text → `ever`, calls → `tool`, outputs → `echo` (a
+shell output given as `{"output", "metadata": {"exit_code"}}` becomes the output and `[exit
+status N]`, as the app's own shell reports it; an MCP tool's output, which old rollouts log as
+the JSON of its content items, becomes their text and images), images kept, reasoning never
+imported. Left out and counted: the context Codex injects as user messages (environment,
+AGENTS.md instructions), developer and system messages, event, turn-context and compaction
+lines, and anything of a type not known here. Keys are `codex:<session id>:<line>`: a rollout
+only grows.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from evertalk.importers.common import (
     Emitter,
     arguments,
     echo_text,
+    image_from_base64,
     image_from_url,
     jsonl_records,
     parse_time,
@@ -195,7 +198,8 @@ def _image_label(text: str) -> bool:
 
 def _output(value: object, ctx: Context) -> tuple[str, tuple[ImageData, ...]]:
     if isinstance(value, str):
-        return _shell_output(value), ()
+        mcp = _mcp_content(value)
+        return _output(mcp, ctx) if mcp is not None else (_shell_output(value), ())
     if isinstance(value, dict):
         items = value.get("content_items")
         if isinstance(items, list):
@@ -213,8 +217,29 @@ def _output(value: object, ctx: Context) -> tuple[str, tuple[ImageData, ...]]:
                 image = image_from_url(part.get("image_url"), ctx)
                 if image is not None:
                     images.append(image)
+            elif part.get("type") == "image":  # an MCP result's image
+                image = image_from_base64(part.get("mimeType"), part.get("data"), ctx)
+                if image is not None:
+                    images.append(image)
         return "\n".join(texts), tuple(images)
     return "", ()
+
+
+def _mcp_content(text: str) -> list[Any] | None:
+    """The content items of an MCP tool's result, which older versions logged as JSON text: a
+    list of `{"type": "text", "text"}` (and image) items, or the whole result, `{"content": […]}`.
+    None for any other output."""
+    if not text.startswith(("[", '{"content"')):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    items = value.get("content") if isinstance(value, dict) else value
+    if not isinstance(items, list) or not items:
+        return None
+    known = all(isinstance(item, dict) and isinstance(item.get("type"), str) for item in items)
+    return items if known else None
 
 
 def _shell_output(text: str) -> str:

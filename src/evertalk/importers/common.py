@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from evertalk.image_files import MAX_IMAGE_BYTES, sniff
 from evertalk.importers.model import (
@@ -29,11 +29,23 @@ MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """What the providers take; an image of another type would make every request that shows it
 fail, so it is left out."""
 
+MAX_DOCUMENT_BYTES = 1024**3
+"""The largest JSON document an import reads (a ChatGPT `conversations.json`, read one
+conversation at a time): real exports are a few hundred megabytes, and a zip that claims more
+is refused before it is opened rather than allowed to fill the memory."""
+MAX_LINE_BYTES = 256 * 1024**2
+"""The largest line of JSON Lines an import reads: a line is parsed whole, so a bigger one would
+cost several times its size in memory."""
+
 NO_OUTPUT = "(no output)"  # what the app's own tools give for an empty result
 
 EMPTY = "empty messages"
 THOUGHTS = "thoughts (never imported)"
 DUPLICATES = "records seen before (the same key)"
+OVERSIZED_IMAGES = "images over 5 MB"
+UNKNOWN_FORMAT = (
+    "not a Claude Code transcript, a Codex rollout, a ChatGPT export or evertalk's JSON Lines"
+)
 
 _DATA_URL = re.compile(r"data:(image/[\w.+-]+);base64,(.*)", re.DOTALL)
 
@@ -44,6 +56,8 @@ class Context:
 
     reading: Reading
     headings: bool = True
+    document_limit: int = MAX_DOCUMENT_BYTES
+    line_limit: int = MAX_LINE_BYTES
 
     def problem(
         self, file: str, why: str, line: int | None = None, record: str | None = None
@@ -115,7 +129,7 @@ def image_from_base64(media_type: object, data: object, ctx: Context) -> ImageDa
         return None
     data = "".join(data.split())
     if len(data) * 3 // 4 > MAX_IMAGE_BYTES + 2:
-        ctx.skip("images over 5 MB")
+        ctx.skip(OVERSIZED_IMAGES)
         return None
     try:
         base64.b64decode(data, validate=True)
@@ -128,7 +142,7 @@ def image_from_base64(media_type: object, data: object, ctx: Context) -> ImageDa
 def image_from_bytes(data: bytes, ctx: Context) -> ImageData | None:
     """An image file's bytes, typed from their signature (exports name some `.dat`)."""
     if len(data) > MAX_IMAGE_BYTES:
-        ctx.skip("images over 5 MB")
+        ctx.skip(OVERSIZED_IMAGES)
         return None
     media_type = sniff(data)
     if media_type is None:
@@ -148,9 +162,17 @@ def image_from_url(url: object, ctx: Context) -> ImageData | None:
 
 def jsonl_records(path: Path, display: str, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each line of a JSON Lines file; a line that is not a JSON
-    object is a problem that names it, and the lines after it are still read."""
+    object, is nested past what a parser's stack takes, or is over `ctx.line_limit` bytes is a
+    problem that names it, and the lines after it are still read."""
     with path.open("rb") as file:
-        for number, raw in enumerate(file, 1):
+        for number, raw in enumerate(_lines(file, ctx.line_limit), 1):
+            if raw is None:
+                ctx.problem(
+                    display,
+                    f"a line over the {byte_size(ctx.line_limit)} an import reads; skipped",
+                    number,
+                )
+                continue
             if not raw.strip():
                 continue
             try:
@@ -161,10 +183,38 @@ def jsonl_records(path: Path, display: str, ctx: Context) -> Iterator[tuple[int,
             except ValueError as error:
                 ctx.problem(display, f"not valid JSON: {json_error(error)}", number)
                 continue
+            except RecursionError:
+                ctx.problem(display, "nested too deeply to read; skipped", number)
+                continue
             if not isinstance(value, dict):
                 ctx.problem(display, "not a JSON object", number)
                 continue
             yield number, value
+
+
+def _lines(file: BinaryIO, limit: int) -> Iterator[bytes | None]:
+    """Each line of `file`, or None for one longer than `limit` bytes, which is passed over
+    without being held."""
+    while line := file.readline(limit + 1):
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield line
+            continue
+        while (more := file.readline(_SKIP_CHUNK)) and not more.endswith(b"\n"):
+            pass
+        yield None
+
+
+_SKIP_CHUNK = 1024 * 1024
+
+
+def byte_size(count: int) -> str:
+    """A size in words: `976.6 KiB`, `3.1 GiB`."""
+    size = float(count)
+    for unit in ("bytes", "KiB", "MiB"):
+        if size < 1024:
+            return f"{count:,} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 def json_error(error: ValueError) -> str:

@@ -3,7 +3,7 @@ file's format from what it holds."""
 
 from __future__ import annotations
 
-import json
+import codecs
 import os
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Literal
 
 from evertalk.importers import chatgpt, claude_code, codex, plain
-from evertalk.importers.common import DUPLICATES, Context, jsonl_records
+from evertalk.importers.common import (
+    DUPLICATES,
+    MAX_DOCUMENT_BYTES,
+    MAX_LINE_BYTES,
+    UNKNOWN_FORMAT,
+    Context,
+    byte_size,
+    jsonl_records,
+)
 from evertalk.importers.model import Conversation, Reading
 
 Format = Literal["claude-code", "codex", "jsonl"]
@@ -23,7 +31,13 @@ format could have (an empty line, a torn one, a title)."""
 _READERS = {"claude-code": claude_code.read, "codex": codex.read, "jsonl": plain.read}
 
 
-def read_paths(paths: Iterable[str | os.PathLike[str]], *, headings: bool = True) -> Reading:
+def read_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    headings: bool = True,
+    document_limit: int = MAX_DOCUMENT_BYTES,
+    line_limit: int = MAX_LINE_BYTES,
+) -> Reading:
     """Read every conversation under `paths`.
 
     A file is read whatever its name, by what it holds: a Claude Code transcript, a Codex
@@ -35,8 +49,13 @@ def read_paths(paths: Iterable[str | os.PathLike[str]], *, headings: bool = True
 
     With `headings`, each conversation of another agent starts with a `note` naming it (the
     agent, the session or title, the folder), so that the chat says where its messages came from.
+
+    A JSON document over `document_limit` bytes (as a zip's directory declares it, before
+    anything is unpacked) and a line of JSON Lines over `line_limit` are problems, not read.
     """
-    ctx = Context(Reading(), headings=headings)
+    ctx = Context(
+        Reading(), headings=headings, document_limit=document_limit, line_limit=line_limit
+    )
     done: set[Path] = set()
     for given in paths:
         path = Path(given)
@@ -91,84 +110,65 @@ def _read_file(path: Path, ctx: Context) -> list[Conversation]:
     if not head.strip():
         ctx.skip("empty files")
         return []
-    data = _whole_json(path, head)
-    if data is None:
-        found = _jsonl_format(path, display)
-        if found is not None:
-            ctx.reading.files.append(display)
-            return _READERS[found](path, display, ctx)
-        data = _one_document(path)  # a single line of JSON may be a whole export
-    if data is None or not _is_chatgpt(data):
-        ctx.problem(display, f"not a format this importer reads ({_KNOWN})")
+    if head.removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"[":
+        # one JSON document, not lines: a ChatGPT export, or nothing this package reads
+        return _read_export(path, display, ctx)
+    found = _jsonl_format(path, display, ctx)
+    if found is None:
+        ctx.problem(display, f"not a format this importer reads ({UNKNOWN_FORMAT})")
         return []
     ctx.reading.files.append(display)
-    return chatgpt.read(data, display, chatgpt.FolderAssets(path.parent), ctx)
+    return _READERS[found](path, display, ctx)
 
 
-_KNOWN = "not a Claude Code transcript, a Codex rollout, a ChatGPT export or evertalk's JSON Lines"
+def _read_export(path: Path, display: str, ctx: Context) -> list[Conversation]:
+    if _too_big(path.stat().st_size, display, ctx):
+        return []
+    ctx.reading.files.append(display)
+    with path.open("rb") as stream:
+        return chatgpt.read(stream, display, chatgpt.FolderAssets(path.parent), ctx)
 
 
-def _whole_json(path: Path, head: bytes) -> bytes | None:
-    """The file's bytes when it is one JSON document rather than JSON Lines: it starts with `[`,
-    or with a `{` whose first line is not a whole object by itself. A damaged export that starts
-    with `[` is one too, so that its reader names the damage."""
-    start = head.lstrip()[:1]
-    if start == b"[":
-        return path.read_bytes()
-    if start != b"{":
-        return None
-    with path.open("rb") as file:
-        first = file.readline()
-    try:
-        if isinstance(json.loads(first), dict):
-            return None
-    except ValueError:
-        pass
-    return _one_document(path)  # else JSON Lines whose first line is damaged: its reader says so
-
-
-def _one_document(path: Path) -> bytes | None:
-    data = path.read_bytes()
-    try:
-        json.loads(data)
-    except ValueError:
-        return None
-    return data
+def _too_big(size: int, display: str, ctx: Context) -> bool:
+    if size <= ctx.document_limit:
+        return False
+    ctx.problem(
+        display,
+        f"{byte_size(size)} of JSON, over the {byte_size(ctx.document_limit)} an import reads; "
+        "nothing was read from it",
+    )
+    return True
 
 
 def _read_zip(path: Path, display: str, ctx: Context) -> list[Conversation]:
     try:
         with zipfile.ZipFile(path) as archive:
-            names = [
-                name
-                for name in archive.namelist()
-                if chatgpt.EXPORT_NAME.fullmatch(os.path.basename(name))
+            members = [
+                info
+                for info in archive.infolist()
+                if chatgpt.EXPORT_NAME.fullmatch(os.path.basename(info.filename))
             ]
-            if not names:
+            if not members:
                 ctx.problem(display, "a zip with no conversations.json: not a ChatGPT export")
                 return []
             assets = chatgpt.ZipAssets(archive)
             conversations = []
-            for name in sorted(names):
-                member = f"{display}!{name}"
+            for info in sorted(members, key=lambda found: found.filename):
+                member = f"{display}!{info.filename}"
+                # the size the zip declares bounds what unpacking gives, so it is checked first
+                if _too_big(info.file_size, member, ctx):
+                    continue
                 ctx.reading.files.append(member)
-                conversations += chatgpt.read(archive.read(name), member, assets, ctx)
+                with archive.open(info) as stream:
+                    conversations += chatgpt.read(stream, member, assets, ctx)
             return conversations
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as error:
         ctx.problem(display, f"a damaged or unsupported zip ({error})")
         return []
 
 
-def _is_chatgpt(data: bytes) -> bool:
-    try:
-        return chatgpt.looks_like(json.loads(data))
-    except ValueError:
-        # a damaged export still names itself by its first keys; the reader says what is wrong
-        return b'"mapping"' in data[:1_000_000]
-
-
-def _jsonl_format(path: Path, display: str) -> Format | None:
-    scratch = Context(Reading())  # a peek reports nothing: the reader will
+def _jsonl_format(path: Path, display: str, ctx: Context) -> Format | None:
+    scratch = Context(Reading(), line_limit=ctx.line_limit)  # a peek reports nothing
     for seen, (_, record) in enumerate(jsonl_records(path, display, scratch)):
         if seen >= PEEK:
             break
