@@ -1,0 +1,214 @@
+"""`evertalk memory forget A[-B]` and `evertalk memory redact TEXT`: the user takes messages, or a
+string, out of the whole memory (SPEC §12). The only way anything leaves it: no tool of the
+model, no MCP request, no import or capture can do this.
+
+Each shows what will change and asks first (`--yes` for scripts). When a service owns the chat
+the work is its (the `forget` request); otherwise this command takes the chat's lock itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from evertalk.chat import Chat
+from evertalk.memory import node_name
+from evertalk.memory.nodes import Node
+from evertalk.redaction import REDACTED, redact
+from evertalk.store.chat_dir import ChatStore
+from evertalk.store.copies import holding
+from evertalk.store.errors import StoreError
+from evertalk.store.forget import Plan, apply, marker, plan_edit, plan_forget
+from evertalk.summary_cost import summary_calls
+from evertalk.terminal_text import confirmed, escape_controls, fail
+
+UNREACHED = (
+    "Not reached: files written by `evertalk memory browse --out`, backups and copies made "
+    "outside evertalk, and the provider's prompt cache, which keeps what it was sent for its "
+    "lifetime (5 minutes to an hour)."
+)
+
+FORGET_QUESTION = "Forget this for good?"
+
+
+class ForgetError(Exception):
+    """A one-line error for the user; the command exits 1."""
+
+
+def parse_range(words: str) -> tuple[int, int]:
+    """`12` or `12-15`: the first and last id."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", words)
+    if match is None:
+        raise ForgetError(f"not a message id or a range A-B: {words!r}")
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) is not None else first
+    if last < first:
+        raise ForgetError(f"the range {words} ends before it starts")
+    return first, last
+
+
+def today() -> str:
+    return datetime.now().astimezone().strftime("%Y-%m-%d")
+
+
+def forget_plan(store: ChatStore, first: int, last: int, reason: str | None) -> Plan:
+    return plan_forget(store, first, last, marker(today(), reason))
+
+
+def redact_plan(store: ChatStore, text: str, *, regex: bool) -> Plan:
+    """Every message and built summary whose text holds `text` (or matches it as a regular
+    expression), each occurrence to be replaced by `[redacted]`."""
+    replace = replacer(text, regex=regex)
+    messages = (store.read_message(i) for i in range(store.message_count))
+    nodes: list[Node] = []
+    for level, row in enumerate(store.node_flags()):
+        for index, flag in enumerate(row):
+            record = store.read_node(level, index) if flag else None
+            if record is not None and replace(record.text) != record.text:
+                nodes.append((level, index))
+    return plan_edit(store, messages, nodes, replace)
+
+
+def replacer(text: str, *, regex: bool) -> Callable[[str], str]:
+    """Each occurrence of `text` (or match of it) as `[redacted]`; a plain string's reversed,
+    hex and base64 forms too, as for known keys (see redaction.py)."""
+    if not text:
+        raise ForgetError("there is nothing to redact in an empty string")
+    if regex:
+        try:
+            pattern = re.compile(text)
+        except re.error as error:
+            raise ForgetError(f"not a regular expression: {error}") from None
+        if pattern.search(""):
+            raise ForgetError("the expression matches the empty string: it would match anywhere")
+        return lambda value: pattern.sub(REDACTED, value)
+    return lambda value: redact(value.replace(text, REDACTED), [text])
+
+
+def describe(plan: Plan, chat_dir: Path) -> list[str]:
+    """The preview: what changes, what else is rewritten, what is out of reach, what it costs."""
+    ids = sorted(plan.changes)
+    lines = [f"Messages that change: {_ids(ids)}" if ids else "No message changes."]
+    for i in ids[:5]:
+        before = plan.changes[i].before
+        lines.append(f"  {i} {before.kind}: {_short(before.text)}")
+    if len(ids) > 5:
+        lines.append(f"  … and {len(ids) - 5} more")
+    if plan.images:
+        lines.append(f"Images that go with them: {len(plan.images)}")
+    names = ", ".join(node_name(node) for node in plan.dropped[:8])
+    more = f" and {len(plan.dropped) - 8} more" if len(plan.dropped) > 8 else ""
+    lines.append(f"Summaries that lose their text and are built again: {len(plan.dropped)}")
+    if plan.dropped:
+        lines.append(f"  {names}{more}")
+    lines.append(
+        f"Search index: about {plan.search_rows} rows change or go, and the index is compacted "
+        "so that none of its files keeps them"
+    )
+    copies = holding(chat_dir, plan.replace)
+    if copies:
+        shown = ", ".join(str(path.relative_to(chat_dir)) for path in copies[:5])
+        lines.append(f"Other copies rewritten: {shown}")
+    calls, dollars = summary_calls(chat_dir.parent, plan.calls)
+    price = "price unknown" if dollars is None else f"about ${dollars:,.2f}"
+    if dollars is not None and dollars < 0.005:
+        price = "under $0.01"
+    lines.append(
+        f"Cost: about {calls} model calls of the compactor ({price}) to build the summaries "
+        "again; the next turn writes the prompt cache again from the first changed line."
+    )
+    lines.append(UNREACHED)
+    return lines
+
+
+def run_forget(args: argparse.Namespace, home: Path) -> int:
+    """`memory forget` (args.range, args.reason) or `memory redact` (args.text, args.regex)."""
+    chat_dir = home / "chat"
+    if not (chat_dir / "main").is_dir():
+        return fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
+    from evertalk.client.connection import ServiceError, running
+
+    try:
+        if running(home):
+            return _via_service(args, home)
+        return _run(args, chat_dir)
+    except (ForgetError, StoreError, ServiceError) as error:
+        return fail(str(error))
+
+
+def _via_service(args: argparse.Namespace, home: Path) -> int:
+    """The service owns the files: it plans, shows, and on the user's yes applies."""
+    from evertalk.client.connection import connect
+
+    frame: dict[str, Any] = {"type": "forget"}
+    if args.action == "redact":
+        frame |= {"redact": args.text, "regex": args.regex}
+    else:
+        parse_range(args.range)  # a bad range is this command's one line, before any request
+        frame |= {"range": args.range, "reason": args.reason}
+    with connect(home, "forget") as connection:
+        preview = connection.request(frame | {"preview": True})
+        if not preview.get("changes"):
+            _say("Nothing to forget: no message or summary holds it.")
+            return 0
+        for line in preview.get("lines", []):
+            _say(str(line))
+        if not args.yes and not confirmed(FORGET_QUESTION):
+            _say("Nothing was changed.")
+            return 1
+        done = connection.request(frame)
+    _say(
+        f"Done: {done.get('messages', 0)} messages changed, {done.get('summaries', 0)} summaries "
+        "dropped; the service builds them again."
+    )
+    return 0
+
+
+def _run(args: argparse.Namespace, chat_dir: Path) -> int:
+    chat = Chat.open(chat_dir)
+    try:
+        plan = _plan(args, chat.store)
+        if not plan.changes and not plan.dropped:
+            _say("Nothing to forget: no message or summary holds it.")
+            return 0
+        for line in describe(plan, chat_dir):
+            _say(line)
+        if not args.yes and not confirmed(FORGET_QUESTION):
+            _say("Nothing was changed.")
+            return 1
+        apply(chat.store, plan)
+    finally:
+        chat.close()  # the store is invalidated once applied: the views are not saved over
+    with Chat.open(chat_dir) as chat:
+        to_go = chat.core.tree.unbuilt_count()
+    _say(
+        f"Done: {len(plan.changes)} messages changed, {len(plan.dropped)} summaries dropped; "
+        f"{to_go} summaries wait for the compactor (`evertalk memory compact` builds them now)."
+    )
+    return 0
+
+
+def _plan(args: argparse.Namespace, store: ChatStore) -> Plan:
+    if args.action == "redact":
+        return redact_plan(store, args.text, regex=args.regex)
+    first, last = parse_range(args.range)
+    return forget_plan(store, first, last, args.reason)
+
+
+def _ids(ids: list[int]) -> str:
+    if ids == list(range(ids[0], ids[-1] + 1)):
+        return str(ids[0]) if len(ids) == 1 else f"{ids[0]}–{ids[-1]}"
+    return ", ".join(str(i) for i in ids[:20]) + (" …" if len(ids) > 20 else "")
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 70 else flat[:69] + "…"
+
+
+def _say(text: str) -> None:
+    print(escape_controls(text))

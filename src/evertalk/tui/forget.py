@@ -1,0 +1,32 @@
+"""`/forget A[-B] [yes] [REASON]` in the app (SPEC §12): the service plans and shows what would
+change; with `yes` it forgets. The preview comes first, so the user reads what is at stake
+before typing the word that does it."""
+
+from __future__ import annotations
+
+import re
+
+from evertalk.client.remote import Remote, ServiceError
+from evertalk.slash import FORGET, CommandError
+
+
+async def forget_in_app(remote: Remote, args: tuple[str, ...]) -> list[str]:
+    """The rows `/forget` shows: the preview, or what was done."""
+    if not args or re.fullmatch(r"\d+(-\d+)?", args[0]) is None:
+        raise CommandError(f"usage: {FORGET.usage}")
+    confirmed = len(args) > 1 and args[1].lower() == "yes"
+    reason = " ".join(args[2:] if confirmed else args[1:]) or None
+    frame = {"type": "forget", "range": args[0], "reason": reason}
+    try:
+        if not confirmed:
+            preview = await remote.request(frame | {"preview": True})
+            lines = [str(line) for line in preview.get("lines", [])]
+            typed = " ".join(["/forget", args[0], "yes", *args[1:]])
+            return [*lines, f"Type `{typed}` to forget this for good."]
+        done = await remote.request(frame)
+    except ServiceError as error:
+        raise CommandError(str(error)) from None
+    return [
+        f"Forgotten: {done.get('messages', 0)} messages; {done.get('summaries', 0)} summaries "
+        "are built again."
+    ]
