@@ -1,0 +1,8 @@
+"""The header by which evertalk's own `fetch` tool marks its requests, so that the browse page
+can refuse them: the model must not read the chat's page through the web tool."""
+
+from __future__ import annotations
+
+from typing import Final
+
+MARK_HEADER: Final = "X-Evertalk-Fetch"
