@@ -16,11 +16,16 @@ from bench import (
     chat_gen,
     compaction_parallel,
     core_replay,
+    edge_timings,
+    first_byte,
     first_screen,
+    forget_bench,
     hot_paths,
     import_bench,
+    recall_bench,
     search_bench,
     service_bench,
+    undo_bench,
 )
 
 OUT = Path(__file__).with_name("out")
@@ -60,6 +65,8 @@ def main() -> int:
         print(line, flush=True)
     for line in import_bench.run().lines():
         print(line, flush=True)
+    print(first_byte.run().line(), flush=True)
+    print(undo_bench.run().line(), flush=True)
     screen = first_screen.run()
     print(screen.line() if screen else "app first screen: tmux is not installed; skipped")
     cache = cache_replay.run()
@@ -68,7 +75,13 @@ def main() -> int:
     print(cache_replay.first_turns().line(), flush=True)
     print(compaction_parallel.run().line(), flush=True)
     print(catchup.run().line(), flush=True)
+    for line in recall_bench.run().lines():
+        print(line, flush=True)
     for line in search_bench.run(chat_dir).lines():
+        print(line, flush=True)
+    for line in forget_bench.run(count).lines():
+        print(line, flush=True)
+    for line in edge_timings.run().lines():
         print(line, flush=True)
     return 0
 

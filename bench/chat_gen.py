@@ -9,13 +9,28 @@ from __future__ import annotations
 import json
 import os
 import random
-from contextlib import ExitStack
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from evertalk.memory import MemoryCore
 from evertalk.memory.text import utf8_len
 
 DAYS = ("2026-11-28", "2026-11-29", "2026-11-30")
+WORDS = (
+    "the",
+    "log",
+    "rotate",
+    "backup",
+    "notes",
+    "file",
+    "error",
+    "fixed",
+    "config",
+    "tests",
+    "view",
+    "merge",
+)
 
 
 def _message_line(i: int, kind: str, text: str, day: str) -> str:
@@ -32,47 +47,51 @@ def _node_line(level: int, index: int, text: str, flag: int) -> str:
 
 
 def generate(chat_dir: Path, count: int, seed: int = 3) -> None:
-    rng = random.Random(seed)
+    """`count` messages over the three DAYS, every tree line in the last day's tree file."""
+    per_day = count // len(DAYS) + 1
+    write_chat(
+        chat_dir,
+        count,
+        rng=random.Random(seed),
+        words=WORDS,
+        day_of=lambda t: DAYS[t // per_day],
+        tree_day=lambda day: DAYS[-1],
+        summary_words=lambda rng: rng.randrange(20, 45),
+    )
+
+
+def write_chat(
+    chat_dir: Path,
+    count: int,
+    *,
+    rng: random.Random,
+    words: Sequence[str],
+    day_of: Callable[[int], str],
+    tree_day: Callable[[str], str],
+    summary_words: Callable[[random.Random], int],
+) -> None:
+    """`count` messages of `words` drawn by `rng`, message t in the day file `day_of(t)` (days
+    in order), and every node built, its tree line in the tree file of `tree_day(day)`; then
+    view.json and the modes evertalk gives its files."""
     for folder in (chat_dir, chat_dir / "main", chat_dir / "tree"):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    words = [
-        "the",
-        "log",
-        "rotate",
-        "backup",
-        "notes",
-        "file",
-        "error",
-        "fixed",
-        "config",
-        "tests",
-        "view",
-        "merge",
-    ]
     core = MemoryCore()
-    tree = core.tree
-    per_day = count // len(DAYS) + 1
-    with ExitStack() as files:
-        main_files = {
-            day: files.enter_context(open(chat_dir / "main" / f"{day}.jsonl", "w")) for day in DAYS
-        }
-        tree_file = files.enter_context(open(chat_dir / "tree" / f"{DAYS[-1]}.jsonl", "w"))
+    with _DayFile(chat_dir / "main") as main, _DayFile(chat_dir / "tree") as tree_file:
         for t in range(count):
-            day = DAYS[t // per_day]
+            day = day_of(t)
             kind = ("user", "ever", "tool", "echo")[t % 4]
             text = " ".join(rng.choices(words, k=rng.choice((3, 12, 60, 110))))
-            main_files[day].write(_message_line(t, kind, text, day))
+            main.write(day, _message_line(t, kind, text, day))
+            tree = tree_file.day(tree_day(day))
             for built in core.append(kind, text):
-                tree_file.write(_node_line(built.level, built.index, built.text, built.flag))
-            pending = [] if tree.built_at(0, t) else [(0, t)]
+                tree.write(_node_line(built.level, built.index, built.text, built.flag))
+            pending = [] if core.tree.built_at(0, t) else [(0, t)]
             while pending or (pending := _next_merge(core)):
                 node = pending.pop()
-                line = f"summary of {node}: " + " ".join(
-                    rng.choices(words, k=rng.randrange(20, 45))
-                )
-                tree_file.write(_node_line(node[0], node[1], line, 1))
+                line = f"summary of {node}: " + " ".join(rng.choices(words, k=summary_words(rng)))
+                tree.write(_node_line(node[0], node[1], line, 1))
                 for built in core.build(node, line):
-                    tree_file.write(_node_line(built.level, built.index, built.text, built.flag))
+                    tree.write(_node_line(built.level, built.index, built.text, built.flag))
     saved = core.saved()
     view_json = {
         "t": saved.t,
@@ -84,6 +103,35 @@ def generate(chat_dir: Path, count: int, seed: int = 3) -> None:
     (chat_dir / "view.json").write_text(json.dumps(view_json))
     for path in chat_dir.rglob("*"):
         os.chmod(path, 0o700 if path.is_dir() else 0o600)
+
+
+class _DayFile:
+    """The day files of one folder, written in order of days: one open at a time."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.name: str | None = None
+        self.file: TextIO | None = None
+
+    def day(self, day: str) -> TextIO:
+        if day != self.name or self.file is None:
+            self.close()
+            self.name, self.file = day, open(self.folder / f"{day}.jsonl", "w")  # noqa: SIM115
+        return self.file
+
+    def write(self, day: str, line: str) -> None:
+        self.day(day).write(line)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+    def __enter__(self) -> _DayFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _next_merge(core: MemoryCore) -> list[tuple[int, int]]:

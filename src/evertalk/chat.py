@@ -7,7 +7,10 @@ Those nodes (free parents, cut nodes) are the one exception to "disk first": the
 as it takes an event, and they are written right after. If that write fails, the core holds
 nodes the disk does not, and anything built on them could name lines that a restart would not
 find. So the Chat stops there: every later change raises a StoreError asking for a reopen, which
-rebuilds the state from what is on disk (and builds the lost free nodes again).
+rebuilds the state from what is on disk (and builds the lost free nodes again). A failed append
+of the store's own (a full disk) stops it the same way: only a reopen, which scans the log's
+tail, knows what got in. `broken` says why; the service reopens a broken chat at the next
+message once the disk takes writes again.
 
 Free nodes are derived (an open builds a lost one again), so their write is not synced on its
 own: a message or a compactor's line costs one fsync with the free nodes it completes. The
@@ -31,6 +34,7 @@ from evertalk.memory.core import SavedViews
 from evertalk.memory.text import PLACEHOLDER, flatten, leaf_input, split_text, valid_unicode
 from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
 from evertalk.memory.view import frame, render_line
+from evertalk.note_lines import zoomed_message
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.errors import StoreError
 from evertalk.store.views import ViewCheckpoints
@@ -72,13 +76,16 @@ class Chat:
         self.core = core
         self.readonly = readonly
         self.warnings: list[str] = list(store.warnings)
-        self.broken: str | None = None  # why the core and the disk may differ (see above)
+        self._broken: str | None = None  # why the core and the disk may differ (see above)
         self.checkpoints = ViewCheckpoints(time.monotonic)
         self._texts: OrderedDict[Node, str] = OrderedDict()
         self._lines: OrderedDict[Node, str] = OrderedDict()
         self._batched = False  # inside `one_sync`
         self.search_enabled = False  # `[memory] search = true`: the `search` tool is offered
         self.search: SearchIndex | None = None
+        self._folded: tuple[SavedViews | str | None] | None = None
+        """For a reader that folded the views: (what view.json held then,), until it saves
+        them; None when there is nothing to save (or it may not)."""
         """The search index kept up to date as records are logged (see keep_search_index)."""
 
     # -- opening and closing --------------------------------------------------------------
@@ -98,9 +105,14 @@ class Chat:
             chat = cls(store, core, readonly)
             if warning:
                 chat.warnings.append(warning)
-            if not readonly:
+            folded = (loaded if isinstance(loaded, SavedViews) else None) != core.saved()
+            if readonly:
+                # a lost free node is the owner's to write before any view may name it
+                chat._folded = (loaded,) if folded and not built else None
+                chat.save_folded_views()
+            else:
                 chat._persist(built)
-                if loaded != core.saved():  # folded forward, or none were saved
+                if folded:  # folded forward, or none were saved
                     chat.checkpoints.changed(1)
                     chat.save_views()
                 if search:
@@ -109,6 +121,16 @@ class Chat:
             store.close()
             raise
         return chat
+
+    def save_folded_views(self) -> bool:
+        """A reader that had to fold the views saves them when no process owns the chat and
+        the log is still as it read it (SPEC §3.6); whether it did. Once is enough."""
+        if self._folded is None or self.store.closed:
+            return False
+        saved = self.store.save_views_unowned(self.core.saved(), self._folded[0])
+        if saved:
+            self._folded = None
+        return saved
 
     def keep_search_index(self) -> None:
         """Add each message and summary to `index/search.sqlite` as it is logged. An index that
@@ -120,6 +142,11 @@ class Chat:
             self.search = SearchIndex.open(self.store.path, self.warnings)
         except StoreError as error:
             self.warnings.append(str(error))
+
+    @property
+    def broken(self) -> str | None:
+        """Why the chat takes no more changes until it is reopened (see above), or None."""
+        return self._broken or self.store.must_reopen
 
     def close(self) -> None:
         """Save the views if they changed since the last checkpoint, then close the store. A
@@ -158,16 +185,17 @@ class Chat:
         self._writable()
         pages = split_text(valid_unicode(text))
         before = self.store.message_count
-        ids = self.store.append_pages(
-            kind,
-            pages,
-            date=date,
-            key=key,
-            images=images,
-            agent=agent,
-            failed=failed,
-            durable=not self._batched,
-        )
+        with self._stops_on_failure():
+            ids = self.store.append_pages(
+                kind,
+                pages,
+                date=date,
+                key=key,
+                images=images,
+                agent=agent,
+                failed=failed,
+                durable=not self._batched,
+            )
         if self.store.message_count > before:  # not a re-sent key
             core = self.core
             batches = core.view.shrinking, core.cview.shrinking
@@ -179,10 +207,31 @@ class Chat:
             ended = any(was and not now for was, now in zip(batches, after, strict=True))
             self.checkpoints.changed(len(pages))
             if ended or self.checkpoints.due():
-                self.save_views()
+                self._save_views_after_append()
             if self.search is not None:
                 self.search.follow(self.store)
         return ids
+
+    def _save_views_after_append(self) -> None:
+        """A checkpoint of the views after a message: the message is logged whether or not
+        they can be saved (a full disk), so a failure is a warning, and the views are saved at
+        the next checkpoint (an open folds forward meanwhile, SPEC §3.6)."""
+        try:
+            self.save_views()
+        except StoreError as error:
+            if self.broken is not None:
+                raise
+            self.warnings.append(str(error))
+
+    @contextmanager
+    def _stops_on_failure(self) -> Iterator[None]:
+        """A store write that fails and leaves the store wanting a reopen says what comes next."""
+        try:
+            yield
+        except StoreError as error:
+            if self.store.must_reopen is None:
+                raise
+            raise StoreError(f"{error}; {REOPEN_ADVICE}") from None
 
     @contextmanager
     def one_sync(self) -> Iterator[None]:
@@ -202,7 +251,8 @@ class Chat:
         error = self.core.pending_error(node)
         if error:
             raise StoreError(error)
-        self.store.append_node(node[0], node[1], text, BUILT)
+        with self._stops_on_failure():
+            self.store.append_node(node[0], node[1], text, BUILT)
         self._persist(self.core.build(node, text))
         if self.search is not None:
             self.search.follow(self.store)
@@ -251,8 +301,8 @@ class Chat:
         except Exception as error:
             names = ", ".join(node_name(b.node) for b in built[:3])
             more = f" and {len(built) - 3} more" if len(built) > 3 else ""
-            self.broken = f"{names}{more} could not be written ({error})"
-            raise
+            self._broken = f"{names}{more} could not be written ({error})"
+            raise broken_error(self._broken) from error
 
     def _writable(self) -> None:
         if self.readonly:
@@ -318,7 +368,7 @@ class Chat:
         node = self.zoom_node(start, count)
         if count == 1:
             record = self.store.read_message(start)
-            return f"{start}+1|{leaf_input(record.kind, record.text)}"
+            return f"{start}+1|{zoomed_message(record.kind, record.text)}"
         half = count // 2
         lines = []
         for child in ((node[0] - 1, 2 * node[1]), (node[0] - 1, 2 * node[1] + 1)):
@@ -368,12 +418,15 @@ class Chat:
         )
 
 
+REOPEN_ADVICE = (
+    "the chat takes no changes until it is reopened, which the next message does once the "
+    "disk takes writes again"
+)
+
+
 def broken_error(reason: str) -> StoreError:
-    """The error of a change to a chat whose core and disk may differ (Chat.broken)."""
-    return StoreError(
-        f"the chat's memory no longer matches the disk: {reason}; reopen the chat (start "
-        "evertalk again) to go on"
-    )
+    """The error of a change to a chat that must be reopened first (Chat.broken)."""
+    return StoreError(f"{reason}; {REOPEN_ADVICE}")
 
 
 def format_date(iso: str) -> str:
@@ -385,9 +438,10 @@ def format_date(iso: str) -> str:
 
 def _resume(
     store: ChatStore, budget: Budget | None
-) -> tuple[MemoryCore, list[Built], str | None, SavedViews | None]:
-    """The core, the free nodes it had to build, a warning, and the views as loaded. `budget`
-    None: the one view.json records (a reader that knows no model keeps the views as they are)."""
+) -> tuple[MemoryCore, list[Built], str | None, SavedViews | str | None]:
+    """The core, the free nodes it had to build, a warning, and what view.json held (the views,
+    None when missing, why it is unreadable). `budget` None: the one view.json records (a reader
+    that knows no model keeps the views as they are)."""
     try:
         tree = _load_tree(store)
     except StoreError:
@@ -399,7 +453,7 @@ def _resume(
     saved = store.load_views()
     if isinstance(saved, str):
         core, built, _ = MemoryCore.resume(tree, None, budget)
-        return core, built, f"{saved}: folded the views again from message 0", None
+        return core, built, f"{saved}: folded the views again from message 0", saved
     if budget is None and saved is not None and saved.budget is not None:
         budget = Budget(*saved.budget)
     core, built, warning = MemoryCore.resume(tree, saved, budget)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from evertalk import __version__
+from evertalk import __version__, undo_cli
 
 
 class UsageError(Exception):
@@ -22,6 +22,9 @@ class UsageError(Exception):
 NO_MESSAGE = "\0"
 """What `-p` holds when no MESSAGE follows it (`-p --retry`): a NUL, which no argument can hold,
 so that `-p ""` stays an empty message."""
+
+
+RETRY_TAKES_NO_MESSAGE = "--retry takes no MESSAGE: it sends the last unanswered one again"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with -p MESSAGE: run this turn on the model NAME (config.toml is left as it is)",
     )
     parser.add_argument(
+        "--over-budget",
+        action="store_true",
+        help="with -p: run the turn though today's spending is past [budget] daily",
+    )
+    parser.add_argument(
         "--workdir",
         metavar="DIR",
         type=Path,
@@ -111,6 +119,16 @@ def build_parser() -> argparse.ArgumentParser:
         "repair", help="put a note in place of each message the log cannot read (copies first)"
     )
     repair.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    forget = actions.add_parser("forget", help="take messages A-B out of the whole memory")
+    forget.add_argument("range", metavar="A[-B]", help="a message id, or a range of ids")
+    forget.add_argument("--reason", help="said in the text that replaces them")
+    forget.add_argument("--yes", action="store_true", help="forget without asking first")
+    forget.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    redact = actions.add_parser("redact", help="take a string out of every message and summary")
+    redact.add_argument("text", help="the string (each occurrence becomes [redacted])")
+    redact.add_argument("--regex", action="store_true", help="TEXT is a regular expression")
+    redact.add_argument("--yes", action="store_true", help="redact without asking first")
+    redact.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     replay = actions.add_parser("replay", help="the conformance replay (SPEC Appendix A)")
     for flag, value in (
         ("--ceiling", 128_000),
@@ -150,18 +168,72 @@ def build_parser() -> argparse.ArgumentParser:
         "capture", help="a hook for Claude Code: its session lands in the chat as it happens"
     )
     capture.add_argument("--home", type=Path, default=argparse.SUPPRESS)
-    mcp = commands.add_parser("mcp", help="serve the memory to other agents (MCP over stdio)")
+    mcp = commands.add_parser(
+        "mcp",
+        help="alone: serve the memory to other agents (MCP over stdio); add, list, remove: "
+        "the MCP servers whose tools Ever may call",
+    )
     mcp.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    _mcp_actions(mcp)
+    _bench_actions(commands.add_parser("bench", help="measure the memory: evertalk bench recall"))
+    undo_cli.add_parser(commands)
     return parser
+
+
+def _bench_actions(bench: argparse.ArgumentParser) -> None:
+    """`evertalk bench recall` (`recall/command.py`, SPEC §14)."""
+    actions = bench.add_subparsers(dest="action", parser_class=_Parser)
+    recall = actions.add_parser(
+        "recall", help="what the memory lets Ever recall, and at what cost, in a scratch home"
+    )
+    recall.add_argument("--messages", type=int, default=2_000, metavar="N", help="default 2000")
+    recall.add_argument("--facts", type=int, default=40, metavar="K", help="default 40")
+    recall.add_argument("--seed", type=int, default=1, metavar="S", help="default 1")
+    recall.add_argument(
+        "--baseline-bytes", type=int, metavar="W", help="the baseline's log (default: view ceiling)"
+    )
+    recall.add_argument("--json", action="store_true", help="the report as one JSON object")
+    recall.add_argument(
+        "--out", type=Path, metavar="DIR", help="write the chat, questions, report and SVG"
+    )
+    recall.add_argument("--keep", action="store_true", help="keep the scratch home")
+    recall.add_argument("--model", dest="bench_model", metavar="M", help="the turn model")
+    recall.add_argument("--memory-model", dest="bench_memory_model", metavar="M")
+    recall.add_argument("--dataset", type=Path, metavar="FILE", help="a LongMemEval data file")
+    recall.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+
+
+def _mcp_actions(mcp: argparse.ArgumentParser) -> None:
+    """`evertalk mcp add|list|remove` (`mcp_cli.py`)."""
+    actions = mcp.add_subparsers(dest="action", parser_class=_Parser)
+    add = actions.add_parser("add", help="add a server: NAME -- COMMAND ARGS…, or NAME --url URL")
+    add.add_argument("name", metavar="NAME", help="its tools reach the model as NAME__tool")
+    add.add_argument("command_line", nargs="*", metavar="COMMAND", help="after --: how to start it")
+    add.add_argument("--url", help="a server that listens (streamable HTTP)")
+    add.add_argument(
+        "--env", "-e", action="append", metavar="NAME=VALUE", help="a variable it starts with"
+    )
+    add.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    listing = actions.add_parser("list", help="the configured servers")
+    listing.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    remove = actions.add_parser("remove", help="take a server out of config.toml")
+    remove.add_argument("name", metavar="NAME")
+    remove.add_argument("--home", type=Path, default=argparse.SUPPRESS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = list(sys.argv[1:] if argv is None else argv)
+        words, command_line = _server_command(words)
+        parser = build_parser()
+        words, message = _message(parser, words)
         try:
-            args = build_parser().parse_args(words)
+            args = parser.parse_args(words)
         except UsageError as error:
             raise _unquoted(words) or error from None
+        if command_line is not None:
+            args.command_line = command_line
+        args.message = message
         return _dispatch(args)
     except UsageError as error:
         print(
@@ -177,9 +249,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _message(parser: argparse.ArgumentParser, words: list[str]) -> tuple[list[str], str | None]:
+    """`evertalk "MESSAGE"`: the message the app sends once open, taken out of the words."""
+    from evertalk.cli_message import MessageError, split_message
+
+    try:
+        return split_message(parser, words)
+    except MessageError as error:
+        raise UsageError(str(error)) from None
+
+
+def _server_command(words: list[str]) -> tuple[list[str], list[str] | None]:
+    """`mcp add NAME [options] -- COMMAND ARGS…`: the words after `--` are the server's command
+    line, taken apart before parsing (argparse would read its options as evertalk's)."""
+    split = words.index("--") if "--" in words else 0
+    if not any(words[i : i + 2] == ["mcp", "add"] for i in range(split)):
+        return words, None
+    return words[:split], words[split + 1 :]
+
+
 def _unquoted(words: list[str]) -> UsageError | None:
     """`evertalk -p what is this`: the shell split the message into words, and the words after
-    the first read as a command. Say so, rather than name a command nobody meant."""
+    the first read as a command. Say so, rather than name a command nobody meant. With
+    `--retry` (`-p --retry "msg"`), the word left over is a message that a retry does not take."""
+    if "--retry" in words and {"-p", "--print"} & set(words):
+        return UsageError(RETRY_TAKES_NO_MESSAGE)
     for flag in ("-p", "--print"):
         if flag in words[:-2] and not words[words.index(flag) + 2].startswith("-"):
             return UsageError(f"{flag} takes the message as one argument: put it in quotes")
@@ -197,10 +291,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise UsageError("--retry goes with -p: evertalk -p --retry")
     if args.json_events or args.allow is not None or args.images or args.model is not None:
         raise UsageError("--json, --allow, --image and --model go with -p MESSAGE")
+    if args.over_budget:
+        raise UsageError("--over-budget goes with -p")
     if args.command in ("serve", "service"):
         from evertalk.service_cli import run_service_command
 
         return run_service_command(args, args.home or default_home())
+    if args.command == "bench":
+        if args.action is None:
+            raise UsageError("bench: say what to measure: recall")
+        from evertalk.recall.command import run_recall
+
+        return run_recall(args, args.home or default_home())
     if args.command == "import":
         from evertalk.import_cli import run_import
 
@@ -209,10 +311,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evertalk.capture_cli import run_capture
 
         return run_capture(args.home or default_home())
+    if args.command == "mcp" and args.action is not None:
+        from evertalk.mcp_cli import run_mcp_command
+
+        return run_mcp_command(args, args.home or default_home())
     if args.command == "mcp":
         from evertalk.mcp_server import run_mcp
 
         return run_mcp(args.home or default_home())
+    if args.command == "undo":
+        return undo_cli.run_undo(args, args.home or default_home())
     if args.command == "usage":
         from evertalk.usage_cli import run_usage_command
 
@@ -225,22 +333,23 @@ def _dispatch(args: argparse.Namespace) -> int:
                 # the terminal app opens the agent itself: the folder reaches it through the
                 # variable that overrides `workdir` in config.toml
                 os.environ["EVERTALK_WORKDIR"] = str(args.workdir)
-            return run_terminal(args.home or default_home())
+            return run_terminal(args.home or default_home(), message=_first_message(args))
+        if args.message is not None:
+            raise UsageError(NEEDS_A_TERMINAL)
         if args.workdir is not None:
             raise UsageError("--workdir goes with the terminal app or with -p MESSAGE")
         args.action = "status"  # not a terminal (a pipe, `make run` in CI): the memory's status
     elif args.action is None:
         raise UsageError(
-            "memory: say what to do: status, view, zoom, date, search, browse, compact, repair "
-            "or replay"
+            "memory: say what to do: status, view, zoom, date, search, browse, compact, repair, "
+            "forget, redact or replay"
         )
     if args.action == "replay":
         return _replay(args)
     if args.action == "repair":
         from evertalk.repair_cli import run_repair
 
-        _take_over(args.home or default_home(), "memory repair")
-        return run_repair(args.home or default_home())
+        return run_repair(args.home or default_home())  # a service that runs is stopped first
     if args.action == "browse":
         from evertalk.browse.command import run_browse
 
@@ -249,6 +358,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from evertalk.search_cli import run_search
 
         return run_search(args, args.home or default_home())
+    if args.action in ("forget", "redact"):
+        from evertalk.forget_cli import run_forget
+
+        return run_forget(args, args.home or default_home())
     if args.action == "compact":
         from evertalk.compact_cli import run_compact
 
@@ -259,15 +372,17 @@ def _dispatch(args: argparse.Namespace) -> int:
     return run_memory_command(args, home)
 
 
-def _take_over(home: Path, what: str) -> None:
-    """`memory repair` opens the chat itself, since it must own the files: a service that
-    holds it is stopped first (the next client starts it again)."""
-    from evertalk.client.connection import ServiceError, take_over
+NEEDS_A_TERMINAL = (
+    "a message alone opens the app, which needs a terminal: evertalk -p MESSAGE answers without it"
+)
 
-    try:
-        take_over(home, what)
-    except ServiceError as error:
-        print(f"evertalk: {error}", file=sys.stderr)
+
+def _first_message(args: argparse.Namespace) -> str | None:
+    """The message the app sends once it is open (`evertalk "MESSAGE"`), if any."""
+    message: str | None = args.message
+    if message is not None and not message.strip():
+        raise UsageError("the message is empty")
+    return message
 
 
 def _workdir(folder: Path) -> Path:
@@ -317,6 +432,7 @@ def _headless(args: argparse.Namespace) -> int:
         images=images,
         retry=args.retry,
         model=args.model,
+        over_budget=args.over_budget,
     )
 
 
@@ -328,7 +444,7 @@ def _check_retry(args: argparse.Namespace) -> None:
             raise UsageError("-p needs a MESSAGE (or --retry, to try the last one again)")
         return
     if args.prompt != NO_MESSAGE:
-        raise UsageError("--retry takes no MESSAGE: it sends the last unanswered one again")
+        raise UsageError(RETRY_TAKES_NO_MESSAGE)
     if args.images:
         raise UsageError("--retry takes no --image: the message goes with its own images")
     if args.model is not None:

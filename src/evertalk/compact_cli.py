@@ -9,11 +9,13 @@ for the summaries goes on at once, so that the command ends with the view at or 
 ceiling.
 
 A chat that is behind (an import, a long time offline, a lost tree) is said to be catching up
-first, with the summaries to go and about how long they take. On a terminal the progress line is
-redrawn in place, with the time left once a rate is measured; a warning (a node's first failure)
-gets a line of its own above it. The last line, terminal or not, is the progress at the end. Its
-figures are this command's: what the service built, called and spent since the command began
-(since the service started, when the command started it).
+first, with the summaries to go before a turn's view is whole and about how long they take (the
+service's figure, which the app and `memory status` show too); the progress line counts every
+node this command waits for, a larger figure in other words (`built 12/40`). On a terminal the
+progress line is redrawn in place, with the time left once a rate is measured; a warning (a
+node's first failure) gets a line of its own above it. The last line, terminal or not, is the
+progress at the end. Its figures are this command's: what the service built, called and spent
+since the command began (since the service started, when the command started it).
 
 Ctrl+C ends the watching only: the summaries go on in the service. Nothing here imports the
 agent, the compactor or a model SDK: the service has them loaded already.
@@ -147,10 +149,11 @@ class _Watch:
     def leave(self) -> None:
         """Ctrl+C: the command goes, the service builds on."""
         left = self.progress.left
-        to_go = f" ({left:,} to go)" if left else ""
+        # every node left, not the catching-up figure: other words for another count
+        to_build = f" ({left:,} left to build)" if left else ""
         print(
             ("\n" if self.drawn else "")
-            + f"stopped watching: the service goes on building the summaries{to_go}; "
+            + f"stopped watching: the service goes on building the summaries{to_build}; "
             + WATCH_HINT,
             file=sys.stderr,
         )

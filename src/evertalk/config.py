@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, cast, get_args
 
+from evertalk.mcp_client.settings import McpSettings, parse_mcp
 from evertalk.redaction import REDACTED as REDACTED
 from evertalk.redaction import SECRET_MIN_LENGTH
 from evertalk.redaction import redact as redact
@@ -215,8 +216,11 @@ class ToolPolicies:
     read: Policy = "allow"
     write: Policy = "ask"
     edit: Policy = "ask"
+    fetch: Policy = "ask"
     shell_sandbox: SandboxMode = "auto"
     shell_network: NetworkRule = "allow"
+    fetch_private: bool = False
+    """Whether `fetch` may reach loopback, link-local and private addresses."""
 
 
 Value: TypeAlias = str | int | float | bool | Secret | None
@@ -246,6 +250,10 @@ class Config:
     turn: TurnConfig = TurnConfig()
     tools: ToolPolicies = ToolPolicies()
     workdir: str | None = None  # as written (`~` kept); `workdir_path` expands it
+    budget_daily: float | None = None  # `[budget] daily`: dollars a day; None: no budget
+    undo_keep_days: float = 14.0  # `[undo] keep_days`: how long a turn's checkpoint is kept
+    undo_max_mb: float = 200.0  # `[undo] max_mb`: the room all checkpoints may take
+    mcp: McpSettings = field(default_factory=McpSettings)  # `[mcp]`: other servers' tools
     origin: Origin | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -326,10 +334,15 @@ KEYS: Final = (
     "tools.read",
     "tools.write",
     "tools.edit",
+    "tools.fetch",
     "tools.shell_sandbox",
     "tools.shell_network",
+    "tools.fetch_private",
+    "budget.daily",
+    "undo.keep_days",
+    "undo.max_mb",
 )
-TABLES: Final = ("memory", "turn", "tools")
+TABLES: Final = ("memory", "turn", "tools", "budget", "undo")
 # The settings that belong to one provider: not carried over when the environment switches.
 PROVIDER_KEYS: Final = ("model", "memory.model", "base_url", "api_key", "memory.base_url")
 MEMORY_PROVIDER_KEYS: Final = ("memory.model", "memory.base_url")
@@ -351,7 +364,8 @@ def load_config(
     """The settings in effect for `home`: the file (if any), the environment, the defaults.
     A file holding `api_key` that other users may read is made private first (`warn` is told)."""
     path = config_path(home)
-    file = _read_file(path, warn)
+    tables: dict[str, object] = {}  # `[mcp]`, which is not flat
+    file = _read_file(path, warn, tables)
     values: dict[str, Value] = dict(file)
 
     env_provider = _env(env, "EVERTALK_PROVIDER")
@@ -397,7 +411,11 @@ def load_config(
             '`model = "…"` in [memory] (or EVERTALK_MEMORY_MODEL)'
         )
     _check_workdir(config, "EVERTALK_WORKDIR" if workdir is not None else path)
-    return replace(config, origin=Origin(file=file, loaded=_flatten(config)))
+    try:
+        mcp = parse_mcp(tables.get("mcp"))
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    return replace(config, mcp=mcp, origin=Origin(file=file, loaded=_flatten(config)))
 
 
 def _base_url(env: Mapping[str, str], provider: str, from_file: Value) -> Value:
@@ -424,8 +442,9 @@ def _env(env: Mapping[str, str], name: str) -> str | None:
     return value if value else None
 
 
-def _read_file(path: Path, warn: Warn) -> dict[str, Value]:
-    """The file's settings by dotted key, each checked; {} when there is no file."""
+def _read_file(path: Path, warn: Warn, tables: dict[str, object] | None = None) -> dict[str, Value]:
+    """The file's settings by dotted key, each checked; {} when there is no file. The `mcp`
+    table, which is not flat, goes into `tables` as read."""
     try:
         data, problem = _read_private(path, warn)
     except FileNotFoundError:
@@ -442,7 +461,10 @@ def _read_file(path: Path, warn: Warn) -> dict[str, Value]:
     del key
     flat: dict[str, Value] = {}
     for name, value in data.items():
-        if name in TABLES:
+        if name == "mcp":
+            if tables is not None:
+                tables[name] = value
+        elif name in TABLES:
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: `{name}` must be a table ([{name}])")
             for key, item in value.items():
@@ -530,7 +552,7 @@ def _check(key: str, value: object, where: Path | str) -> Value:
         if value not in _TOOL_SETTINGS[key]:
             raise fail("one of " + ", ".join(_TOOL_SETTINGS[key]))
         return value
-    if key.startswith("tools."):
+    if key.startswith("tools.") and key != "tools.fetch_private":
         if value not in POLICIES:
             raise fail("allow, ask or deny")
         return value
@@ -546,7 +568,7 @@ def _check(key: str, value: object, where: Path | str) -> Value:
         if value not in PROVIDERS:
             raise fail("one of " + ", ".join(PROVIDERS))
         return value
-    if key in ("memory.yield_to_turns", "memory.search"):
+    if key in ("memory.yield_to_turns", "memory.search", "tools.fetch_private"):
         if not isinstance(value, bool):
             raise fail("true or false")
         return value
@@ -593,6 +615,16 @@ def _check(key: str, value: object, where: Path | str) -> Value:
         if seconds < 0:
             raise fail("a number of seconds >= 0")
         return seconds
+    if key == "budget.daily":
+        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number_ok or not math.isfinite(cast(float, value)) or cast(float, value) <= 0:
+            raise fail("a number of dollars > 0")
+        return float(cast(float, value))
+    if key in ("undo.keep_days", "undo.max_mb"):
+        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number_ok or not math.isfinite(cast(float, value)) or cast(float, value) < 0:
+            raise fail("a number >= 0")
+        return float(cast(float, value))
     raise AssertionError(key)  # pragma: no cover - KEYS and this function go together
 
 
@@ -623,6 +655,7 @@ def _build(values: Mapping[str, Value]) -> Config:
         **{name: cast(Policy, get(f"tools.{name}", default)) for name, default in _POLICY_DEFAULTS},
         shell_sandbox=cast(SandboxMode, get("tools.shell_sandbox", "auto")),
         shell_network=cast(NetworkRule, get("tools.shell_network", "allow")),
+        fetch_private=cast(bool, get("tools.fetch_private", False)),
     )
     return Config(
         provider=cast(ProviderName, values["provider"]),
@@ -637,6 +670,9 @@ def _build(values: Mapping[str, Value]) -> Config:
         ),
         tools=tools,
         workdir=cast("str | None", get("workdir", None)),
+        budget_daily=cast("float | None", get("budget.daily", None)),
+        undo_keep_days=cast(float, get("undo.keep_days", 14.0)),
+        undo_max_mb=cast(float, get("undo.max_mb", 200.0)),
     )
 
 
@@ -656,7 +692,13 @@ def _memory_shares_server(values: Mapping[str, Value]) -> bool:
     return values.get("memory.base_url", values.get("base_url")) == values.get("base_url")
 
 
-_POLICY_DEFAULTS: Final = (("shell", "ask"), ("read", "allow"), ("write", "ask"), ("edit", "ask"))
+_POLICY_DEFAULTS: Final = (
+    ("shell", "ask"),
+    ("read", "allow"),
+    ("write", "ask"),
+    ("edit", "ask"),
+    ("fetch", "ask"),
+)
 _TOOL_SETTINGS: Final[Mapping[str, tuple[str, ...]]] = {
     "tools.shell_sandbox": get_args(SandboxMode),
     "tools.shell_network": get_args(NetworkRule),
@@ -691,8 +733,13 @@ def _flatten(config: Config) -> dict[str, Value]:
         "tools.read": tools.read,
         "tools.write": tools.write,
         "tools.edit": tools.edit,
+        "tools.fetch": tools.fetch,
         "tools.shell_sandbox": tools.shell_sandbox,
         "tools.shell_network": tools.shell_network,
+        "tools.fetch_private": tools.fetch_private,
+        "budget.daily": config.budget_daily,
+        "undo.keep_days": config.undo_keep_days,
+        "undo.max_mb": config.undo_max_mb,
     }
 
 
@@ -706,6 +753,8 @@ def secret_values(config: Config | None = None, env: Mapping[str, str] = os.envi
     values = {env.get(name, "") for name in CREDENTIAL_VARIABLES}
     if config is not None and config.api_key is not None:
         values.add(config.api_key.reveal())
+    if config is not None:  # a token an MCP server is started with (a server may repeat it)
+        values.update(config.mcp.secret_values())
     return sorted(filter(is_credential, values), key=len, reverse=True)
 
 

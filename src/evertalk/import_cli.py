@@ -2,12 +2,16 @@
 the service, after a preview and a yes.
 
 The preview says what was found (sources, conversations, messages by kind, the dates), what was
-left out and what could not be read, and what the summaries will cost: about one compaction
-call per message long enough to need one, and one per merge, at the compactor model's prices.
+left out and what could not be read, and what the summaries will cost: the nodes that need a
+call (a message long enough, a merge) times the calls a node took in this home's ledger, at its
+cost per call (without a history: one call a node at the compactor model's prices); messages
+already in the chat cost nothing. It also says what turns send meanwhile: at most the view's
+ceiling. The progress line shows what the summaries have cost since the import began.
 The messages then go oldest first (each conversation whole, in the order
 they began), in batches, each message under its source key: a run stopped by Ctrl+C or a kill
-resumes where it stopped, and importing the same files again adds nothing.
-While a turn runs, a batch waits for it to end (it would land inside the turn). The summaries go
+resumes where it stopped, and importing the same files again adds nothing. A message longer
+than a request can carry goes as several, whole pages each (`importers.pieces`).
+A batch is logged at once, even while a turn runs (that turn does not see it). The summaries go
 on in the service afterwards; the chat stays usable meanwhile (it catches up).
 
 Blocking and standard library only, like `-p`: nothing here imports the agent or an SDK.
@@ -24,9 +28,14 @@ from typing import Any, Final
 
 from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
 from evertalk.importers import Imported, Reading, read_paths
+from evertalk.importers.pieces import sendable
+from evertalk.ledger import LedgerTally, ledger_path
+from evertalk.memory.budget import Budget
 from evertalk.memory.text import LINE_LIMIT, leaf_input, utf8_len
 from evertalk.protocol.events import about
-from evertalk.terminal_text import escape_controls, fail
+from evertalk.protocol.wire import ProtocolError
+from evertalk.summary_cost import summary_calls
+from evertalk.terminal_text import confirmed, escape_controls, fail
 
 BATCH: Final = 200
 """Messages per `append` request …"""
@@ -36,11 +45,9 @@ PROBLEMS_SHOWN: Final = 10
 
 LINE_BYTES: Final = LINE_LIMIT  # a node whose input fits a line needs no call (SPEC §2.3)
 SUMMARY_BYTES: Final = 400  # a built line, as models write them (300 to 500 bytes)
-CALL_CONTEXT_TOKENS: Final = 8_000  # a compaction's cached prefix and context (SPEC §3.7)
-CALL_INPUT_TOKENS: Final = 600  # the node's own input, new each call
-CALL_OUTPUT_TOKENS: Final = 150  # one summary line
 DEFAULT_CALL_SECONDS: Final = 10.0
 CALLS_AT_ONCE: Final = 8
+VIEW_BYTES_PER_TOKEN: Final = 3  # counted low, as the turn's own estimate starts (SPEC §3.8)
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,8 @@ def run_import(home: Path, paths: Sequence[str], *, yes: bool) -> int:
     reading = read_paths([Path(path).expanduser() for path in paths])
     # each conversation whole, in the order they began: two that overlapped in time (tabs open
     # side by side) would otherwise interleave, and the summaries of neighbours would mix them
-    messages = reading.by_conversation()
+    messages, too_big = sendable(reading.by_conversation())
+    reading.problems += too_big
     for line in preview(reading, messages, estimate(home, messages)):
         print(escape_controls(line))
     if not messages:
@@ -100,6 +108,13 @@ def preview(reading: Reading, messages: list[Imported], guess: Estimate) -> list
             f"summaries    about {guess.calls:,} compaction calls, {cost}, "
             f"{about(guess.seconds)} at the default pace; the chat stays usable meanwhile"
         )
+        if guess.calls:
+            ceiling = Budget().ceiling
+            lines.append(
+                f"turns        meanwhile send at most {ceiling // 1000} KB of view each (about "
+                f"{ceiling // VIEW_BYTES_PER_TOKEN // 1000}K tokens), the oldest messages as "
+                "coarse lines until their summaries come"
+            )
         lines.append(
             "already imported messages are skipped; all of them come after the chat's own "
             "messages in the log (`date` tells when each was said)"
@@ -113,10 +128,17 @@ def preview(reading: Reading, messages: list[Imported], guess: Estimate) -> list
 
 
 def estimate(home: Path, messages: list[Imported]) -> Estimate:
-    """About how many compaction calls the messages need, what they cost, how long they take."""
-    sizes = [utf8_len(leaf_input(m.kind, m.text)) for m in messages]
-    calls = calls_for(sizes)
-    return Estimate(calls, _cost(home, calls), calls * DEFAULT_CALL_SECONDS / CALLS_AT_ONCE)
+    """About how many compaction calls the messages need, what they cost, how long they take:
+    the nodes that need a call, times the calls a node took in this home's ledger (follow-ups
+    and retries included) at the ledger's cost per call, where there is such a history; else
+    one call a node at the default figures. Messages the chat holds already cost nothing."""
+    from evertalk.import_history import in_chat
+
+    held = in_chat(home, [m.key for m in messages])
+    sizes = [utf8_len(leaf_input(m.kind, m.text)) for m in messages if m.key not in held]
+    nodes = calls_for(sizes)
+    calls, cost = summary_calls(home, nodes)
+    return Estimate(calls, cost, calls * DEFAULT_CALL_SECONDS / CALLS_AT_ONCE)
 
 
 def calls_for(sizes: list[int]) -> int:
@@ -141,30 +163,8 @@ def calls_for(sizes: list[int]) -> int:
     return calls
 
 
-def _cost(home: Path, calls: int) -> float | None:
-    from evertalk.config import ConfigError, load_config
-    from evertalk.providers.base import Usage
-    from evertalk.providers.prices import cost
-
-    try:
-        config = load_config(home)
-    except ConfigError:
-        return None
-    usage = Usage(
-        input=CALL_INPUT_TOKENS, output=CALL_OUTPUT_TOKENS, cache_read=CALL_CONTEXT_TOKENS
-    )
-    one = cost(config.memory_provider, config.memory.model, usage)
-    return None if one is None else one * calls
-
-
 def _confirmed() -> bool:
-    if not sys.stdin.isatty():
-        return False
-    try:
-        answer = input("import them? [y/N] ")
-    except EOFError:
-        return False
-    return answer.strip().lower() in ("y", "yes")
+    return sys.stdin.isatty() and confirmed("import them?")
 
 
 def _append_all(home: Path, messages: list[Imported]) -> int:
@@ -174,12 +174,16 @@ def _append_all(home: Path, messages: list[Imported]) -> int:
         return fail(str(error))
     added = skipped = 0
     began = time.monotonic()
+    spent = LedgerTally.from_now(ledger_path(home), role="compaction")  # the import's summaries
     with connection:
         try:
             for batch in _batches(messages):
                 ids, already = _append(connection, batch)
                 added, skipped = added + len(ids), skipped + already
-                _progress(connection, added + skipped, len(messages), began)
+                _progress(connection, added + skipped, len(messages), began, spent.read())
+        except ProtocolError as error:  # no frame of ours should pass the limit; if one does
+            print(file=sys.stderr)
+            return fail(f"stopped after {added + skipped:,} of {len(messages):,} messages: {error}")
         except ServiceGone:
             print(file=sys.stderr)
             return fail(
@@ -216,16 +220,12 @@ def _batches(messages: list[Imported]) -> list[list[dict[str, Any]]]:
 
 
 def _append(connection: Connection, batch: list[dict[str, Any]]) -> tuple[list[int], int]:
-    """Send one batch; while a turn runs, wait for it to end and send it again."""
-    while True:
-        connection.send({"type": "append", "messages": batch, "rid": 1})
-        reply = _reply(connection)
-        if reply["type"] == "appended":
-            return list(reply["ids"]), int(reply["skipped"])
-        if reply.get("kind") != "busy":
-            raise ServiceGone(str(reply.get("message")))  # not ours to fix: say it and stop
-        while connection.receive()["type"] != "quiet":
-            pass
+    """Send one batch: the service logs it at once, a turn running or not."""
+    connection.send({"type": "append", "messages": batch, "rid": 1})
+    reply = _reply(connection)
+    if reply["type"] != "appended":
+        raise ServiceGone(str(reply.get("message")))  # not ours to fix: say it and stop
+    return list(reply["ids"]), int(reply["skipped"])
 
 
 def _reply(connection: Connection) -> dict[str, Any]:
@@ -236,7 +236,8 @@ def _reply(connection: Connection) -> dict[str, Any]:
             return frame
 
 
-def _progress(connection: Connection, done: int, total: int, began: float) -> None:
+def _progress(connection: Connection, done: int, total: int, began: float, spent: float) -> None:
+    """The progress line; `spent`: what the summaries cost since the import began."""
     connection.send({"type": "status", "rid": 1})
     status = _reply(connection)
     width = 24
@@ -247,7 +248,7 @@ def _progress(connection: Connection, done: int, total: int, began: float) -> No
     queued = int(status.get("compactor_queued", 0)) + int(status.get("compactor_running", 0))
     line = (
         f"[{bar}] {done:,}/{total:,} messages · summaries to build {queued:,} · "
-        f"${float(status.get('cost', 0.0)):.4f} · {left}"
+        f"${spent:.4f} spent on summaries · {left}"
     )
     if sys.stderr.isatty():
         print("\r" + line, end="", file=sys.stderr, flush=True)

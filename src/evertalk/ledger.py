@@ -9,10 +9,16 @@ A call that failed once its response had begun (a cut stream, an error event, a 
 a record too, with `failed: true` and the tokens its response had reported by then (zero when
 none): it was made, and may be billed, so the counts of calls (per node, per day) stay true.
 
-Two more fields are written only when they say something, so that older lines read the same:
+A call cancelled once its stream had begun (Ctrl+C during a reply) is billed all the same: it
+gets a `failed: true` record with what the stream had reported, and `estimated: true` when some
+of its counts are estimated (the output streamed so far, or the whole prompt when the stream had
+reported nothing yet).
+
+More fields are written only when they say something, so that older lines read the same:
 `reported: false` for a call whose server never said what it used (many local servers send no
-usage in a stream): its zeros are unknown, not free; and `rejected` (a short reason) for a
-compaction reply that a check refused, such as the grounding check (SPEC §4.8).
+usage in a stream): its zeros are unknown, not free; `estimated: true` (above); and `rejected` (a
+short reason) for a compaction reply that a check refused, such as the grounding check (SPEC
+§4.8).
 
 This module imports no model SDK (`evertalk usage` must start fast), and not even the provider
 types at run time: `record` takes anything with the four token counts of `Usage` (and its
@@ -24,9 +30,9 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
@@ -65,6 +71,7 @@ class UsageRecord:
     failed: bool = False
     reported: bool = True  # False: the server said nothing of the call's tokens
     rejected: str | None = None  # why a check refused this compaction reply
+    estimated: bool = False  # some counts are estimated (a call cancelled mid-stream)
 
     @property
     def day(self) -> str:
@@ -80,6 +87,8 @@ class UsageRecord:
             del fields["failed"]
         if self.reported:  # written only when false: lines before it were all reported
             del fields["reported"]
+        if not self.estimated:
+            del fields["estimated"]
         return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -111,12 +120,14 @@ class Ledger:
         date: datetime | None = None,
         failed: bool = False,
         rejected: str | None = None,
+        estimated: bool = False,
     ) -> UsageRecord:
         """Append one call's line and return its record. `cost` is in USD, None when the price is
         unknown; `date` defaults to now, in local time with its offset; `failed` marks a call
         that failed after its response began (`usage` then holds what was known of it);
-        `rejected` says why a check refused a compaction reply (kept to one short line). A
-        `usage` whose `reported` is false is written with `reported: false`."""
+        `rejected` says why a check refused a compaction reply (kept to one short line);
+        `estimated` marks counts that are estimates. A `usage` whose `reported` is false is
+        written with `reported: false`."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         if cost is not None and not (math.isfinite(cost) and cost >= 0):
@@ -140,6 +151,7 @@ class Ledger:
             failed=failed,
             reported=bool(getattr(usage, "reported", True)),
             rejected=None if rejected is None else _reason(rejected),
+            estimated=estimated,
         )
         line = (entry.to_json() + "\n").encode("utf-8")
         try:
@@ -255,6 +267,9 @@ def parse_record(raw: bytes) -> UsageRecord | None:
         failed = data.get("failed", False)
         reported = data.get("reported", True)
         rejected = data.get("rejected")
+        estimated = data.get("estimated", False)
+        if not isinstance(estimated, bool):
+            return None
         if node is not None and not isinstance(node, str):
             return None
         if not isinstance(failed, bool) or not isinstance(reported, bool):
@@ -279,6 +294,7 @@ def parse_record(raw: bytes) -> UsageRecord | None:
             failed=failed,
             reported=reported,
             rejected=rejected,
+            estimated=estimated,
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -302,6 +318,104 @@ def _is_amount(value: object) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     return math.isfinite(value) and value >= 0
+
+
+# --- following ------------------------------------------------------------------------------
+
+TAIL_CHUNK: Final = 64 * 1024
+"""Bytes read at a time when looking back from the ledger's end for the day's first line."""
+
+
+class LedgerTally:
+    """The cost of the calls appended to the ledger from `offset` on (of `day` and `role`
+    alone, when given), read as the ledger grows: each `read` parses only the whole lines
+    written since the last. The figures the status bar and a window's exit line show come from
+    here, not from a process's memory, so that a service started again shows what was spent
+    all the same."""
+
+    def __init__(
+        self, path: Path, offset: int = 0, day: str | None = None, role: str | None = None
+    ) -> None:
+        self.path = path
+        self.offset = offset
+        self.day = day
+        self.role = role
+        self.cost = 0.0
+        self.calls = 0
+
+    @classmethod
+    def from_now(cls, path: Path, role: str | None = None) -> LedgerTally:
+        """The calls from now on (of `role` alone, when given): what a window opened now
+        spends while it is open, or the summaries of an import started now."""
+        try:
+            return cls(path, path.stat().st_size, role=role)
+        except OSError:
+            return cls(path, role=role)
+
+    def read(self) -> float:
+        """The cost so far, with the lines appended since the last read (a line still being
+        written waits for the next). A ledger that cannot be read leaves the figure as it was."""
+        try:
+            with open(self.path, "rb") as file:
+                file.seek(self.offset)
+                data = file.read()
+        except OSError:
+            return self.cost
+        whole = data.rfind(b"\n") + 1
+        for raw in data[:whole].splitlines():
+            record = parse_record(raw) if raw.strip() else None
+            if record is None or self.role not in (None, record.role):
+                continue
+            if self.day is None or record.day == self.day:
+                self.cost += record.cost or 0.0
+                self.calls += 1
+        self.offset += whole
+        return self.cost
+
+
+class DaySpending:
+    """What the ledger says was spent today (the local calendar day), every model call of the
+    chat's home counted: the cost the status bar shows. At the first look, and at each new day,
+    the day's first line is found by reading back from the ledger's end."""
+
+    def __init__(self, path: Path, today: Callable[[], str] | None = None) -> None:
+        self.path = path
+        self.today = today or (lambda: date.today().isoformat())
+        self._tally: LedgerTally | None = None
+
+    def cost(self) -> float:
+        day = self.today()
+        if self._tally is None or self._tally.day != day:
+            self._tally = LedgerTally(self.path, _day_start(self.path, day), day)
+        return self._tally.read()
+
+
+def _day_start(path: Path, day: str) -> int:
+    """Where the lines of `day` and after begin: after the last line of an earlier day, read
+    back from the end a chunk at a time (the lines are appended in time order)."""
+    try:
+        file = open(path, "rb")  # noqa: SIM115 (closed below; the loop returns from inside)
+    except OSError:
+        return 0
+    with file:
+        end = file.seek(0, os.SEEK_END)
+        tail = b""
+        while end > 0:
+            start = max(0, end - TAIL_CHUNK)
+            file.seek(start)
+            tail = file.read(end - start) + tail
+            end = start
+            lines = tail.split(b"\n")
+            # the first piece may be part of a line that begins in the chunk before
+            complete = lines if start == 0 else lines[1:]
+            newline = start + len(tail)  # the newline after each piece, from the last
+            for raw in reversed(complete):
+                newline -= len(raw) + 1
+                record = parse_record(raw) if raw.strip() else None
+                if record is not None and record.day < day:
+                    return newline + len(raw) + 2  # after the earlier day's line and its newline
+            tail = lines[0] if start > 0 else b""
+    return 0
 
 
 # --- summing up ------------------------------------------------------------------------------

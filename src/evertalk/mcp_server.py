@@ -16,6 +16,7 @@ parameters and their JSON schemas from the functions' annotations, evaluated whe
 import argparse
 import itertools
 import json
+import re
 import select
 import sys
 import threading
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
+from evertalk.protocol.status_text import read_status, status_lines
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -34,12 +36,12 @@ if TYPE_CHECKING:
 CLIENT: Final = "mcp"
 """How the service names this client's connections (`mcp <pid>`), in its log and its windows."""
 
-BUSY_WAIT: Final = 45.0
-"""How long a note waits for Ever's turn to end before the call fails: under the 60 s that
-Codex gives a tool call by default."""
+READY_WAIT: Final = 45.0
+"""How long a request is offered again while the service answers `not_ready` (it is applying
+new settings) before the call fails: under the 60 s that Codex gives a tool call by default."""
 
 RETRY_EVERY: Final = 0.5
-"""How often a note that met a busy chat is offered again, unless `quiet` comes first."""
+"""How often a request that met `not_ready` is offered again."""
 
 REPLY_WAIT: Final = 30.0
 """How long a request waits for its reply before the call fails (a service that hangs)."""
@@ -66,19 +68,18 @@ class Memory:
     """The home's service, as the tools use it: one request per connection."""
 
     home: Path
-    busy_wait: float = BUSY_WAIT
 
     def __post_init__(self) -> None:
         self._rids = itertools.count(1)
-        # set once the client has gone: a note waiting for a turn gives up at once, rather
-        # than keep the process alive (the SDK's worker threads are joined at exit)
+        # set once the client has gone: a request offered again while the service is not
+        # ready gives up at once, rather than keep the process alive (the SDK's worker threads
+        # are joined at exit)
         self.closed = threading.Event()
 
-    def ask(self, frame: dict[str, Any], *, wait_busy: bool = False) -> dict[str, Any]:
+    def ask(self, frame: dict[str, Any]) -> dict[str, Any]:
         """The service's reply to `frame`. Refused when it answers with an error, or cannot be
-        reached or started. With `wait_busy`, a `busy` reply (a turn runs) is retried until
-        the turn ends, for at most `busy_wait` seconds."""
-        busy_until = time.monotonic() + self.busy_wait
+        reached or started. A `not_ready` reply is retried for at most READY_WAIT seconds."""
+        ready_by = time.monotonic() + READY_WAIT
         lost = 0
         while True:
             try:
@@ -86,7 +87,7 @@ class Memory:
             except ServiceError as error:
                 raise Refused(f"evertalk service: {error}") from None
             try:
-                return self._exchange(connection, frame, wait_busy, busy_until)
+                return self._exchange(connection, frame, ready_by)
             except ServiceGone:
                 lost += 1
                 if lost >= GONE_TRIES:
@@ -97,11 +98,7 @@ class Memory:
                 connection.close()
 
     def _exchange(
-        self,
-        connection: Connection,
-        frame: dict[str, Any],
-        wait_busy: bool,
-        busy_until: float,
+        self, connection: Connection, frame: dict[str, Any], ready_by: float
     ) -> dict[str, Any]:
         while True:
             rid = next(self._rids)
@@ -111,17 +108,10 @@ class Memory:
                 return reply
             kind, message = reply.get("kind"), _line(reply.get("message"))
             # `not_ready`: the service is applying new settings, a matter of a moment
-            transient = kind == "not_ready" or (kind == "busy" and wait_busy)
-            if self.closed.is_set():
-                raise Refused("the MCP client has gone")
-            if not transient or time.monotonic() + RETRY_EVERY > busy_until:
-                if kind == "busy" and wait_busy:
-                    raise Refused(
-                        f"Ever is in the middle of a turn ({message}), and it did not end "
-                        f"within {self.busy_wait:g} s: nothing was logged; try again later"
-                    )
+            if kind != "not_ready" or time.monotonic() + RETRY_EVERY > ready_by:
                 raise Refused(message or f"the service refused the request ({kind})")
-            _await_quiet(connection, min(RETRY_EVERY, busy_until - time.monotonic()))
+            if self.closed.wait(RETRY_EVERY):
+                raise Refused("the MCP client has gone")
 
 
 def _reply(connection: Connection, rid: int) -> dict[str, Any]:
@@ -136,14 +126,6 @@ def _reply(connection: Connection, rid: int) -> dict[str, Any]:
         if frame.get("type") == "error" and "rid" not in frame:
             # an error that answers no request ends the connection (a frame it could not read)
             raise Refused(_line(frame.get("message")) or "the service refused the request")
-
-
-def _await_quiet(connection: Connection, seconds: float) -> None:
-    """Let `seconds` pass, or less if the service says that no turn runs any more."""
-    deadline = time.monotonic() + max(0.0, seconds)
-    while (frame := _receive_by(connection, deadline)) is not None:
-        if frame.get("type") == "quiet":
-            return
 
 
 def _receive_by(connection: Connection, deadline: float) -> dict[str, Any] | None:
@@ -234,13 +216,11 @@ DATE_ID_DESCRIPTION: Final = "A message's number, from 0 to the number of messag
 STATUS_DESCRIPTION: Final = """\
 The state of the user's evertalk memory and of the service that keeps it: how many messages the \
 chat holds (ids go from 0 to that count minus one), the size of the view, whether Ever is in \
-the middle of a turn right now (memory_note waits while it is), how many summaries are being \
-written or wait, and whether the memory is catching up on a backlog of summaries. Quick to \
-call."""
+the middle of a turn right now, how many summaries are being written or are queued, and \
+whether the memory is catching up on a backlog of summaries. Quick to call."""
 
 
-def note_description(busy_wait: float) -> str:
-    return f"""\
+NOTE_DESCRIPTION: Final = f"""\
 Write a note into the user's evertalk chat, so that Ever, the user's main agent, which reads \
 this memory at every turn, learns what happened here: a decision the user made, a result, a \
 change to their files or plans, something to remember.
@@ -251,9 +231,8 @@ user and Ever will see it. Write it as a statement that stands on its own (who d
 and why; exact names, paths and numbers), leave out secrets, and add one only when the user \
 would want Ever to know. At most {NOTE_MOST:,} characters; a short paragraph is best.
 
-While Ever is in the middle of a turn, a note waits for the turn to end (up to about \
-{busy_wait:g} s), and fails with an error saying so if it does not. It answers with the \
-note's message id."""
+It is logged at once, even while Ever is in the middle of a turn (that turn does not see it; \
+the next one does), and the call answers with the note's message id."""
 
 
 NOTE_TEXT_DESCRIPTION: Final = "The note, as Ever should read it."
@@ -334,7 +313,7 @@ def build_server(memory: Memory) -> "MCPServer":
         (memory_zoom, "Open a line of the memory", ZOOM_DESCRIPTION, reading),
         (memory_date, "When a message was written", DATE_DESCRIPTION, reading),
         (memory_status, "The memory's state", STATUS_DESCRIPTION, reading),
-        (memory_note, "Leave a note in the chat", note_description(memory.busy_wait), writing),
+        (memory_note, "Leave a note in the chat", NOTE_DESCRIPTION, writing),
     )
     for function, title, description, hints in tools:
         # plain text results: what the service wrote, as Ever reads it
@@ -375,11 +354,15 @@ def note(memory: Memory, text: str, client: str | None) -> str:
     # recognized by the service and not logged twice
     key = f"mcp-note-{uuid.uuid4().hex}"
     message = {"kind": "note", "text": f"{tag} {body}", "key": key}
-    reply = memory.ask({"type": "append", "messages": [message]}, wait_busy=True)
+    reply = memory.ask({"type": "append", "messages": [message]})
     ids = reply.get("ids") or []
     if ids:
         return f"noted: the note is message {ids[0]} of the chat"
     return "noted: the chat already had this note"
+
+
+NAME_MOST: Final = 60
+_UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9 ._-]+")
 
 
 def client_name(ctx: Any) -> str | None:
@@ -391,21 +374,31 @@ def client_name(ctx: Any) -> str | None:
         return None
     if not isinstance(name, str):
         return None
-    return _line(name)[:60] or None
+    return safe_client_name(name)
+
+
+def safe_client_name(name: str) -> str | None:
+    """The name kept to letters, digits, spaces and `.`, `_`, `-` (each run of anything else
+    becomes a space), at most 60 characters; None when nothing is left. It goes inside the
+    note's tag, which a `]` or a line break would let it leave."""
+    kept = " ".join(_UNSAFE_NAME.sub(" ", name).split())
+    return kept[:NAME_MOST].rstrip() or None
 
 
 def view_part(view: str, part: int | None) -> str:
     """The view, or one part of it when it is larger than PART_BYTES: lines whole, oldest
-    first, with a first line that says which part it is."""
+    first, with a first line that says which part it is. The parts are cut from the newest
+    end, so that the newest part, the one given by default, is full; the oldest may be short."""
     parts: list[list[str]] = [[]]
     size = 0
-    for line in view.split("\n"):
+    for line in reversed(view.split("\n")):
         length = len(line.encode()) + 1
         if parts[-1] and size + length > PART_BYTES:
             parts.append([])
             size = 0
         parts[-1].append(line)
         size += length
+    parts = [part[::-1] for part in reversed(parts)]
     count = len(parts)
     if count == 1 and part in (None, 1):
         return view
@@ -428,76 +421,14 @@ def view_part(view: str, part: int | None) -> str:
 
 
 def format_status(frame: dict[str, Any]) -> str:
-    """The service's status frame as lines for a model: the fields it knows in words, any
-    other (from a newer service) as `name: value`."""
-    fields = dict(frame)
-    for name in ("type", "rid"):
-        fields.pop(name, None)
-
-    def get(name: str) -> Any:
-        return fields.pop(name, None)
-
-    lines: list[str] = []
-    messages = get("messages")
-    if isinstance(messages, int):
-        ids = f" (ids 0 to {messages - 1:,})" if messages else " (none yet)"
-        lines.append(f"messages: {messages:,}{ids}")
-    size, ceiling, floor = get("view_bytes"), get("view_ceiling"), get("view_floor")
-    merges, merging = get("view_merges"), get("merging")
-    if isinstance(size, int):
-        budget = ""
-        if isinstance(ceiling, int) and isinstance(floor, int):
-            budget = f"; past {ceiling:,}, merges of older lines bring it down to {floor:,}"
-        lines.append(f"view: {size:,} bytes of summaries{budget}")
-    if merging:
-        lines.append("merging: a batch of merges waits for summaries")
-    if isinstance(merges, int):
-        lines.append(f"merges so far: {merges:,}")
-    busy = get("busy")
-    if isinstance(busy, bool):
-        state = "working on a turn (a note waits until it ends)" if busy else "not in a turn"
-        lines.append(f"Ever: {state}")
-    subagents = get("subagents")
-    if isinstance(subagents, int) and subagents:
-        lines.append(f"subagents at work: {subagents}")
-    running, queued = get("compactor_running"), get("compactor_queued")
-    failed = get("compactor_failed")
-    if isinstance(running, int) and isinstance(queued, int):
-        retry = f", {failed} to try again after a failure" if failed else ""
-        lines.append(f"summaries: {running} being written, {queued} waiting{retry}")
-    last_error = get("compactor_error")
-    if last_error:
-        lines.append(f"latest summary failure: {_line(last_error)}")
-    behind = get("catching_up")
-    if isinstance(behind, dict):
-        eta = behind.get("eta_seconds")
-        about = f", about {round(eta / 60) or 1} min" if isinstance(eta, int | float) else ""
-        to_go = behind.get("to_go")
-        count = f"{to_go:,}" if isinstance(to_go, int) else "some"
-        lines.append(f"catching up: {count} summaries to go{about}")
-    model = get("model")
-    if model:
-        lines.append(f"turn model: {model}")
-    if get("tools_unused"):
-        lines.append("tools unused: the turn model was offered tools and has called none")
-    cost, turn_cost = get("cost"), get("turn_cost")
-    if isinstance(cost, int | float):
-        turns = (
-            f" (turns and subagents: ${turn_cost:.4f})"
-            if isinstance(turn_cost, int | float)
-            else ""
-        )
-        lines.append(f"spent since the service started: ${cost:.4f}{turns}")
-    pid, version, clients = get("pid"), get("version"), get("clients")
-    others = f"{clients} client{'' if clients == 1 else 's'} connected"
-    lines.append(f"service: pid {pid}, evertalk {version}, {others}")
-    lines += [f"{name}: {json.dumps(value)}" for name, value in fields.items()]
-    return "\n".join(lines)
+    """The service's status frame as lines for a model, read as every client reads it: each
+    field in words, any other (from a newer service) as `name: value`."""
+    return "\n".join(status_lines(read_status(frame)))
 
 
-def run_mcp(home: Path, *, busy_wait: float = BUSY_WAIT) -> int:
+def run_mcp(home: Path) -> int:
     """Serve `home`'s memory over standard input and output until the client closes them."""
-    memory = Memory(home.expanduser(), busy_wait)
+    memory = Memory(home.expanduser())
     server = build_server(memory)
     try:
         server.run("stdio")
@@ -515,11 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m evertalk.mcp_server", description="evertalk's memory as an MCP server"
     )
     parser.add_argument("--home", type=Path, help="the evertalk folder (default ~/.evertalk)")
-    parser.add_argument(
-        "--busy-wait", type=float, default=BUSY_WAIT, help="how long a note waits for a turn"
-    )
     args = parser.parse_args(argv)
-    return run_mcp(args.home or default_home(), busy_wait=args.busy_wait)
+    return run_mcp(args.home or default_home())
 
 
 if __name__ == "__main__":

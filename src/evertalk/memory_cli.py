@@ -16,7 +16,7 @@ from typing import TextIO
 
 from evertalk.chat import Chat, Status, ToolInputError
 from evertalk.compactor.status import CompactorStatus, catch_up_seconds, read_status
-from evertalk.memory.core import CatchUp
+from evertalk.memory.coarse import summaries_to_go
 from evertalk.protocol.events import CatchingUp, catching_up_text, to_go
 from evertalk.store.errors import StoreError
 from evertalk.terminal_text import escape_controls
@@ -65,17 +65,22 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
     if action == "status":
         status = chat.status()
         live = read_status(chat.store.path)
-        catch_up = chat.core.catch_up()
-        eta = catch_up_seconds(catch_up.to_go, live.rate if live else None)
+        to_go, behind = catching_up(chat)
+        eta = catch_up_seconds(to_go, live.rate if live else None)
         if getattr(args, "json", False):
             compactor = asdict(live) if live else None
-            behind = {**asdict(catch_up), "eta_seconds": round(eta, 2)}
+            catch_up = {
+                "to_go": to_go,
+                "view_after_batch": chat.core.catch_up().view_after_batch,
+                "behind": behind,
+                "eta_seconds": round(eta, 2),
+            }
             fields = {**asdict(status), "path": str(status.path), "nodes": node_count(status)}
-            print(json.dumps({**fields, "compactor": compactor, "catch_up": behind}))
+            print(json.dumps({**fields, "compactor": compactor, "catch_up": catch_up}))
         else:
             _say(format_status(status))
-            if catch_up.behind:
-                _say(format_catch_up(catch_up, eta, live))
+            if behind:
+                _say(format_catch_up(to_go, eta, live))
             _say(format_compactor(live))
     elif action == "view":
         _say(chat.render_view())
@@ -126,12 +131,23 @@ def format_nodes(status: Status) -> str:
     )
 
 
-def format_catch_up(catch_up: CatchUp, eta: float, live: CompactorStatus | None) -> str:
-    """`catching up: 1,204 summaries to go, about 25 min`, in the words of the app and `-p`;
-    with no compactor running, how to start one; with one paused, no time (none is known)."""
+def catching_up(chat: Chat) -> tuple[int, bool]:
+    """The summaries still to be built before a turn's view is whole, and whether the chat is
+    said to be catching up: the figure and the rule of the service's status (`Agent.status`),
+    which the app and a waiting turn show, for a turn model whose window holds the view's
+    ceiling. Every node not built yet is another figure, the `nodes` line's `unbuilt`."""
+    core = chat.core
+    to_go = summaries_to_go(core.view, core.t, core.tree, core.budget.ceiling)
+    return to_go, bool(to_go) and core.catch_up().behind
+
+
+def format_catch_up(count: int, eta: float, live: CompactorStatus | None) -> str:
+    """`catching up: 1,204 summaries to go, about 25 min`, in the words (and with the figure)
+    of the app and `-p`; with no compactor running, how to start one; with one paused, no time
+    (none is known)."""
     if live is not None and live.paused:
-        return f"catching up: {to_go(catch_up.to_go)}, paused"
-    line = catching_up_text(CatchingUp(catch_up.to_go, eta))
+        return f"catching up: {to_go(count)}, paused"
+    line = catching_up_text(CatchingUp(count, eta))
     return line if live is not None else f"{line} (`evertalk memory compact` builds them now)"
 
 

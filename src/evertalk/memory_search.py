@@ -18,6 +18,9 @@ from evertalk.memory.search_query import Where, covering, lines_text, tiers, tok
 from evertalk.memory.text import flatten
 from evertalk.store.search_index import CANDIDATES, Report, SearchIndex
 
+OWN_MOST = 100
+"""Hits asked for beyond the limit, at most, to make up for those of the running turn."""
+
 LIVE_BACKLOG = 20_000
 """Messages an index may be behind for a search inside the service (the `search` tool,
 `/memory search`) to catch it up first: that runs between the service's other work, and a
@@ -98,10 +101,14 @@ def search(
     *,
     report: Report | None = None,
     backlog: int | None = None,
+    own_from: int | None = None,
 ) -> SearchResult:
     """Catch the index up, then run `query` (EmptyQuery when it holds no word). `backlog`: the
-    most messages the index may be behind (else SearchBehind)."""
+    most messages the index may be behind (else SearchBehind). `own_from`: the first message
+    of the running turn (the `search` tool's): what lies from there on is left out, since the
+    model has it before it, and its own call would be the best match of its own query."""
     matches = tiers(query)
+    own = min(max(0, chat.t - own_from), OWN_MOST) if own_from is not None else 0
     behind = index.behind(chat.store)
     if backlog is not None and behind > backlog:
         raise SearchBehind(
@@ -110,11 +117,11 @@ def search(
         )
     try:
         index.catch_up(chat.store, report)
-        found = index.search(matches, tokens(query), limit)
+        found = index.search(matches, tokens(query), limit + own)
     except sqlite3.DatabaseError as error:  # damaged since it was opened: once more, anew
         index.recover(error)
         index.catch_up(chat.store, report)
-        found = index.search(matches, tokens(query), limit)
+        found = index.search(matches, tokens(query), limit + own)
     view = chat.core.view.nodes()
     hits = []
     for hit in found.hits:
@@ -122,7 +129,9 @@ def search(
         last = place.start + place.count - 1
         if last >= chat.t:  # indexed by a process that has seen more of the log than this one
             continue
+        if own_from is not None and place.start >= own_from:
+            continue
         lines = covering(view, place.start, place.count)
         snippet = flatten(hit.snippet)
         hits.append(SearchHit(place, hit.kind, chat.date(last), snippet, lines))
-    return SearchResult(query, hits, found.capped)
+    return SearchResult(query, hits[:limit], found.capped)

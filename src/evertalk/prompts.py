@@ -278,7 +278,16 @@ AGENT = Tool(
     ),
 )
 
-TOOLS: list[Tool] = [ZOOM, DATE, SHELL, READ, WRITE, EDIT, AGENT]
+FETCH = Tool(
+    name="fetch",
+    description=(
+        "Read a web page as Markdown (other text, such as JSON, comes as it is), after its "
+        "final URL and HTTP status. Private and local addresses are refused unless allowed."
+    ),
+    input_schema=_schema({"url": _string("An http:// or https:// URL.")}, ["url"]),
+)
+
+TOOLS: list[Tool] = [ZOOM, DATE, SHELL, READ, WRITE, EDIT, FETCH, AGENT]
 """Every tool, in a fixed order. The list and its schemas are constant: never mutate them."""
 
 

@@ -1,22 +1,43 @@
 """`evertalk memory repair`: put a note in place of each message the log cannot read, then open
-the chat to show that it works again."""
+the chat to show that it works again.
+
+The repair must own the chat's files, so a running service is stopped first; the hold on the
+service (`client/hold.py`) keeps every open window and `-p` from starting another until the
+repair ends."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from evertalk.client.connection import ServiceError, take_over
+from evertalk.client.hold import Held, holding
 from evertalk.store.repair import Fixed, Report, repair
+
+WHAT = "memory repair"
 
 
 def run_repair(home: Path) -> int:
-    from evertalk.chat import Chat
-    from evertalk.store.errors import StoreError
-
     chat_dir = home / "chat"
     if not (chat_dir / "main").is_dir():
         print(f"evertalk: no chat in {chat_dir} (set --home or EVERTALK_HOME)", file=sys.stderr)
         return 1
+    try:
+        with holding(home, WHAT):
+            try:
+                take_over(home, WHAT)
+            except ServiceError as error:  # the repair says what it finds then
+                print(f"evertalk: {error}", file=sys.stderr)
+            return _repair(chat_dir)
+    except Held as error:
+        print(f"evertalk: memory repair: {error}", file=sys.stderr)
+        return 1
+
+
+def _repair(chat_dir: Path) -> int:
+    from evertalk.chat import Chat
+    from evertalk.store.errors import StoreError
+
     try:
         report = repair(chat_dir)
         for line in describe(report):

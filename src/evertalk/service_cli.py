@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from evertalk.client.connection import (
     running,
     stop_service,
 )
-from evertalk.service.paths import log_path, socket_path
+from evertalk.service.paths import log, log_path, socket_path
 from evertalk.terminal_text import fail
 
 LOCK_WAIT = 5.0
@@ -49,11 +50,16 @@ def _serve(home: Path, foreground: bool, idle: float | None) -> int:
         return fail("EVERTALK_SERVICE_IDLE: give the idle time in seconds, e.g. 600", 2)
     if not foreground:
         arguments = ("--idle", repr(seconds)) if idle is not None else ()
-        with connect(home, "serve", start=True, serve_args=arguments) as connection:
+        with connect(home, "serve", start=True, serve_args=arguments, say=say) as connection:
             pid = connection.pid
         print(f"evertalk service running (pid {pid}) on {socket_path(home)}; log: {log_path(home)}")
         return 0
     return _run_foreground(home, seconds)
+
+
+def say(line: str) -> None:
+    """What a client waits for, on standard error (standard output stays its answer)."""
+    print(f"evertalk: {line}", file=sys.stderr, flush=True)
 
 
 def _idle_from_environment() -> float | None:
@@ -74,10 +80,17 @@ def _run_foreground(home: Path, idle: float) -> int:
     from evertalk.config import ConfigError
     from evertalk.providers.base import ProviderError
     from evertalk.service.server import serve
+    from evertalk.service.startup import STARTING
     from evertalk.store.errors import ChatLocked, StoreError
+    from evertalk.store.lock import read_owner
 
-    deadline = time.monotonic() + LOCK_WAIT
+    deadline, said = time.monotonic() + LOCK_WAIT, False
     while True:
+        if not said and read_owner(home / "chat") is None:
+            # before the lock: a client that finds it held by this process waits while it
+            # opens the chat (a chat held by another is this command's one-line error)
+            log(f"{STARTING} at {home / 'chat'}")
+            said = True
         try:
             anyio.run(serve, home, idle)
             return 0
@@ -93,6 +106,9 @@ def _run_foreground(home: Path, idle: float) -> int:
 
 
 def _status(home: Path, as_json: bool) -> int:
+    from evertalk.protocol.status_text import read_status
+    from evertalk.protocol.summaries_text import compactor_part
+
     if not running(home):
         if as_json:
             print(json.dumps({"running": False}))
@@ -106,13 +122,22 @@ def _status(home: Path, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"running": True, **frame}, ensure_ascii=False))
         return 0
-    turn = "a turn runs" if frame.get("busy") else "no turn runs"
+    status = read_status(frame)
+    agent = status.agent
+    turn = "a turn runs" if agent.busy else "no turn runs"
+    others = status.clients - 1  # this command is a client too
     print(
-        f"evertalk service (pid {frame['pid']}, version {frame['version']}) on "
-        f"{socket_path(home)}: {frame['clients'] - 1} other clients; {turn}; summaries: "
-        f"{frame['compactor_running']} in progress, {frame['compactor_queued']} waiting; "
-        f"log: {log_path(home)}"
+        f"evertalk service (pid {status.pid}, version {status.version}) on "
+        f"{socket_path(home)}: {others} other client{'s' if others != 1 else ''}; {turn}; "
+        f"{compactor_part(agent)}; log: {log_path(home)}"
     )
+    if agent.chat_error:
+        print(
+            f"the chat takes no changes until it is reopened: {agent.chat_error}; the next "
+            "message reopens it once the disk takes writes again"
+        )
+    for line in agent.mcp_problems:
+        print(f"MCP server {line}")
     return 0
 
 

@@ -50,9 +50,27 @@ SETUP = Command("/setup", "/setup", "change the provider, the API key, the base 
 USAGE = Command("/usage", "/usage", "what the model calls cost: tokens, cache, dollars")
 RETRY = Command("/retry", "/retry", "try the last unanswered message again (it is not sent twice)")
 INSTRUCTIONS = Command(
-    "/instructions", "/instructions", "edit your instructions in $EDITOR (from the next start)"
+    "/instructions",
+    "/instructions",
+    "the instructions in force: the folder's AGENTS.md (else CLAUDE.md), and yours",
 )
+INSTRUCTIONS_EDIT = Command(
+    "/instructions edit",
+    "/instructions edit",
+    "edit your instructions in $EDITOR (from the next start)",
+)
+EDIT = Command("/edit", "/edit", "put the last message you sent back in the input, to send again")
 QUIT = Command("/quit", "/quit", "leave (Ctrl+D on an empty input does too)")
+FORGET = Command(
+    "/forget",
+    "/forget A[-B] [yes] [REASON]",
+    "take messages A-B out of the whole memory: shows what changes; `yes` does it",
+)
+UNDO = Command(
+    "/undo",
+    "/undo [TURN]",
+    "restore the files the last turn (or turn TURN) changed with write and edit",
+)
 
 COMMANDS: Final = (
     HELP,
@@ -65,9 +83,13 @@ COMMANDS: Final = (
     AGENTS_STOP,
     IMAGE,
     RETRY,
+    EDIT,
     SETUP,
     USAGE,
     INSTRUCTIONS,
+    INSTRUCTIONS_EDIT,
+    FORGET,
+    UNDO,
     QUIT,
 )
 RETRY_HINT: Final = "/retry tries the turn again (the message is not sent twice)"

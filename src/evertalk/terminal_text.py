@@ -46,3 +46,13 @@ def fail(message: str, status: int = 1) -> int:
     """`evertalk: MESSAGE` as one line of standard error, controls shown; the exit status."""
     print(escape_controls(f"evertalk: {one_line(message)}"), file=sys.stderr)
     return status
+
+
+def confirmed(question: str) -> bool:
+    """Whether the user answers yes to `question`, asked with `[y/N]` on standard input; the
+    end of the input is a no."""
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")

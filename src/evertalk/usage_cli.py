@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from evertalk.budget import Day, today
 from evertalk.ledger import Summary, Totals, ledger_path, read_records, summarize
 
 COLUMNS = ("calls", "input", "output", "cache read", "cache write", "read share", "cost")
@@ -69,13 +70,33 @@ def run_usage_command(args: argparse.Namespace, home: Path) -> int:
             f"line{'s' if report.skipped != 1 else ''}",
             file=sys.stderr,
         )
+    day = _today(home)
     if getattr(args, "json", False):
-        print(json.dumps({"ledger": str(path), "skipped": report.skipped, **report.summary}))
-    elif report.table is None:
+        budget = {"daily": day.daily, "today": round(day.spent, 6)} if day is not None else None
+        print(
+            json.dumps(
+                {"ledger": str(path), "skipped": report.skipped, **report.summary, "budget": budget}
+            )
+        )
+        return 0
+    if report.table is None:
         print(f"No model calls yet: {path} gets a line for each one.")
     else:
         print(report.table)
+    if day is not None and day.daily is not None:
+        print(day.usage_line())
     return 0
+
+
+def _today(home: Path) -> Day | None:
+    """Today's spending against `[budget] daily`; None when the settings cannot be read (the
+    table is still worth showing)."""
+    from evertalk.config import ConfigError, load_config
+
+    try:
+        return today(home, load_config(home).budget_daily)
+    except ConfigError:
+        return None
 
 
 def _asked(home: Path) -> UsageReport | None:

@@ -1,4 +1,5 @@
-"""Fixtures shared by the agent's tests: a real chat, a tool context, a configured home."""
+"""Fixtures shared by the agent's tests: a real chat, a tool context, a configured home, a
+folder outside the tools' reach."""
 
 from __future__ import annotations
 
@@ -33,3 +34,12 @@ def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     write_config(home)
     return home
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the working folder, with a file the tools must not reach."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "victim.txt").write_text("precious\n")
+    return folder

@@ -164,7 +164,10 @@ def test_each_tool_has_its_own_words() -> None:
     assert request(frame("shell", {"command": "ls"})) == "Ever wants to run a shell command:"
     assert request(frame("edit", {"path": "a.py"})) == "Ever wants to edit a.py"
     assert request(frame("read", {"path": "/etc/hosts"})) == "Ever wants to read /etc/hosts"
-    assert request(frame("fetch", {"url": "x"})) == "Ever wants to use the fetch tool"
+    assert (
+        request(frame("fetch", {"url": "https://x.test/"})) == "Ever wants to fetch https://x.test/"
+    )
+    assert request(frame("grep", {"q": "x"})) == "Ever wants to use the grep tool"
     assert request(frame("edit", {"path": "/etc/x"}, outside=True, agent="Scout")) == (
         "Ever's subagent Scout wants to edit /etc/x, outside the working directory"
     )

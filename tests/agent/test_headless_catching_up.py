@@ -49,9 +49,9 @@ def test_the_next_turns_wait_is_shown_from_its_start() -> None:
 def test_json_mode_prints_the_event_like_the_others() -> None:
     out = io.StringIO()
     printer = JsonPrinter(out, io.StringIO())
-    printer.show(CatchingUp(1204, 185.5))
+    printer.show(CatchingUp(1204, 185.5, 21_000))
     printer.show(CatchingUp(3, None))
     assert [json.loads(line) for line in out.getvalue().splitlines()] == [
-        {"type": "catching_up", "to_go": 1204, "eta_seconds": 185.5},
-        {"type": "catching_up", "to_go": 3, "eta_seconds": None},
+        {"type": "catching_up", "to_go": 1204, "eta_seconds": 185.5, "view_tokens": 21_000},
+        {"type": "catching_up", "to_go": 3, "eta_seconds": None, "view_tokens": None},
     ]

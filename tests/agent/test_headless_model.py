@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_turn_support import MODEL, script, turn_bodies, write_config
+from test_turn_support import MODEL, script, turn_bodies
 
 from evertalk.client.connection import connect
-from fakes import AnthropicFake, serve
+from fakes import AnthropicFake
 from fakes import chat as answer
-from service.test_service_socket import run
+from served_home import run, served_home
 
 OTHER = "claude-opus-5-5"
 
@@ -24,11 +24,8 @@ def fake() -> AnthropicFake:
 
 @pytest.fixture
 def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
-    home = tmp_path / "home"
-    with serve(fake.app) as url:
-        write_config(home, base_url=url)
+    with served_home(tmp_path, fake, stop=True) as home:
         yield home
-        run(home, "service", "stop")
 
 
 def test_model_runs_one_turn_on_another_model(home: Path, fake: AnthropicFake) -> None:

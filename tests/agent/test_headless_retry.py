@@ -4,15 +4,12 @@ interpreter's start-up)."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_turn_support import is_compaction, log_of, script, workdir_beside, write_config
+from test_turn_support import is_compaction, log_of, workdir_beside, write_config
 
 from evertalk.cli import main
 from evertalk.headless import run_headless
@@ -28,39 +25,18 @@ from fakes.behaviours import (
     rate_limited,
     server_error,
 )
+from served_home import environment, fake, home
+from served_home import run as evertalk_run
 
-CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
+__all__ = ["fake", "home"]  # the fixtures, used by name
+
 FAST = "0.005"  # seconds: the backoff's base delay in these tests
 
 RETRY_HINT = "; evertalk -p --retry tries it again"
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(CLEAN)}
-    env["EVERTALK_HOME"] = str(home)
-    env[DELAY_VARIABLE] = FAST
-    return subprocess.run(
-        [sys.executable, "-m", "evertalk", *args],
-        input="",
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=workdir_beside(home),
-        timeout=60,
-    )
-
-
-@pytest.fixture
-def fake() -> AnthropicFake:
-    return AnthropicFake(script())
-
-
-@pytest.fixture
-def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
-    home = tmp_path / "home"
-    with serve(fake.app) as url:
-        write_config(home, base_url=url)
-        yield home
+    return evertalk_run(home, *args, env=environment(home) | {DELAY_VARIABLE: FAST})
 
 
 def kinds(home: Path) -> list[str]:

@@ -105,7 +105,7 @@ def test_grants_are_checked() -> None:
         parse_grants("shel")
     with pytest.raises(ValueError, match="zoom"):
         Policy(ToolPolicies(), granted=["zoom"])
-    assert GUARDED == ("shell", "read", "write", "edit")
+    assert GUARDED == ("shell", "read", "write", "edit", "fetch")
 
 
 async def test_the_question_names_the_subagent_that_asks() -> None:

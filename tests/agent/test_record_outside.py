@@ -1,10 +1,9 @@
 """Messages logged from outside any turn (`Agent.record`): an import's history, another agent's
 note. Each keeps its original time, is logged once per key, starts no turn, has known secrets
-replaced, and waits while a turn runs."""
+replaced, and is logged at once, a turn running or not."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from agent.test_turn_support import (
     script,
     write_config,
 )
-from evertalk.agent.session import BusyError, Outside
+from evertalk.agent.session import Outside
+from evertalk.protocol.events import TurnStarted
 from evertalk.providers.base import Image
 from fakes import AnthropicFake, slow
 from fakes import chat as answer
@@ -67,22 +67,19 @@ async def test_recorded_messages_keep_their_time_and_are_logged_once(home: Path)
     )
 
 
-async def test_nothing_is_recorded_inside_a_running_turn(home: Path) -> None:
+async def test_a_note_during_a_turn_is_logged_at_once(home: Path) -> None:
     fake = AnthropicFake(script().push(slow(0.5, answer("Done."))))
     async with opened(home, fake) as agent:
         agent.submit("a question")
         with anyio.fail_after(10):
-            while not agent.busy:
-                await asyncio.sleep(0.01)
-        with pytest.raises(BusyError, match="a turn is running"):
-            agent.record([Outside("note", "from another agent")])
+            async for event in agent.events():
+                if isinstance(event, TurnStarted):
+                    break
+        assert agent.busy
+        assert agent.record([Outside("note", "from another agent")]) == ([1], 0)
         await collect_turn(agent)
-        with anyio.fail_after(10):
-            while agent.busy:
-                await asyncio.sleep(0.01)
-        assert agent.record([Outside("note", "from another agent")]) == ([2], 0)
     assert log_of(home) == [
         ("user", "a question"),
-        ("ever", "Done."),
         ("note", "from another agent"),
+        ("ever", "Done."),
     ]

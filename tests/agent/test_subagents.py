@@ -10,12 +10,9 @@ from typing import Any
 import anyio
 import pytest
 from test_turn_support import (
-    DAY_ONE,
     collect_turn,
-    fixed_clock,
     log_of,
     opened,
-    provider_for,
     records_of,
     script,
     texts,
@@ -191,15 +188,9 @@ async def test_a_subagents_question_names_it(home: Path) -> None:
         )
     )
     asker = RecordingAsker()
-    provider = provider_for(fake)
-    try:
-        async with Agent.open(
-            home, asker=asker, provider=provider, workdir=home, clock=fixed_clock(DAY_ONE)
-        ) as agent:
-            agent.submit("have Runner run true")
-            await collect_turn(agent, turns=2)
-    finally:
-        await provider.aclose()
+    async with opened(home, fake, asker=asker, workdir=home) as agent:
+        agent.submit("have Runner run true")
+        await collect_turn(agent, turns=2)
     assert [(tool, getattr(asked, "agent", None)) for tool, asked in asker.asked] == [
         ("shell", "Runner")
     ]
@@ -227,12 +218,26 @@ async def until(check, timeout: float = 10) -> None:  # type: ignore[no-untyped-
             await anyio.sleep(0.02)
 
 
+async def next_turn_is_for(agent: Agent, home: Path, text: str) -> bool:
+    """Send `text` and wait for the next turn to end: whether that turn was started by `text`
+    alone (a turn started by anything before it, a stop report say, would come first)."""
+    agent.submit(text)
+    seen = await collect_turn(agent)
+    (started,) = [e for e in seen if isinstance(e, TurnStarted)]
+    log = log_of(home)
+    return [log[i] for i in started.message_ids] == [("user", text)]
+
+
 async def test_a_running_subagent_is_listed_then_stopped_by_name(home: Path) -> None:
     task = "read every note\nand sum them up"
     fake = AnthropicFake(
         script()
         .route(subagent("Slow"), slow(30, answer("too late")))
-        .push(reply(ToolCall("agent", {"name": "Slow", "task": task})), answer("Slow is on it."))
+        .push(
+            reply(ToolCall("agent", {"name": "Slow", "task": task})),
+            answer("Slow is on it."),
+            answer("Nothing else."),
+        )
     )
     async with opened(home, fake) as agent:
         agent.submit("have Slow read my notes")
@@ -251,8 +256,9 @@ async def test_a_running_subagent_is_listed_then_stopped_by_name(home: Path) -> 
             agent.subagents.stop("Slow")
         with pytest.raises(SubagentError, match=r"^no subagent named Nobody is running$"):
             agent.subagents.stop("Nobody")
-        await anyio.sleep(0.2)  # a turn it wrongly started would be under way by now
-        assert master_calls(fake) == 2
+        # a message sent now comes after anything the stop set going: its turn is the next
+        assert await next_turn_is_for(agent, home, "anything else?")
+        assert master_calls(fake) == 3
     # once, not again as a quit report at the close
     assert work_messages(home) == [(stop_report("Slow"), "Slow")]
     assert stop_report("Slow").startswith("[Slow] ") and 'zoom("Slow")' in stop_report("Slow")
@@ -296,6 +302,7 @@ async def test_a_stop_report_the_turn_missed_is_logged_without_a_turn(home: Path
         .push(
             reply(ToolCall("agent", {"name": "Late", "task": "wait"})),
             slow(0.1, answer("Late is on it, and I am still talking."), chunk_delay=0.05),
+            answer("Nothing else."),
         )
     )
     async with opened(home, fake) as agent:
@@ -308,8 +315,9 @@ async def test_a_stop_report_the_turn_missed_is_logged_without_a_turn(home: Path
 
         agent.submit("start Late")
         seen = await collect_turn(agent, on=stop_in_last_reply)
-        await anyio.sleep(0.2)
-        assert not agent.busy and master_calls(fake) == 2
+        assert await next_turn_is_for(agent, home, "anything else?")
+        assert master_calls(fake) == 3
     assert stopped == [stop_report("Late")] and not any(isinstance(e, Delivered) for e in seen)
-    assert [kind for kind, _ in log_of(home)] == ["user", "tool", "echo", "ever", "work"]
+    kinds = [kind for kind, _ in log_of(home)]
+    assert kinds == ["user", "tool", "echo", "ever", "work", "user", "ever"]
     assert work_messages(home) == [(stop_report("Late"), "Late")]

@@ -37,14 +37,6 @@ class ScriptedAsker:
 
 
 @pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    folder = tmp_path / "outside"
-    folder.mkdir()
-    (folder / "victim.txt").write_text("precious\n")
-    return folder
-
-
-@pytest.fixture
 def home(tmp_path: Path, ctx: ToolContext) -> Path:
     """evertalk's home, known to the tools."""
     folder = tmp_path / "evhome"

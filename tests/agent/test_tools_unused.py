@@ -1,5 +1,6 @@
 """A model that never calls a tool: `[turn] tools = "off"` offers it none, and with tools on the
-session says once when the model called none in its first turns (`tool_watch.py`)."""
+session says once when the model called none in turns whose replies tell of work done
+(`tool_watch.py`); ordinary replies that needed no tool do not count."""
 
 from __future__ import annotations
 
@@ -9,16 +10,32 @@ from pathlib import Path
 
 import anyio
 import pytest
-from test_turn_support import collect_turn, opened, script, turn_bodies
+from test_turn_support import collect_turn, is_compaction, opened, script, turn_bodies
 
 from evertalk.agent.session import Agent
 from evertalk.agent.tool_watch import QUIET_TURNS, ToolWatch, unused_text
 from evertalk.headless import JsonPrinter, ReplyPrinter
 from evertalk.prompts import NO_TOOLS_HEADING
-from evertalk.protocol.events import AgentEvent, ToolStarted, ToolsUnused, TurnEnded
+from evertalk.protocol.events import (
+    AgentEvent,
+    EndReason,
+    ReplyLogged,
+    ToolStarted,
+    ToolsUnused,
+    TurnEnded,
+)
 from fakes import AnthropicFake, Call, Fail, OpenAIFake, Script, ToolCall, chat, reply, summarizer
 
 pytestmark = pytest.mark.anyio
+
+ACTING = "I ran `ls ~/notes`: the folder holds three files, and the newest is from today."
+"""A reply that tells of a command run, as a model that makes up its tools' work writes."""
+
+
+def acting_script() -> Script:
+    """Every turn's reply tells of a command it did not run; compactions get summaries."""
+    return Script(chat(ACTING)).route(is_compaction, summarizer(100))
+
 
 LONG = "Please keep this note about the trip to Lisbon in mind. " * 20
 """Long enough to need a summary, so that a compaction call is made."""
@@ -90,7 +107,7 @@ async def test_tools_on_sends_them_and_no_note(home: Path) -> None:
 
 
 async def test_a_model_that_calls_no_tool_is_told_of_once(home: Path) -> None:
-    fake = AnthropicFake(script())
+    fake = AnthropicFake(acting_script())
     async with opened(home, fake) as agent:
         first = await turns(agent, QUIET_TURNS - 1)
         assert not notices(first) and not agent.status().tools_unused
@@ -98,7 +115,7 @@ async def test_a_model_that_calls_no_tool_is_told_of_once(home: Path) -> None:
         assert agent.status().tools_unused
     (notice,) = notices(seen)  # once, though two more quiet turns followed
     assert notice.turns == QUIET_TURNS
-    assert f"first {QUIET_TURNS} turns" in notice.text
+    assert f"in {QUIET_TURNS} turns whose replies tell of commands run" in notice.text
     assert 'tools = "off"' in notice.text and "made them up" in notice.text
     # it comes before the end of the turn that made it due: `-p` stops reading at that end
     after = seen[seen.index(notice) + 1]
@@ -126,9 +143,18 @@ async def test_no_notice_when_tools_are_off(home: Path) -> None:
     assert not notices(seen)
 
 
+async def test_ordinary_replies_that_needed_no_tool_do_not_count(home: Path) -> None:
+    # a greeting, or a question answered from the view: no tool was needed, none was called
+    fake = AnthropicFake(script())  # every reply: "Hello from the fake model."
+    async with opened(home, fake) as agent:
+        seen = await turns(agent, QUIET_TURNS + 2)
+        assert not agent.status().tools_unused
+    assert not notices(seen)
+
+
 async def test_turns_that_fail_do_not_count(home: Path) -> None:
     failure = Fail(400, "bad request")
-    fake = AnthropicFake(script().push(failure))
+    fake = AnthropicFake(acting_script().push(failure))
     async with opened(home, fake) as agent:
         seen = await turns(agent, QUIET_TURNS)
         ends = [event.reason for event in seen if isinstance(event, TurnEnded)]
@@ -139,17 +165,23 @@ async def test_turns_that_fail_do_not_count(home: Path) -> None:
 
 def test_the_mark_clears_when_the_model_calls_a_tool_and_a_new_model_restarts() -> None:
     watch = ToolWatch(offered=True, turns=2)
-    done = TurnEnded("done")
-    assert watch.observe(done, "smol") is None
-    assert watch.observe(TurnEnded("cancelled"), "smol") is None  # not a normal end
-    notice = watch.observe(done, "smol")
+
+    def turn(model: str, reason: EndReason = "done") -> ToolsUnused | None:
+        assert watch.observe(ReplyLogged(ACTING), model) is None
+        return watch.observe(TurnEnded(reason), model)
+
+    assert turn("smol") is None
+    assert turn("smol", "cancelled") is None  # not a normal end
+    assert watch.observe(ReplyLogged("Hello!"), "smol") is None
+    assert watch.observe(TurnEnded("done"), "smol") is None  # a reply that claims nothing
+    notice = turn("smol")
     assert notice is not None and "smol" in notice.text and watch.unused
-    assert watch.observe(done, "smol") is None  # said once
+    assert turn("smol") is None  # said once
     watch.observe(ToolStarted("1", "date", {"id": 0}), "smol")
     assert not watch.unused  # it calls tools after all: the mark goes
     watch.restart()  # another model: its own count
-    assert watch.observe(done, "big") is None
-    assert watch.observe(done, "big") is not None
+    assert turn("big") is None
+    assert turn("big") is not None
 
 
 def test_p_says_it_on_standard_error_and_json_prints_it() -> None:

@@ -23,7 +23,7 @@ from test_turn_support import (
 )
 
 from evertalk.agent.tools import ToolContext
-from evertalk.agent.turn import Limits
+from evertalk.agent.turn import REPLY_CUT, Limits
 from evertalk.chat import Chat
 from evertalk.memory import Budget
 from evertalk.protocol.events import AgentEvent, Delivered, TextDelta, ToolStarted, TurnEnded
@@ -218,8 +218,10 @@ async def test_a_cancel_while_the_reply_streams_is_logged_once(home: Path) -> No
             seen = await collect_turn(agent, on=cancel_on_text)
         await agent.wait_idle()
     assert isinstance(seen[-1], TurnEnded) and seen[-1].reason == "cancelled"
+    shown = "".join(event.text for event in seen if isinstance(event, TextDelta)).strip()
     assert log_of(home) == [
         ("user", "tell me everything"),
+        ("ever", f"{shown}\n\n{REPLY_CUT}cancelled by the user]"),  # what the user saw
         ("echo", "turn stopped: cancelled by the user"),
     ]
     stop = records_of(home)[-1]
@@ -229,18 +231,7 @@ async def test_a_cancel_while_the_reply_streams_is_logged_once(home: Path) -> No
 # --- a small window ----------------------------------------------------------------------------
 
 
-async def test_a_message_no_window_could_answer_is_not_logged(home: Path) -> None:
-    """Logged, it would only make every later view longer (and the turn's stop note with it)."""
-    fake = AnthropicFake(script().push(answer("never sent")))
-    limits = Limits(max_tokens=1000, context_budget=8_000)
-    async with opened(home, fake, limits=limits) as agent:
-        agent.submit("please read this: " + "a long pasted text " * 3_000)  # ~19,000 tokens
-        seen = await collect_turn(agent)
-        assert agent.chat.t == 0
-    ended = seen[-1]
-    assert isinstance(ended, TurnEnded) and ended.reason == "context_full"
-    assert ended.error is not None and "not logged" in ended.error and "8,000" in ended.error
-    assert turn_bodies(fake) == []
+# (a message no window could answer: test_turn_stops.py)
 
 
 async def test_a_chat_too_big_for_a_small_window_is_refitted_and_answered(home: Path) -> None:

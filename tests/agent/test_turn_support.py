@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from evertalk.agent.images import ImageStore
+from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
 from evertalk.agent.session import Agent
 from evertalk.agent.tools import Toolbox, ToolContext
@@ -98,6 +99,7 @@ async def opened(
     home: Path,
     fake: AnthropicFake | OpenAIFake,
     *,
+    asker: Asker | None = None,
     granted: Iterable[str] = (),
     clock: Callable[[], datetime] | None = None,
     limits: Limits | None = None,
@@ -107,7 +109,7 @@ async def opened(
     try:
         async with Agent.open(
             home,
-            asker=None,
+            asker=asker,
             granted=granted,
             provider=provider,
             workdir=workdir or workdir_beside(home),

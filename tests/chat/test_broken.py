@@ -45,7 +45,7 @@ def test_a_free_parent_that_cannot_be_written_stops_the_chat_until_reopened(
             lambda: chat.build((0, 2), "c" * 100),
             lambda: chat.fail((0, 2)),
         ):
-            with pytest.raises(StoreError, match="reopen the chat"):
+            with pytest.raises(StoreError, match="until it is reopened"):
                 change()
         assert chat.t == 3
     with Chat.open(chat_dir) as chat:  # the reopen writes the lost free parent
@@ -67,7 +67,7 @@ def test_a_cut_node_that_cannot_be_written_stops_the_chat_too(
         chat.fail((0, 0))
         with pytest.raises(StoreError, match="No space left"):
             chat.fail((0, 0))  # the third failure builds it cut, and that write fails
-        with pytest.raises(StoreError, match="reopen the chat"):
+        with pytest.raises(StoreError, match="until it is reopened"):
             chat.append("user", "one more")
     with Chat.open(chat_dir) as chat:  # not on disk: unbuilt again, its failures forgotten
         assert not chat.core.tree.is_built((0, 0)) and chat.core.failures == {}

@@ -248,8 +248,8 @@ def test_ctrl_c_leaves_the_service_building_and_a_later_run_has_nothing_to_do(
         assert out == ""
         said = err.strip().splitlines()[-1]
         assert re.fullmatch(
-            r"stopped watching: the service goes on building the summaries \([\d,]+ to go\); "
-            r"evertalk memory status shows how far it is",
+            r"stopped watching: the service goes on building the summaries "
+            r"\([\d,]+ left to build\); evertalk memory status shows how far it is",
             said,
         ), err
         assert len(model_built(chat_dir)) < 63, "it finished before the interrupt"

@@ -16,9 +16,10 @@ from test_service import LONG, compactor_for, one_message_chat, until
 
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
+from evertalk.compactor.service import Compactor
 from evertalk.ledger import Ledger, ledger_path, read_records
 from evertalk.protocol.events import MemoryWarning, TurnEnded
-from evertalk.providers.base import Message, Provider, Request, Text, collect
+from evertalk.providers.base import Event, Message, Provider, Request, Text, collect
 from evertalk.providers.lane import TurnLane, TurnsFirst, Yielded, turns_first
 from evertalk.providers.openai import OpenAIProvider
 from fakes import (
@@ -140,8 +141,26 @@ async def test_without_a_lane_the_provider_is_left_as_it_is() -> None:
 # -- the compactor and a turn on one local server -----------------------------------------------
 
 
+class Answered:
+    """The compactor's provider, with an event set once a call's response has begun: its first
+    event is out of the stream, and the compactor has it (the generator runs in its task)."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.begun = anyio.Event()
+
+    async def stream(self, request: Request) -> AsyncIterator[Event]:
+        async for event in self.inner.stream(request):
+            self.begun.set()
+            yield event
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 @asynccontextmanager
-async def compacting(chat: Chat, provider: Provider, lane: TurnLane) -> AsyncIterator[Ledger]:
+async def compacting(chat: Chat, provider: Provider, lane: TurnLane) -> AsyncIterator[Compactor]:
     ledger = Ledger(ledger_path(chat.store.path.parent))
     warnings: list[str] = []
     compactor = compactor_for(chat, provider, ledger=ledger, warn=warnings.append, concurrency=1)
@@ -149,7 +168,7 @@ async def compacting(chat: Chat, provider: Provider, lane: TurnLane) -> AsyncIte
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
-            yield ledger
+            yield compactor
             await until(lambda: chat.core.tree.is_built((0, 0)))
             group.cancel_scope.cancel()
         assert warnings == [] and compactor.failed_at == {} and chat.core.failures == {}
@@ -166,10 +185,10 @@ async def test_a_turn_call_takes_the_server_from_a_compaction(home: Path) -> Non
     provider = provider_for(fake)
     lane = TurnLane()
     chat = one_message_chat(home)
+    answered = Answered(provider)
     try:
-        async with compacting(chat, provider, lane):
-            await until(lambda: bool(fake.records) and fake.records[0].started)
-            await anyio.sleep(5 * PACE)  # a few chunks in: the compactor has seen its start
+        async with compacting(chat, answered, lane):
+            await answered.begun.wait()  # the response has begun: a call, should it be cut
             reply = await collect(TurnsFirst(provider, lane), turn_request())
             assert reply.stop == "end_turn" and reply.text.startswith("The turn's answer")
         compactions = [r for r in fake.records if r.body and r.body.get("tool_choice")]
@@ -201,8 +220,9 @@ async def test_no_compaction_reaches_the_server_while_a_turn_call_streams(home: 
         async with anyio.create_task_group() as group:
             group.start_soon(turn_call)
             await anyio.wait_all_tasks_blocked()
-            async with compacting(chat, provider, lane):
-                await anyio.sleep(0.3)  # time enough for the compaction to have started
+            async with compacting(chat, provider, lane) as compactor:
+                await until(lambda: bool(compactor.in_flight))  # the compaction has begun
+                await anyio.wait_all_tasks_blocked()  # and can go no further: at the lane
                 assert fake.records == []
                 release.set()
         assert len(fake.records) == 1 and fake.records[0].finished

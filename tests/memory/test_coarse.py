@@ -228,3 +228,40 @@ def test_unbuilt_leaves_count_and_so_do_the_merges_the_view_needs() -> None:
     assert summaries_to_go(core.view, core.t, core.tree, tight) == 2
     core.build((1, 0), "m" * 200)
     assert summaries_to_go(core.view, core.t, core.tree, tight) == 1
+
+
+# -- the view's ceiling, not the window, is the bound (SPEC §3.2) ----------------------------
+
+
+def test_a_view_over_its_ceiling_is_fitted_within_it_however_large_the_room() -> None:
+    core = behind(400)  # 400 lines of 406 bytes: about 170 KB rendered
+    budget = Budget(64_000, 32_000, 16_000, 8_000)
+    size_of = shown_size(core.tree)
+    fitted = fit(core.view, core.t, core.tree, ROOMY, budget)
+    assert fitted.coarse_end > 0 and tiles(fitted.lines, core.t)
+    # a new coarse stretch leaves the rest within the floor: later lines grow into the ceiling
+    assert rendered_size(fitted.lines, size_of) <= budget.floor
+
+
+def test_a_view_within_its_ceiling_is_sent_as_it_is() -> None:
+    core = behind(100)  # about 42 KB
+    fitted = fit(core.view, core.t, core.tree, ROOMY, Budget(64_000, 32_000, 16_000, 8_000))
+    assert fitted.lines == core.view.nodes() and fitted.coarse_end == 0
+
+
+def test_with_nothing_built_the_coarse_stretch_stays_and_the_copy_grows_at_its_end() -> None:
+    core = behind(400)
+    budget = Budget(64_000, 32_000, 16_000, 8_000)
+    first = fit(core.view, core.t, core.tree, ROOMY, budget)
+    for _ in range(10):  # a few turns' messages, no summary built
+        core.append("user", FREE)
+    later = fit(core.view, core.t, core.tree, ROOMY, budget, keep=first.coarse_end)
+    assert later.coarse_end == first.coarse_end
+    assert later.lines[: len(first.lines)] == first.lines
+    assert rendered_size(later.lines, shown_size(core.tree)) <= budget.ceiling
+    # … until the lines after it pass the ceiling: then a new stretch, within the floor again
+    for _ in range(100):
+        core.append("user", FREE)
+    moved = fit(core.view, core.t, core.tree, ROOMY, budget, keep=first.coarse_end)
+    assert moved.coarse_end > first.coarse_end
+    assert rendered_size(moved.lines, shown_size(core.tree)) <= budget.floor

@@ -4,55 +4,18 @@ still built as it is (SPEC §2.4: built once)."""
 
 from __future__ import annotations
 
-from array import array
-
+from core_history import History
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_core_laws import KINDS, line_texts, message_texts
 
 from budget import examples
 from evertalk.memory import Budget, MemoryCore
-from evertalk.memory.core import SavedViews
 from evertalk.memory.nodes import Node, exists
-from evertalk.memory.text import leaf_input
-from evertalk.memory.tree import FREE, UNBUILT, Built, Tree
+from evertalk.memory.tree import FREE, UNBUILT
 
 BUDGET = Budget(ceiling=1_000, floor=500, cceiling=700, cfloor=350, window=8)
 LONG = "the restore drill took forty minutes; " * 20  # over 512 bytes: its leaf is not free
-
-
-class History:
-    """A core, and every input and text it was given or built, as the log and tree would hold."""
-
-    def __init__(self) -> None:
-        self.core = MemoryCore(BUDGET)
-        self.inputs: dict[int, str] = {}
-        self.texts: dict[Node, str] = {}
-
-    def append(self, kind: str, text: str) -> None:
-        self.inputs[self.core.t] = leaf_input(kind, text)
-        self.record(self.core.append(kind, text))
-
-    def build(self, node: Node, text: str) -> None:
-        self.texts[node] = text
-        self.record(self.core.build(node, text))
-
-    def record(self, built: list[Built]) -> None:
-        self.texts.update((b.node, b.text) for b in built)
-
-    def reopen(
-        self, lost: set[Node], saved: SavedViews | None
-    ) -> tuple[MemoryCore, list[Built], str | None]:
-        """Resume from the arrays with the records of `lost` gone."""
-        tree = self.core.tree
-        sizes = [array("I", row) for row in tree.sizes]
-        flags = [bytearray(row) for row in tree.flags]
-        for level, index in lost:
-            sizes[level][index], flags[level][index] = 0, UNBUILT
-        again = Tree.from_arrays(tree.t, sizes, flags)
-        nodes, leaves = again.wanted()
-        again.supply({n: self.texts[n] for n in nodes}, {i: self.inputs[i] for i in leaves})
-        return MemoryCore.resume(again, saved, BUDGET)
 
 
 def built_nodes(core: MemoryCore) -> dict[Node, tuple[int, int]]:
@@ -86,7 +49,7 @@ def finish(history: History) -> None:
 @settings(max_examples=examples(150), deadline=None)
 @given(st.data())
 def test_lost_records_are_built_again_and_built_parents_stay(data: st.DataObject) -> None:
-    history = History()
+    history = History(BUDGET)
     for _ in range(data.draw(st.integers(1, 24), label="messages")):
         history.append(data.draw(st.sampled_from(KINDS)), data.draw(message_texts()))
         for node in history.core.ready():
@@ -126,7 +89,7 @@ def test_lost_records_are_built_again_and_built_parents_stay(data: st.DataObject
 
 def test_a_lost_free_leaf_under_a_built_parent_is_built_again_alone() -> None:
     """The reviewer's chat: the record of free leaf (0, 3) lost, parent (1, 1) kept."""
-    history = History()
+    history = History(BUDGET)
     for kind, text in [("user", LONG), ("ever", LONG), ("user", LONG), ("ever", "ok reply")]:
         history.append(kind, text)
     for index in range(3):
@@ -145,7 +108,7 @@ def test_a_lost_free_leaf_under_a_built_parent_is_built_again_alone() -> None:
 
 
 def test_a_lost_model_leaf_under_a_built_parent_is_queued_and_its_build_stops_there() -> None:
-    history = History()
+    history = History(BUDGET)
     for kind in ("user", "ever"):
         history.append(kind, LONG)
     history.build((0, 0), "first " + "s" * 150)

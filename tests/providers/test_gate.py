@@ -3,8 +3,6 @@ earlier call in flight is writing it; a written prefix never makes a call wait."
 
 from __future__ import annotations
 
-import time
-
 import anyio
 import pytest
 
@@ -187,14 +185,11 @@ async def test_eight_calls_fly_together_once_the_shared_prefix_is_written() -> N
     try:
         await collect(provider, compaction(0))  # writes the system prompt's entry
         assert fake.records[0].cache_write > 0
-        began = time.monotonic()
         async with anyio.create_task_group() as group:
             for n in range(1, 9):
                 group.start_soon(collect, provider, compaction(n))
-        elapsed = time.monotonic() - began
     finally:
         await provider.aclose()
-    assert counter.peak == 8  # all eight were at the model at once
-    assert elapsed < 3 * DELAY  # one after another they would take 8 delays
+    assert counter.peak == 8  # all eight were at the model at once (the time: make bench)
     later = fake.records[1:]
     assert len(later) == 8 and all(record.cache_read > 0 for record in later)

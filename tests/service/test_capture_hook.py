@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -34,8 +33,6 @@ PROJECT = "-home-ada-src-shop"
 FIXTURE = Path(__file__).parents[1] / "importers/fixtures/claude-code/projects" / PROJECT
 SPLIT = 20
 """Lines of the fixture the session has when it is first captured; the rest come later."""
-HOOK_SECONDS = 2.0
-"""The most a hook may take here: it takes about a tenth of that, and CI machines are slow."""
 
 Logged = tuple[str, str | None, str]
 
@@ -84,21 +81,17 @@ def start_hook(home: Path, data: str) -> subprocess.Popen[str]:
     return process
 
 
-def finished(process: subprocess.Popen[str], began: float) -> float:
-    """The hook's wall time, once it has exited 0 having printed nothing."""
+def finished(process: subprocess.Popen[str]) -> None:
+    """The hook has exited 0 having printed nothing (how fast: `make bench`)."""
     assert process.stdout is not None and process.stderr is not None
     out, err = process.stdout.read(), process.stderr.read()
     process.wait(timeout=30)
-    seconds = time.monotonic() - began
     assert (process.returncode, out, err) == (0, "", "")
-    assert seconds < HOOK_SECONDS, f"the hook took {seconds:.2f} s"
-    return seconds
 
 
-def hook(home: Path, data: str) -> float:
-    """Fire the hook as Claude Code does; its wall time."""
-    began = time.monotonic()
-    return finished(start_hook(home, data), began)
+def hook(home: Path, data: str) -> None:
+    """Fire the hook as Claude Code does."""
+    finished(start_hook(home, data))
 
 
 def workers(home: Path) -> list[int]:
@@ -148,12 +141,10 @@ def complaints(home: Path) -> list[str]:
     return [line for line in lines if "] capture: " in line]
 
 
-def test_a_session_lands_as_it_happens_and_each_message_once(
-    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_session_lands_as_it_happens_and_each_message_once(home: Path, tmp_path: Path) -> None:
     lines = fixture_lines()
     session = transcript(tmp_path, lines[:SPLIT])
-    times = [hook(home, payload("UserPromptSubmit", session))]
+    hook(home, payload("UserPromptSubmit", session))
     first = imported(session)
     assert len(first) > 5
     logged_at_least(home, len(first))
@@ -162,14 +153,14 @@ def test_a_session_lands_as_it_happens_and_each_message_once(
 
     with session.open("ab") as file:  # Claude Code goes on with the session
         file.writelines(lines[SPLIT:])
-    times.append(hook(home, payload("Stop", session)))
+    hook(home, payload("Stop", session))
     whole = imported(session)
     assert [key for _, key, _ in whole[: len(first)]] == [key for _, key, _ in first]
     logged_at_least(home, len(whole))
     settled(home)
     assert logged(home) == first + whole[len(first) :]
 
-    times.append(hook(home, payload("Stop", session)))  # nothing new: nothing added
+    hook(home, payload("Stop", session))  # nothing new: nothing added
     settled(home)
     assert len(logged(home)) == len(whole)
 
@@ -179,21 +170,18 @@ def test_a_session_lands_as_it_happens_and_each_message_once(
     assert folder.stat().st_mode & 0o777 == 0o700
     assert states[0].stat().st_mode & 0o777 == 0o600
     states[0].unlink()  # a lost state: the keys keep the messages from doubling
-    times.append(hook(home, payload("Stop", session)))
+    hook(home, payload("Stop", session))
     settled(home)
     assert len(logged(home)) == len(whole)
     assert complaints(home) == []
-    with capsys.disabled():
-        print(f"\nhook wall time: {', '.join(f'{t:.3f} s' for t in times)}")
 
 
 def test_hooks_fired_together_log_each_message_once(home: Path, tmp_path: Path) -> None:
     session = transcript(tmp_path, fixture_lines())
-    began = time.monotonic()
     events = ("UserPromptSubmit", "Stop", "Stop")
     hooks = [start_hook(home, payload(event, session)) for event in events]
     for process in hooks:
-        finished(process, began)
+        finished(process)
     whole = imported(session)
     logged_at_least(home, len(whole))
     settled(home)
@@ -214,10 +202,13 @@ def test_a_capture_after_an_import_of_the_same_session_adds_nothing(
     assert complaints(home) == []
 
 
-def test_a_capture_during_a_turn_of_evers_waits_for_it_to_end(
+def test_a_capture_during_a_turn_of_evers_is_logged_at_once(
     home: Path, fake: AnthropicFake, tmp_path: Path
 ) -> None:
-    fake.behaviour.push(slow(3, answer("The backup script is fixed.")))  # type: ignore[attr-defined]
+    """A captured session is not part of Ever's turn: it goes in while the turn runs, not
+    after it (the reply comes after it in the log). The reply is held long enough for a loaded
+    machine to run the hook meanwhile."""
+    fake.behaviour.push(slow(8, answer("The backup script is fixed.")))  # type: ignore[attr-defined]
     session = transcript(tmp_path, fixture_lines())
     turn = start_p(home, "Fix the backup script.")
     try:
@@ -233,11 +224,9 @@ def test_a_capture_during_a_turn_of_evers_waits_for_it_to_end(
     logged_at_least(home, 2 + len(whole))
     settled(home)
     log = logged(home)
-    assert [(kind, text) for kind, _, text in log[:2]] == [
-        ("user", "Fix the backup script."),
-        ("ever", "The backup script is fixed."),
-    ]
-    assert log[2:] == whole
+    assert [(kind, text) for kind, _, text in log[:1]] == [("user", "Fix the backup script.")]
+    assert log[1:-1] == whole
+    assert [(kind, text) for kind, _, text in log[-1:]] == [("ever", "The backup script is fixed.")]
 
 
 def test_what_cannot_be_captured_fails_nothing_and_says_why_in_the_log(

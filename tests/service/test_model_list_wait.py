@@ -4,7 +4,6 @@ worker thread, so that every other window is answered meanwhile."""
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +40,13 @@ async def test_other_windows_are_answered_while_the_model_list_is_asked(tmp_path
                     group.start_soon(other.run)
                     group.start_soon(ask_for_models)
                     connection, _ = await anyio.to_thread.run_sync(stalling.accept)
-                    begin = time.monotonic()
                     status = await other.request({"type": "status"})
-                    waited = time.monotonic() - begin
                     still_asking = "model" not in answered
                     connection.close()  # the server hangs up: `/model` goes on without a list
                     await done.wait()
                     await asking.aclose()
                     await other.aclose()
     assert status["type"] == "status"
-    assert still_asking and waited < 1.0  # not after the list's 2 s timeout
+    assert still_asking  # answered while the list was still awaited, not after it
     assert answered["model"]["type"] == "output"
     assert answered["model"]["texts"][0].startswith("turn model: ")

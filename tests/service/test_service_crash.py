@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from test_service_socket import gone, run, service_pid, wait_until
 
-from agent.test_turn_support import is_compaction, log_of, write_config
+from agent.test_turn_support import is_compaction, log_of
 from evertalk import __version__
 from evertalk.protocol import wire
 from evertalk.service.paths import socket_path
-from fakes import AnthropicFake, Call, Script, serve, slow, summarizer
+from fakes import AnthropicFake, Call, Script, slow, summarizer
 from fakes import chat as answer
 from fakes.behaviours import Outcome
+from served_home import served_home
 
 SUMMARY = summarizer(100)
 HELD = slow(30, SUMMARY)  # still in flight when the service that asked for it is killed
@@ -55,13 +56,9 @@ def fake(summaries: Summaries) -> AnthropicFake:
 
 @pytest.fixture
 def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
-    home = tmp_path / "home"
-    with serve(fake.app) as url:
-        write_config(home, settle=0, base_url=url)  # a turn never waits for a held summary
-        try:
-            yield home
-        finally:
-            run(home, "service", "stop", timeout=120)
+    # a turn never waits for a held summary
+    with served_home(tmp_path, fake, settle=0, stop=True) as home:
+        yield home
 
 
 def message(k: int) -> str:

@@ -21,7 +21,6 @@ import pytest
 from agent.test_turn_support import (
     API_KEY,
     log_of,
-    script,
     turn_bodies,
     workdir_beside,
     write_config,
@@ -32,26 +31,9 @@ from evertalk.protocol import wire
 from evertalk.service.paths import socket_path
 from fakes import AnthropicFake, ToolCall, reply, serve, slow
 from fakes import chat as answer
+from served_home import environment, fake, run, served_home, start
 
-CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
-
-
-def environment(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(CLEAN)}
-    env["EVERTALK_HOME"] = str(home)
-    return env
-
-
-def run(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "evertalk", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=environment(home),
-        cwd=workdir_beside(home),
-        timeout=timeout,
-    )
+__all__ = ["fake"]  # the fixture, used by name (here and by the modules that import it)
 
 
 def service_pid(home: Path) -> int:
@@ -67,15 +49,7 @@ def gone(pid: int) -> bool:
 
 def start_p(home: Path, message: str) -> subprocess.Popen[str]:
     """`evertalk -p MESSAGE` started, its output piped."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "evertalk", "-p", message],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment(home),
-        cwd=workdir_beside(home),
-    )
+    return start(home, "-p", message)
 
 
 def wait_until(condition: object, what: str, timeout: float = 30) -> None:
@@ -87,19 +61,9 @@ def wait_until(condition: object, what: str, timeout: float = 30) -> None:
 
 
 @pytest.fixture
-def fake() -> AnthropicFake:
-    return AnthropicFake(script())
-
-
-@pytest.fixture
 def home(tmp_path: Path, fake: AnthropicFake) -> Iterator[Path]:
-    home = tmp_path / "home"
-    with serve(fake.app) as url:
-        write_config(home, base_url=url)
-        try:
-            yield home
-        finally:
-            run(home, "service", "stop", timeout=120)
+    with served_home(tmp_path, fake, stop=True) as home:
+        yield home
 
 
 @pytest.fixture

@@ -24,6 +24,8 @@ from tui_support import (
     enter_line,
     is_compaction,
     log_of,
+    outputs,
+    run_command,
     running,
     script,
     turn_bodies,
@@ -71,19 +73,6 @@ def replies(app: ChatApp) -> list[str]:
 
 def notes(app: ChatApp) -> list[str]:
     return [row.text for row in app.query(NoteRow)]
-
-
-def outputs(app: ChatApp) -> list[str]:
-    return [row.text for row in app.query(OutputRow)]
-
-
-async def run_command(pilot: Pilot[int], text: str) -> str:
-    """Type a command; the output row it adds."""
-    app = app_of(pilot)
-    count = len(outputs(app))
-    await enter_line(pilot, text)
-    await wait_until(pilot, lambda: len(outputs(app)) > count)
-    return outputs(app)[-1]
 
 
 async def dialog_of(pilot: Pilot[int]) -> PermissionScreen:
@@ -173,7 +162,8 @@ async def test_ctrl_c_cancels_a_slow_reply_and_keeps_the_message(home: Path) -> 
         await pilot.press("ctrl+c")
         await wait_until(pilot, lambda: any(note.startswith("cancelled") for note in notes(app)))
         assert not agent_of(app).busy
-        assert len(replies(app)[-1]) < len(LONG_REPLY * 4)  # what came stays on screen
+        shown = replies(app)[-1]
+        assert len(shown) < len(LONG_REPLY * 4)  # what came stays on screen
         # Ctrl+C with nothing running clears what is typed (Ctrl+Z brings it back); it never quits
         await wait_until(pilot, lambda: not app.busy)
         await type_text(pilot, "draft")
@@ -183,7 +173,10 @@ async def test_ctrl_c_cancels_a_slow_reply_and_keeps_the_message(home: Path) -> 
         assert app.is_running
     log = log_of(home)
     assert log[0] == ("user", "tell me everything")
-    assert [kind for kind, _ in log[1:]] in ([], ["echo"])  # no reply: it was cut short
+    # what was on screen is logged, marked as cut off, so a reopen shows what the user saw
+    assert log[1][0] == "ever" and log[1][1].startswith(shown.rstrip())
+    assert "cut off" in log[1][1].splitlines()[-1]
+    assert [kind for kind, _ in log[2:]] in ([], ["echo"])
 
 
 async def test_a_denied_tool_says_so_in_its_row_and_to_the_model(home: Path) -> None:
@@ -347,7 +340,7 @@ async def test_other_commands(home: Path) -> None:
         command = partial(run_command, pilot)
 
         assert "No model calls yet" in await command("/usage")
-        said = await command("/instructions")
+        said = await command("/instructions edit")
         assert edited == [home / "instructions.md"] and "next start" in said
         help_text = await command("/help")
         assert "/memory zoom ID N" in help_text and "/setup" in help_text
@@ -599,7 +592,9 @@ def answered(app: ChatApp, count: int) -> bool:
 
 
 async def test_a_model_that_calls_no_tools_gets_a_row_and_a_mark_in_the_bar(home: Path) -> None:
-    fake = AnthropicFake(script())  # every turn a plain reply, no tool call
+    # every turn a reply that tells of a command run, and no tool call
+    said = answer("I ran `df -h`: the disk is 40% full.")
+    fake = AnthropicFake(Script(said).route(is_compaction, summarizer(100)))
     async with running(home, fake) as pilot:
         app = app_of(pilot)
         bar = app.query_one(StatusBar)
@@ -628,7 +623,7 @@ async def test_an_editor_that_cannot_run_is_reported_and_the_app_goes_on(
     monkeypatch.setenv("EDITOR", editor)
     async with running(home, AnthropicFake(script())) as pilot:
         app = app_of(pilot)
-        await enter_line(pilot, "/instructions")
+        await enter_line(pilot, "/instructions edit")
         await wait_until(pilot, lambda: outputs(app))
         said = outputs(app)[-1]
         assert said.startswith(f"cannot run the editor {editor!r}: ")
@@ -659,7 +654,7 @@ async def test_an_editor_that_fails_to_start_lets_the_app_resume(
     monkeypatch.setenv("EDITOR", str(editor))
     async with running(home, AnthropicFake(script())) as pilot:
         app = app_of(pilot)
-        await enter_line(pilot, "/instructions")
+        await enter_line(pilot, "/instructions edit")
         await wait_until(pilot, lambda: outputs(app))
         assert seen == ["suspended", "resumed"]
         assert outputs(app)[-1].startswith(f"cannot run the editor {str(editor)!r}: ")

@@ -35,7 +35,8 @@ WINDOW = Limits(max_tokens=1_000, context_budget=12_000)  # room for about 26 KB
 CATCH_UP_TIMEOUT = 3.0  # seconds the row stays up: summaries never come here
 NEVER = 3600.0
 PROGRESS = re.compile(
-    r"catching up: [\d,]+ summar(y|ies) to go, estimating… \(Ctrl\+C cancels the turn\)"
+    r"catching up: [\d,]+ summar(y|ies) to go, estimating…; turns send about [\d,K]+ tokens "
+    r"of view meanwhile \(Ctrl\+C cancels the turn\)"
 )
 
 

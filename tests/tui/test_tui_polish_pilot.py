@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
-from textual.pilot import Pilot
 from tui_support import (
     API_KEY,
     HOSTS,
     MODEL,
     agent_of,
     app_of,
+    command_row,
     enter_line,
     running,
     script,
@@ -24,9 +23,8 @@ from tui_support import (
     write_config,
 )
 
-from evertalk.tui.app import ChatApp
 from evertalk.tui.status import dollars
-from evertalk.tui.widgets import NoteRow, OutputRow, ReplyView, StatusBar
+from evertalk.tui.widgets import NoteRow, ReplyView, StatusBar
 from fakes import AnthropicFake
 from fakes import chat as answer
 from providers.test_server_info import Answer
@@ -37,46 +35,33 @@ pytestmark = pytest.mark.anyio
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 30
 
 
-def outputs(app: ChatApp) -> list[OutputRow]:
-    return list(app.query(OutputRow))
-
-
-async def command(pilot: Pilot[Any], text: str) -> OutputRow:
-    """Type a command; the row it adds."""
-    app = app_of(pilot)
-    count = len(outputs(app))
-    await enter_line(pilot, text)
-    await wait_until(pilot, lambda: len(outputs(app)) > count)
-    return outputs(app)[-1]
-
-
 async def test_image_takes_a_dropped_path_and_clear_takes_nothing_more(home: Path) -> None:
     picture = workdir_of(home) / "screen shot.png"
     picture.write_bytes(PNG)
     async with running(home, AnthropicFake(script())) as pilot:
         app = app_of(pilot)
-        row = await command(pilot, f"/image '{picture}' ")
+        row = await command_row(pilot, f"/image '{picture}' ")
         assert row.text == "attached screen shot.png (38 B); it goes with your next message"
-        row = await command(pilot, "/image screen\\ shot.png")  # from the working folder
+        row = await command_row(pilot, "/image screen\\ shot.png")  # from the working folder
         assert row.text.startswith("attached screen shot.png")
         assert app.prompt.border_title == "2 images attached: screen shot.png, screen shot.png"
-        row = await command(pilot, "/image clear extra")
+        row = await command_row(pilot, "/image clear extra")
         assert row.has_class("error")
         assert row.text == "usage: /image [PATH|clear]: /image clear takes nothing after it"
         assert len(app.attachments.files) == 2
-        assert (await command(pilot, "/image clear")).text == "dropped 2 images"
+        assert (await command_row(pilot, "/image clear")).text == "dropped 2 images"
 
 
 async def test_memory_with_other_words_gives_its_usage(home: Path) -> None:
     async with running(home, AnthropicFake(script())) as pilot:
-        row = await command(pilot, "/memory foo")  # answered by the service, shown by the app
+        row = await command_row(pilot, "/memory foo")  # answered by the service, shown by the app
         assert row.has_class("error")
         assert row.text == "usage: /memory, /memory zoom ID N or /memory search QUERY"
 
 
 async def test_help_explains_the_status_bar(home: Path) -> None:
     async with running(home, AnthropicFake(script())) as pilot:
-        text = (await command(pilot, "/help")).text
+        text = (await command_row(pilot, "/help")).text
         bar = text[text.index("\nThe status bar\n") :]
         assert "summaries: idle" in bar and "merging" in bar and "tools unused" in bar
 
@@ -90,13 +75,13 @@ async def test_model_lists_the_servers_models_and_refuses_a_name_it_lacks(home: 
         write_config(home, base_url=server.url)  # what /model asks; turns go to the fake
         async with running(home, AnthropicFake(script())) as pilot:
             app = app_of(pilot)
-            shown = (await command(pilot, "/model")).text
+            shown = (await command_row(pilot, "/model")).text
             assert shown.splitlines() == [
                 f"turn model: {MODEL}",
                 "set it with /model NAME",
                 f"the server has: claude-opus-5-5-20260301, {MODEL}",
             ]
-            row = await command(pilot, "/model claude-opsu-5-5")
+            row = await command_row(pilot, "/model claude-opsu-5-5")
             assert row.has_class("error")
             said = "unknown model claude-opsu-5-5; the server has: "
             assert row.text.startswith(said)
@@ -104,7 +89,7 @@ async def test_model_lists_the_servers_models_and_refuses_a_name_it_lacks(home: 
                 model["id"] for model in MODELS["data"]
             )
             assert agent_of(app).model == MODEL
-            row = await command(pilot, "/model claude-opus-5-5")  # its name without the date
+            row = await command_row(pilot, "/model claude-opus-5-5")  # its name without the date
             assert row.text.startswith("turn model: claude-opus-5-5 from the next turn on")
             assert agent_of(app).model == "claude-opus-5-5"
     asked = server.asked

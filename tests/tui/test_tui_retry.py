@@ -16,6 +16,7 @@ from tui_support import (
     app_of,
     enter_line,
     log_of,
+    outputs,
     script,
     wait_until,
     workdir_of,
@@ -63,10 +64,6 @@ async def running(home: Path, fake: AnthropicFake) -> AsyncIterator[Pilot[int]]:
 
 def notes(app: ChatApp) -> list[str]:
     return [row.text for row in app.query(NoteRow)]
-
-
-def outputs(app: ChatApp) -> list[str]:
-    return [row.text for row in app.query(OutputRow)]
 
 
 def replies(app: ChatApp) -> list[str]:

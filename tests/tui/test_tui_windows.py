@@ -25,7 +25,7 @@ from tui_support import (
 
 from evertalk.client.remote import Remote, open_remote
 from evertalk.tui.app import ChatApp
-from evertalk.tui.widgets import PermissionScreen, ReplyView, ToolRow, UserRow
+from evertalk.tui.widgets import NoteRow, PermissionScreen, ReplyView, ToolRow, UserRow
 from fakes import AnthropicFake, ToolCall, reply, slow
 from fakes import chat as answer
 
@@ -35,6 +35,10 @@ pytestmark = pytest.mark.anyio
 def users(app: ChatApp) -> list[tuple[str, bool]]:
     """The user rows: (text, held)."""
     return [(row.text, row.has_class("held")) for row in app.query(UserRow)]
+
+
+def waits_elsewhere(app: ChatApp) -> list[str]:
+    return [row.text for row in app.query(NoteRow) if "waits for an answer" in row.text]
 
 
 def replies(app: ChatApp) -> list[str]:
@@ -118,8 +122,12 @@ async def test_a_permission_request_goes_to_the_window_that_sent_the_message(
         (ask,) = other.asks()
         assert ask["tool"] == "shell" and ask["input"] == {"command": "echo from-the-other"}
         assert not isinstance(app.screen, PermissionScreen)  # not this window's message
+        # this window says where the turn waits, until the question is answered
+        await wait_until(pilot, lambda: bool(waits_elsewhere(app)))
+        assert waits_elsewhere(app) == ["Ever waits for an answer in another window (other): shell"]
         await other.remote.post({"type": "answer", "id": ask["id"], "decision": "once"})
         await wait_until(pilot, lambda: replies(app) == ["It ran there."])
+        await wait_until(pilot, lambda: not waits_elsewhere(app))
         row = app.query_one(ToolRow)
         assert not row.is_error and "from-the-other" in row.output_text
         assert {"type": "ask_closed", "id": ask["id"]} in other.frames

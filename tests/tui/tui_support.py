@@ -26,6 +26,7 @@ from evertalk.config import load_config
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.service.server import AgentOpener, Service, serve
 from evertalk.tui.app import ChatApp
+from evertalk.tui.widgets import OutputRow
 from fakes import IN_PROCESS_URL, AnthropicFake, Call, Script, async_client, summarizer
 
 API_KEY = "sk-ant-test-SECRET-0123456789"
@@ -222,3 +223,22 @@ async def enter_line(pilot: Pilot[Any], text: str) -> None:
     prompt.load_text(text)
     prompt.move_cursor(prompt.document.end)
     await pilot.press("enter")
+
+
+def outputs(app: ChatApp) -> list[str]:
+    """The text of each output row (what a command said), in order."""
+    return [row.text for row in app.query(OutputRow)]
+
+
+async def command_row(pilot: Pilot[Any], text: str) -> OutputRow:
+    """Type a command; the output row it adds."""
+    app = app_of(pilot)
+    count = len(app.query(OutputRow))
+    await enter_line(pilot, text)
+    await wait_until(pilot, lambda: len(app.query(OutputRow)) > count)
+    return list(app.query(OutputRow))[-1]
+
+
+async def run_command(pilot: Pilot[Any], text: str) -> str:
+    """Type a command; the text of the output row it adds."""
+    return (await command_row(pilot, text)).text

@@ -1,14 +1,15 @@
 """The wait before a turn renders its view (SPEC §6.1), and catching up when the chat is behind.
 
-Usually the view fits the turn model's window, and this is the settle wait: at most
-`memory.settle_timeout` seconds for the view's unbuilt lines, with `Settling(n)` meanwhile.
+Usually the view is within its ceiling and the turn model's window, and this is the settle wait:
+at most `memory.settle_timeout` seconds for the view's unbuilt lines, with `Settling(n)`
+meanwhile.
 
-A chat that is behind (an import, a long time offline, a lost tree) can have a view that the
-window cannot hold: free lines cannot merge until their parents are built, and the core's view
-merges only at a message. The turn then fits the view at render time (`memory/coarse.py`: the
-batch rule with the nodes built now), and waits for the summaries that make it fit, saying how it
-goes: `CatchingUp(to_go, eta)`. Meanwhile the user can send messages (they are held, and join the
-turn's opening) or cancel the turn.
+A chat that is behind (an import, a long time offline, a lost tree) can have a view far over
+its ceiling: free lines cannot merge until their parents are built, and the core's view merges
+only at a message. The turn then fits the view at render time (`memory/coarse.py`: the batch
+rule with the nodes built now, within the ceiling and the window), and waits for the summaries
+that make it fit, saying how it goes: `CatchingUp(to_go, eta, view_tokens)`. Meanwhile the user
+can send messages (they are held, and join the turn's opening) or cancel the turn.
 
 The bound. Catching up ends after `catch_up_timeout` seconds (5 minutes by default), and earlier
 once it cannot succeed in that time: when the pace of the last minute says the summaries left
@@ -39,6 +40,7 @@ from evertalk.protocol.events import (
     Settling,
     about,
 )
+from evertalk.providers.base import BYTES_PER_TOKEN
 
 CATCH_UP_TIMEOUT = 300.0
 """Seconds a turn waits at most for a chat that is behind to catch up (see above)."""
@@ -66,6 +68,10 @@ Room = Callable[[], int]
 opening, so the room can shrink while the turn waits)."""
 ToGo = Callable[[int], int]
 """About how many summaries are still to be built before a view fits this many bytes."""
+Tokens = Callable[[int], int]
+"""About how many tokens this many bytes of request take."""
+Figures = tuple[int, float | None, int]
+"""What `CatchingUp` says: summaries to go, the time that takes, the tokens of the view sent."""
 
 
 @dataclass
@@ -103,9 +109,9 @@ class _Shown:
     """What the wait last told the user, so that it says only what changed, and not too often."""
 
     settling: int = -1
-    catching_up: tuple[int, float | None] | None = None  # the figures last sent
+    catching_up: Figures | None = None  # the figures last sent
     at: float = -math.inf  # … and when
-    figures: tuple[int, float | None] | None = None  # the latest figures
+    figures: Figures | None = None  # the latest figures
     counted_at: float = -math.inf  # … and when they were counted
 
 
@@ -120,13 +126,16 @@ class ViewWait:
         settle_timeout: float,
         catch_up_timeout: float,
         to_go: ToGo,
+        tokens: Tokens | None = None,
     ) -> None:
         self.chat = chat
         self.compactor = compactor
         self.settle_timeout = settle_timeout
         self.catch_up_timeout = catch_up_timeout
         self.to_go = to_go
-        self._waiters = 0
+        self.tokens = tokens or (lambda size: math.ceil(size / BYTES_PER_TOKEN))
+        self._keep = 0  # the coarse end of the last view a turn sent (`memory/coarse.py`)
+        self._room: int | None = None  # the bound of the last fit; None before the first
 
     async def ready(self, emit: Emit, room: Room) -> Fitted:
         """The lines to render: the view fitted to the room, once its lines are built, or the
@@ -135,15 +144,15 @@ class ViewWait:
         for the window: no summary can help, and the turn's own check says so)."""
         fitted, fits = self._fit(room())
         if (fitted.coarse_end == 0 and not self._unbuilt(fitted)) or not fits:
-            return fitted
-        self._waiters += 1
-        self.compactor.waiting = True  # failed nodes are retried on a timer meanwhile (§4.5)
-        try:
-            return await self._wait(emit, room)
-        finally:
-            self._waiters -= 1
-            if self._waiters == 0:
-                self.compactor.waiting = False
+            return self._used(fitted)
+        with self.compactor.waiting():  # failed nodes are retried on a timer meanwhile (§4.5)
+            return self._used(await self._wait(emit, room))
+
+    def _used(self, fitted: Fitted) -> Fitted:
+        """What a turn sends: its coarse stretch is kept at the next turns while it fits."""
+        if fitted.fits:
+            self._keep = fitted.coarse_end
+        return fitted
 
     async def _wait(self, emit: Emit, room: Room) -> Fitted:
         start = anyio.current_time()
@@ -166,8 +175,11 @@ class ViewWait:
             else:
                 pace.add(now, self.compactor.built)
                 if shown.figures is None or now - shown.counted_at >= SHOW_EVERY:
-                    to_go = self.to_go(space)  # a walk of the view: once a second is enough
-                    shown.figures, shown.counted_at = (to_go, pace.eta(now, to_go)), now
+                    # a walk of the view: once a second is enough
+                    to_go = self.summaries_to_go(room)
+                    sent = rendered_size(fitted.lines, shown_size(self.chat.core.tree))
+                    shown.figures = (to_go, pace.eta(now, to_go), self.tokens(sent))
+                    shown.counted_at = now
                 figures = shown.figures
                 why = _hopeless(pace, now, figures[1], give_up_at, self.catch_up_timeout)
                 if why is not None:
@@ -177,10 +189,18 @@ class ViewWait:
                 delay = min(CATCH_UP_POLL, give_up_at - now)
             await anyio.sleep(delay)
 
+    def summaries_to_go(self, room: Room) -> int:
+        """The count `CatchingUp` gives, now, for the bound of the last fit (before any, for
+        `room`): the status shows the same figure as a waiting turn, with the same meaning."""
+        if self._room is None:
+            self._room = min(room(), self.chat.core.budget.ceiling)
+        return self.to_go(self._room)
+
     def _fit(self, room: int) -> tuple[Fitted, bool]:
         """The view fitted to `room`, and whether it fits (not even the coarsest may)."""
         core = self.chat.core
-        fitted = fit(core.view, core.t, core.tree, room)
+        self._room = min(room, core.budget.ceiling)
+        fitted = fit(core.view, core.t, core.tree, room, core.budget, self._keep)
         fits = rendered_size(fitted.lines, shown_size(core.tree)) <= room
         return (fitted if fits else replace(fitted, fits=False)), fits
 
@@ -197,9 +217,7 @@ class ViewWait:
             emit(Settling(len(unbuilt)))
             self.compactor.prioritize(unbuilt)
 
-    def _catching_up(
-        self, emit: Emit, shown: _Shown, now: float, figures: tuple[int, float | None]
-    ) -> None:
+    def _catching_up(self, emit: Emit, shown: _Shown, now: float, figures: Figures) -> None:
         """Say how far catching up is: at once, then at most once a second while it changes."""
         first = shown.catching_up is None
         if not first and (now - shown.at < SHOW_EVERY or figures == shown.catching_up):

@@ -7,8 +7,9 @@ again would log it twice; a retry instead runs a new turn for the message alread
 
 Which message: the last unanswered one, read from the end of the log. The last `user` or `work`
 message is unanswered when no `ever` reply follows it: only the tool calls, results and notes
-of a turn that failed. Once a reply is logged, a new turn would say it again; a new message
-goes on from there instead. A long message is taken whole (all its pages), with its images.
+of a turn that failed, and the part of a reply that a cancel cut off (marked `REPLY_CUT`).
+Once a reply is logged, a new turn would say it again; a new message goes on from there instead.
+A long message is taken whole (all its pages), with its images.
 
 What the retried turn sees: the current view, then the header and the message again (SPEC
 §6.2). The view before the message (SPEC §6.4: a message that opens a turn never appears in the
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evertalk.agent.tools.memory import load_images
-from evertalk.agent.turn import Held
+from evertalk.agent.turn import REPLY_CUT, Held
 from evertalk.chat import Chat
 from evertalk.store.records import MessageRecord
 
@@ -81,6 +82,9 @@ def _last_unanswered(chat: Chat) -> MessageRecord:
     i = chat.t - 1
     while i >= 0:
         record = chat.store.read_message(i)
+        if record.kind == "ever" and _cut_off(record.text):  # over all its pages
+            i = record.i - (record.page.part if record.page is not None else 0) - 1
+            continue
         if record.kind == "ever":
             raise NothingToRetry(ANSWERED)
         if record.kind in ("user", "work"):
@@ -89,6 +93,11 @@ def _last_unanswered(chat: Chat) -> MessageRecord:
             break
         i -= 1
     raise NothingToRetry(NO_MESSAGE)
+
+
+def _cut_off(text: str) -> bool:
+    """Whether a reply was logged as it stood when a cancel cut it off."""
+    return text.rpartition("\n")[2].startswith(REPLY_CUT)
 
 
 def _whole(chat: Chat, last: MessageRecord, images: Path) -> Retried:

@@ -12,7 +12,10 @@ line of the view to be built (`Settling`), renders the view, logs the message, a
 view would not fit the turn model's window, the turn first waits for it to catch up
 (`CatchingUp`, see `catch_up.py`), and never fails for it. A message submitted during a turn
 (or during its wait) is held and delivered between two tool calls, or, if the turn ends first,
-starts the next turn together with any other held message (SPEC §6.4). A subagent's report is
+starts the next turn together with any other held message (SPEC §6.4). Every held message is
+written to `chat/held.jsonl` first, with its key, so that a crash while it waits loses nothing
+a client was told is accepted: the next open delivers what the log does not have yet, first. A
+subagent's report is
 held the same way, except the report of one the user stopped: it reaches a running turn like any
 report, but it never starts a turn of its own (see `_report_stopped`). Nothing carries over
 from one turn to the next but the view.
@@ -24,6 +27,7 @@ Toolbox redacts every tool result, and every append of the session goes through 
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, closing, suppress
 from dataclasses import dataclass, replace
@@ -43,8 +47,11 @@ from evertalk.agent.subagents import AgentLog, Subagents
 from evertalk.agent.tokens import TokenEstimate
 from evertalk.agent.tool_watch import ToolWatch
 from evertalk.agent.tools import Toolbox, ToolContext
+from evertalk.agent.tools.checkpoints import Checkpoints, TurnCheckpoint, limits_of
+from evertalk.agent.tools.memory import load_images
 from evertalk.agent.tools.sandbox import Sandbox
 from evertalk.agent.turn import (
+    BY_THE_USER,
     TURN_MAX_TOKENS,
     Ending,
     Held,
@@ -54,6 +61,7 @@ from evertalk.agent.turn import (
     discard,
     explain,
 )
+from evertalk.budget import compactor_pause
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
 from evertalk.compactor.status import catch_up_seconds
@@ -63,7 +71,11 @@ from evertalk.config import (
     save_models,
     secret_values,
 )
-from evertalk.ledger import Ledger, ledger_path
+from evertalk.folder_instructions import find as find_instructions
+from evertalk.folder_instructions import opening_block
+from evertalk.ledger import DaySpending, Ledger, ledger_path
+from evertalk.mcp_client.settings import McpSettings
+from evertalk.mcp_client.tools import McpTools
 from evertalk.memory.budget import Budget
 from evertalk.memory.coarse import Fitted, render, summaries_to_go
 from evertalk.memory.text import valid_unicode
@@ -77,11 +89,12 @@ from evertalk.protocol.events import (
     TurnStarted,
 )
 from evertalk.protocol.status import AgentStatus as AgentStatus
-from evertalk.providers.base import Image, Provider
+from evertalk.providers.base import Image, Provider, Tool
 from evertalk.providers.lane import turns_first
 from evertalk.runtime import Runtime, cache_key
 from evertalk.runtime import configuration_problem as configuration_problem
 from evertalk.store.errors import StoreError
+from evertalk.store.held import HeldEntry, HeldFile
 from evertalk.terminal_text import one_line
 
 RESTART_SECONDS = 5.0
@@ -140,10 +153,6 @@ class GuardedLog:
         if self.compactor is not None:
             self.compactor.message_logged()
         return ids
-
-
-class BusyError(Exception):
-    """The agent cannot take this now: a turn runs. One line for the user."""
 
 
 OutsideKind = Literal["user", "ever", "tool", "echo", "note"]
@@ -205,6 +214,7 @@ class Agent:
         limits: Limits,
         group: TaskGroup,
         catch_up_timeout: float | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.home = home
         self.runtime = runtime
@@ -213,6 +223,10 @@ class Agent:
         self.compactor = compactor
         compactor.on_warning = self._memory_warning
         self.toolbox = toolbox
+        self.mcp = mcp or McpTools(McpSettings())  # the other MCP servers' tools
+        self.mcp.on_change = self._tools_changed
+        compactor.tools = self.tools()  # a server may have listed its tools already
+        self.mcp.on_warning = self._memory_warning
         self.ledger = ledger
         self.workdir = workdir
         self.clock = clock
@@ -234,11 +248,15 @@ class Agent:
                 else catch_up_timeout
             ),
             to_go=self._summaries_to_go,
+            tokens=self.estimate.tokens,
         )
         self.agents_dir = chat.store.path / "agents"
         self.images = ImageStore(chat.store.path / "images")
         self.cache_key = cache_key(home, "turn")  # per chat and role (SPEC §7)
         self.subagent_cache_key = cache_key(home, "subagent")
+        # what write and edit replace, for undo; a subagent's go with the turn that started it
+        self.checkpoints = Checkpoints(home / "checkpoints", limits_of(runtime.config))
+        self.checkpoint: TurnCheckpoint | None = None
         self.subagents = Subagents(
             self.agents_dir,
             group,
@@ -249,11 +267,17 @@ class Agent:
             stopped=self._report_stopped,
         )
         self.turn_cost = 0.0
+        # the status's cost: the day's, from the ledger, so that a restart does not reset it
+        self.spent_today = None if ledger is None else DaySpending(ledger.path)
+        compactor.budget_pause = compactor_pause(self._spent, runtime.config.budget_daily)
         self._held: list[Held] = []
+        self.held_file = HeldFile(chat.store.path)  # what `_held` holds, durable (SPEC §6.4)
         self._sender, self._receiver = anyio.create_memory_object_stream[AgentEvent](math.inf)
         self._wake = anyio.Event()
         self._change = anyio.Event()
         self._scope: anyio.CancelScope | None = None
+        self._cancelled_by: str | None = None  # why the running turn was cancelled
+        self._closing_by: str | None = None  # why the session is closing (`closing`)
         self._turning = False
         self._closed = False
         self._opened = False
@@ -304,6 +328,9 @@ class Agent:
                 lane=lane,
             )
             policy = Policy(runtime.config.tools, granted=granted, interactive=asker is not None)
+            # no servers to start when the model is offered no tools
+            servers = runtime.config.mcp if runtime.tools else McpSettings()
+            mcp = await stack.enter_async_context(McpTools.open(servers, home))
             body_error: BaseException | None = None
             try:
                 async with anyio.create_task_group() as group:
@@ -313,14 +340,16 @@ class Agent:
                         chat=chat,
                         provider=turns_first(turns, lane),
                         compactor=compactor,
-                        toolbox=Toolbox(policy, asker),
+                        toolbox=Toolbox(policy, asker, mcp),
                         ledger=ledger,
                         workdir=(workdir or runtime.config.workdir_path or Path.cwd()).resolve(),
                         clock=clock or _local_now,
                         limits=limits or limits_for(runtime.config),
                         group=group,
                         catch_up_timeout=catch_up_timeout,
+                        mcp=mcp,
                     )
+                    agent._recover_held()
                     group.start_soon(agent._compact)
                     group.start_soon(agent._drive)
                     try:
@@ -342,8 +371,12 @@ class Agent:
         self._closed = True
         self._sender.close()
         self._receiver.close()
-        if self._held:
-            self._log_held(self._take_held())
+        try:
+            if self._held:
+                self._log_held(self._take_held())
+            self._settle_held()
+        finally:
+            self.held_file.close()
 
     # -- what the user interface calls ------------------------------------------------------
 
@@ -362,7 +395,9 @@ class Agent:
         join its opening message. `key` is logged with it (a client's idempotency key);
         `workdir` is where the tools of the turn it opens work (else the session's); `model`
         is the model that turn runs on (else the session's, which stays as it is). A message
-        that joins a turn already under way leaves that turn on its model."""
+        that joins a turn already under way leaves that turn on its model. It is durable when
+        this returns (`chat/held.jsonl`); a StoreError (one line) when it cannot be made so,
+        and then nothing is held."""
         if self._closed:
             raise RuntimeError("the agent is closed")
         if not text.strip():
@@ -373,20 +408,20 @@ class Agent:
             "user",
             valid_unicode(text),
             images=tuple(images),
-            key=key,
+            key=key or _new_key(),
             workdir=workdir,
             model=model,
         )
-        self._hold(held)
+        self._hold(held, strict=True)
 
     def record(self, messages: Sequence[Outside]) -> tuple[list[int], int]:
-        """Log messages that come from outside any turn (an import, another agent's note), in
-        order, each unless its key was logged before; they start no turn. (ids, skipped).
-        BusyError while a turn runs or a message waits for one: they would land inside it."""
+        """Log messages that come from outside any turn (an import, another agent's note, a
+        captured message), in order, each unless its key was logged before; they start no
+        turn. (ids, skipped). They are not part of a turn, so a running one does not make them
+        wait: it may be waiting for a permission answer for as long as the user is away, and
+        it never sees them (its view was rendered before); the next turn's view has them."""
         if self._closed:
             raise RuntimeError("the agent is closed")
-        if self.busy:
-            raise BusyError("a turn is running: the messages wait until it ends")
         ids: list[int] = []
         skipped = 0
         with self.chat.one_sync():
@@ -454,15 +489,36 @@ class Agent:
         self.compactor.settings = replace(settings, model=model, effort=effort)
         self._changed()
 
-    def cancel(self) -> None:
-        """Cancel the running turn, at once; what it logged stays logged."""
+    def cancel(self, why: str = BY_THE_USER) -> None:
+        """Cancel the running turn, at once; what it logged stays logged, with `why`."""
         if self._scope is not None:
+            self._cancelled_by = self._cancelled_by or why
             self._scope.cancel()
+
+    def closing(self, why: str) -> None:
+        """The session is about to close for `why` (the service stops): a turn still running
+        then is logged as stopped for it, not as cancelled by the user."""
+        self._closing_by = why
+
+    def _stopped_by(self) -> str:
+        return self._cancelled_by or self._closing_by or BY_THE_USER
 
     @property
     def busy(self) -> bool:
         """A turn runs, or messages are held for one."""
         return self._turning or bool(self._held)
+
+    @property
+    def turning(self) -> bool:
+        """A turn runs (messages may be held besides)."""
+        return self._turning
+
+    async def stop_turn(self, why: str) -> None:
+        """Cancel the running turn for `why` and return once it has ended, its stop logged (a
+        turn that starts meanwhile, for a message held, is cancelled too)."""
+        while self._turning:
+            self.cancel(why)
+            await self._change.wait()
 
     async def wait_idle(self) -> None:
         """Until no turn runs and no message is held."""
@@ -486,7 +542,7 @@ class Agent:
             view_merges=core.t - len(core.view),  # each message adds a line, each merge drops one
             compactor_running=compactor.running,
             compactor_queued=compactor.queued,
-            cost=self.turn_cost + self.compactor.cost,
+            cost=self._spent(),
             turn_cost=self.turn_cost,
             busy=self.busy,
             subagents=len(self.subagents.running),
@@ -495,17 +551,35 @@ class Agent:
             compactor_paused=compactor.paused,
             catching_up=self._behind(),
             tools_unused=self.tool_watch.unused,
+            chat_error=self.chat.broken,
+            mcp_problems=self.mcp.problems(),
+            budget=self.runtime.config.budget_daily,
         )
 
     def _behind(self) -> CatchingUp | None:
-        """How far the memory is behind, when it is far (`MemoryCore.catch_up`), with a time at
-        the compactor's measured pace (or a conservative default)."""
-        behind = self.chat.core.catch_up()
-        if not behind.behind:
+        """How far the memory is behind, when it is far (`MemoryCore.catch_up`): the summaries
+        before a turn's view is whole, the figure a waiting turn shows (`ViewWait`), with a time
+        at the compactor's measured pace (or a conservative default)."""
+        if not self.chat.core.catch_up().behind:
+            return None
+        to_go = self.view_wait.summaries_to_go(self._bare_room)
+        if not to_go:  # the rest of the work is the compactor's queue, which the bar shows
             return None
         rate = self.compactor.rate()
-        seconds = catch_up_seconds(behind.to_go, rate, self.compactor.settings.concurrency)
-        return CatchingUp(behind.to_go, seconds)
+        seconds = catch_up_seconds(to_go, rate, self.compactor.settings.concurrency)
+        return CatchingUp(to_go, seconds)
+
+    def _spent(self) -> float:
+        """Today's cost of the chat's home from the ledger; without one, this session's."""
+        if self.spent_today is None:
+            return self.turn_cost + self.compactor.cost
+        return self.spent_today.cost()
+
+    def _bare_room(self) -> int:
+        """The room for the view beside an opening with no message: the status's bound before
+        any turn has fitted the view."""
+        loop = self._loop(self.log, self._context(), master=True)
+        return loop.view_room(self._opening([]))
 
     # -- the inside -------------------------------------------------------------------------
 
@@ -526,10 +600,77 @@ class Agent:
         self._change.set()
         self._change = anyio.Event()
 
-    def _hold(self, held: Held) -> None:
+    def _hold(self, held: Held, *, strict: bool = False) -> None:
+        """Hold a message for a turn, written to the held file first. `strict`: a message that
+        cannot be made durable is refused (StoreError), as a client must not hear `accepted`
+        for it; otherwise (a subagent's report) it is held all the same, in memory only."""
+        try:
+            held = self._keep(held)
+        except StoreError:
+            if strict:
+                raise
         self._held.append(held)
         self._wake.set()
         self._changed()
+
+    def _keep(self, held: Held) -> Held:
+        """Write a message to the held file, with a key of its own if it has none (the log
+        keeps the key, which is how the next open knows it was logged). A retried message is
+        in the log already."""
+        if isinstance(held, Retried):
+            return held
+        if held.key is None:
+            held = replace(held, key=_new_key())
+        assert held.key is not None
+        try:
+            images = self.images.save_all(held.images) or []
+        except OSError as error:
+            raise StoreError(f"cannot keep the message's images: {explain(error)}") from None
+        entry = HeldEntry(
+            held.key,
+            held.kind,
+            held.text,
+            self.clock().isoformat(timespec="seconds"),
+            tuple(images),
+            workdir=str(held.workdir) if held.workdir is not None else None,
+            agent=held.agent,
+            model=held.model,
+            quiet=isinstance(held, _Quiet),
+        )
+        self.held_file.add(entry)
+        return held
+
+    def _recover_held(self) -> None:
+        """At open: the messages accepted before the last owner stopped and not logged yet are
+        held again, in order, and open the first turn (a stop report alone is logged now)."""
+        entries = self.held_file.load(self.chat.warnings)
+        waiting = [entry for entry in entries if not self.chat.store.logged(entry.key)]
+        for entry in waiting:
+            loaded, _ = load_images(self.images.folder, entry.images)
+            kind = _Quiet if entry.quiet else Held
+            self._held.append(
+                kind(
+                    entry.kind,
+                    entry.text,
+                    agent=entry.agent,
+                    images=tuple(image for _, image in loaded),
+                    key=entry.key,
+                    workdir=Path(entry.workdir) if entry.workdir is not None else None,
+                    model=entry.model,
+                )
+            )
+        if waiting:
+            count = f"{len(waiting)} message" + ("s" if len(waiting) > 1 else "")
+            self.chat.warnings.append(
+                f"{count} accepted before evertalk stopped had not been answered: "
+                "answered now, first"
+            )
+        self._log_quiet_left()
+        self._settle_held()
+
+    def _settle_held(self) -> None:
+        """Empty the held file once the log has all of it."""
+        self.held_file.settle(self.chat.store.logged)
 
     def _take_held(self) -> list[Held]:
         held, self._held = self._held, []
@@ -540,6 +681,18 @@ class Agent:
 
     def _memory_warning(self, text: str) -> None:
         self._emit(MemoryWarning(text))
+
+    def tools(self) -> list[Tool]:
+        """What every call carries: the built-in tools, then the MCP servers' (none with
+        `[turn] tools = "off"`). The same list, byte for byte, until a server's listing changes:
+        it is part of the cached prefix (SPEC §5)."""
+        built_in = self.runtime.tools
+        return [*built_in, *self.mcp.definitions] if built_in else built_in
+
+    def _tools_changed(self) -> None:
+        """A server's tools came (or changed): compactions carry the turns' list too, so that
+        both keep one prefix (SPEC §4.2)."""
+        self.compactor.tools = self.tools()
 
     async def _compact(self) -> None:
         """The compactor, for the whole session. A bug that stops it is reported (once for
@@ -567,6 +720,7 @@ class Agent:
                 continue
             await self._turn()
             self._log_quiet_left()
+            self._settle_held()
             self._changed()
 
     def _summaries_to_go(self, room: int) -> int:
@@ -583,7 +737,7 @@ class Agent:
             model=model or self.model,
             effort=self.runtime.config.turn.effort,
             system=self.runtime.system,
-            tools=self.runtime.tools,
+            tools=self.tools(),
             toolbox=self.toolbox,
             context=context,
             log=log,
@@ -596,6 +750,7 @@ class Agent:
             limits=self.limits,
             cache_key=self.cache_key if master else self.subagent_cache_key,
             estimate=self.estimate,
+            stopped_by=self._stopped_by,
         )
 
     def _log_held(self, held: list[Held]) -> list[int]:
@@ -653,6 +808,7 @@ class Agent:
             secrets=self.secrets,
             home=self.home,
             sandbox=self.sandbox,
+            checkpoint=self.checkpoint,
         )
 
     async def _turn(self) -> None:
@@ -672,6 +828,7 @@ class Agent:
             ended = TurnEnded("error", explain(error))
         finally:
             self._scope = None
+            self._cancelled_by = None
             self._turning = False
             self._checkpoint_views()
         self._emit(ended)
@@ -687,6 +844,7 @@ class Agent:
         §6.1). Messages held during the wait join the opening, and the view is fitted to the
         room they leave."""
         log = self.log
+        await self.mcp.started()  # their tools from the first turn: each start is bounded
         sent_from = [held.workdir for held in self._held if held.workdir is not None]
         if sent_from:  # the tools work where the client that sent the message does
             self.workdir = sent_from[-1]
@@ -706,25 +864,37 @@ class Agent:
         ids = self._log_held(held)
         self._emit(TurnStarted(ids))
         turn = turn_id(held, ids, self.chat.t)  # ids[0], but for a retried message alone
+        self.checkpoint = self.checkpoints.turn(turn)
+        loop.context = replace(loop.context, checkpoint=self.checkpoint)
         ending = await loop.run(view, self._opening(held), turn, _images(held))
         return ending.event
 
     def _unanswerable(self, held: list[Held]) -> TurnEnded:
         """A message too long for the model's window even beside the coarsest view: no turn
-        could answer it, so it is not logged (logged, with a note that the turn stopped, it
-        would only make every later view longer). Retried messages were logged before."""
-        fresh = [message for message in held if not isinstance(message, Retried)]
+        can answer it. It was accepted, so it is logged all the same (SPEC §1.3: what a client
+        was told is accepted is kept), followed by the turn's stop saying why it got no reply;
+        a model with a larger window can answer it by a retry."""
         window = self.limits.context_budget
-        what = "this message does not" if len(fresh) <= 1 else "these messages do not"
+        what = "this message does not" if len(held) <= 1 else "these messages do not"
         why = (
             f"{what} fit the model's context window ({window:,} tokens) beside even the "
-            "shortest view of the chat, so no reply could be made; not logged: shorten it, or "
-            "choose a model with a larger window ([turn] context_window)"
+            "shortest view of the chat, so no reply could be made: shorten it, or choose a "
+            "model with a larger window ([turn] context_window) and retry"
         )
+        ids = self._log_held(held)
+        turn = turn_id(held, ids, self.chat.t)
+        self.log.append("echo", f"turn stopped: {why}", key=f"turn-{turn}-stop")
         return TurnEnded("context_full", why)
 
     def _opening(self, held: Sequence[Held]) -> str:
-        return turn_header(self.clock()) + "\n" + "\n\n".join(m.text for m in held)
+        header = turn_header(self.clock())
+        return self._folder_block() + header + "\n" + "\n\n".join(m.text for m in held)
+
+    def _folder_block(self) -> str:
+        """The working folder's AGENTS.md (or CLAUDE.md), read afresh, before the header: after
+        the view, so that the cached prefix stays the same (`folder_instructions.py`)."""
+        block = opening_block(find_instructions(self.workdir))
+        return block + "\n" if block else ""
 
     def _render(self, fitted: Fitted) -> str:
         """The view as the turn sees it: the core's, unless it had to be fitted to the window
@@ -735,7 +905,8 @@ class Agent:
         log = GuardedLog(agent_log, self.secrets)
         context = self._context(agent=name)
         loop = self._loop(log, context, master=False)
-        opening = turn_header(self.clock(), subagent_marker(name)) + "\n" + task
+        header = turn_header(self.clock(), subagent_marker(name))
+        opening = self._folder_block() + header + "\n" + task
         fitted = await self.view_wait.ready(discard, lambda: loop.view_room(opening))
         view = self._render(fitted)
         log.append("user", task)
@@ -760,3 +931,9 @@ def _describe(error: BaseException) -> str:
 
 def _nothing() -> list[Held]:
     return []
+
+
+def _new_key() -> str:
+    """A key for a message its client sent without one: the held file needs one to tell,
+    at the next open, whether the log has it."""
+    return f"held-{uuid.uuid4().hex}"

@@ -10,9 +10,16 @@ token it has.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from evertalk.providers.base import BYTES_PER_TOKEN
+from evertalk.providers.base import (
+    BYTES_PER_TOKEN,
+    Event,
+    Started,
+    TextDelta,
+    ThinkingDelta,
+    Usage,
+)
 
 MEASURED_AFTER = 2_000
 """Prompt tokens reported before the measured rate replaces the guess."""
@@ -51,3 +58,28 @@ class TokenEstimate:
     def bytes_for(self, tokens: int) -> int:
         """The most bytes estimated to take at most `tokens` tokens."""
         return math.floor(tokens * self.rate)
+
+
+@dataclass
+class Streamed:
+    """What a call's stream has said so far, to bill a call cancelled midway (SPEC §1.8): the
+    usage reported when the response began, where the provider reports it then, and the bytes
+    of reply streamed since."""
+
+    reported: Usage | None = None
+    output_bytes: int = 0
+
+    def observe(self, event: Event) -> None:
+        if isinstance(event, Started) and event.usage is not None:
+            self.reported = event.usage
+        elif isinstance(event, TextDelta | ThinkingDelta):
+            self.output_bytes += len(event.text.encode())
+
+    def usage(self, request_bytes: int, estimate: TokenEstimate) -> Usage:
+        """The call's usage as far as it went: the reported prompt (else the request's bytes at
+        the estimated rate) and the streamed output at the same rate. Always in part an
+        estimate: no stream reports its output before it ends."""
+        output = estimate.tokens(self.output_bytes)
+        if self.reported is not None:
+            return replace(self.reported, output=max(self.reported.output, output))
+        return Usage(input=estimate.tokens(request_bytes), output=output)

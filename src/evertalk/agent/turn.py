@@ -15,8 +15,11 @@ steps. Everything is logged the moment it happens, in the order the model saw it
   and only when another call will carry it: a message that the turn's end would leave
   unanswered stays held, and opens the next turn;
 - why the turn stopped, when it did not simply finish, as one last `echo` (`turn stopped: …`):
-  an error, a limit, a reply cut off by the output limit or refused, a cancel by the user (said
-  by the cut tool's own `echo` when one was running), so that the next turn knows why.
+  an error, a limit, a reply cut off by the output limit or refused, a cancel by the user or a
+  stop of the service (said by the cut tool's own `echo` when one was running), so that the next
+  turn knows why;
+- on a cancel, the reply text shown so far and not yet logged, as `ever` with a last line that
+  says it was cut off there (`REPLY_CUT`): the log keeps what the user saw.
 
 The reply's stop reason decides what follows: a refused reply, or one cut off by the output
 limit, ends the turn (a limit's reply still runs its tool calls if they all came whole); a
@@ -43,7 +46,7 @@ import anyio
 
 from evertalk.agent.images import ImageStore
 from evertalk.agent.permissions import CALL_WORKDIR
-from evertalk.agent.tokens import TokenEstimate
+from evertalk.agent.tokens import Streamed, TokenEstimate
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
 from evertalk.ledger import Ledger
 from evertalk.protocol import events
@@ -80,6 +83,12 @@ CONTEXT_BUDGET = 200_000
 """Tokens a call may use, prompt and output cap together: the context window of the current
 Anthropic models (OpenAI's are larger). A turn stops its loop, and says so, before a call that
 would need more (SPEC §6.2); its steps are logged and reach the next turn through the view."""
+
+REPLY_CUT = "[the reply was cut off here: "
+"""How the last line of a reply logged as it stood at a cancel begins (then why, and `]`)."""
+
+BY_THE_USER = "cancelled by the user"
+"""Why a turn stopped, when its cancel came from a client."""
 
 MAX_STEPS = 200
 """Model calls in one turn at most: a loop that never ends costs without bound."""
@@ -143,6 +152,8 @@ class _Step:
     early: int = 0  # Text parts, from the first, announced before any tool call (and logged)
     tool_begun: bool = False  # a tool call has begun in the stream
     replies: list[str] = field(default_factory=list)  # texts logged since the last tool call
+    block: list[str] = field(default_factory=list)  # the deltas of the text block that streams
+    unlogged: list[str] = field(default_factory=list)  # texts shown whole but not logged yet
 
 
 def discard(event: events.AgentEvent) -> None:
@@ -196,8 +207,12 @@ class TurnLoop:
     cache_key: str | None = None
     estimate: TokenEstimate = field(default_factory=TokenEstimate)
     """Tokens from bytes: the session's, measured over its calls (see tokens.py)."""
+    stopped_by: Callable[[], str] = lambda: BY_THE_USER
+    """Why a cancel stopped the turn: the user, or the service stopping (and why)."""
     _running: tuple[str, str] | None = field(default=None, init=False, repr=False)
     """The tool that runs now, and the key of its `echo`."""
+    _step: _Step | None = field(default=None, init=False, repr=False)
+    """The step under way: what of its reply was shown and not logged."""
 
     async def run(
         self, view: str, opening: str, turn_id: int | str, images: Sequence[Image] = ()
@@ -208,6 +223,8 @@ class TurnLoop:
         Errors end the turn, with an `echo` saying why; cancellation propagates (what was
         logged stays, and an `echo` says that the user cancelled, or what tool it cut short).
         """
+        if isinstance(turn_id, int) and self.role == "turn":  # a search leaves the turn out
+            self.context = replace(self.context, turn_from=turn_id)
         try:
             return await self._loop(view, [Text(opening), *images], turn_id)
         except anyio.get_cancelled_exc_class():
@@ -220,18 +237,35 @@ class TurnLoop:
         return self._end(turn_id, "error", why)
 
     def _cancelled(self, turn_id: int | str) -> None:
-        """Log why the turn has no answer: the next turn reads it in the view. A running tool's
-        `echo` says it, in the slot its result would have taken."""
-        cut = self._running is not None  # a call cut short failed; a stop is no call's echo
-        if self._running is not None:
-            (name, key), self._running = self._running, None
-            text = f"{name}: cancelled by the user before it finished; the turn stopped there"
-        else:
-            text, key = "turn stopped: cancelled by the user", f"turn-{turn_id}-stop"
-        # the append is synchronous, so the cancel cannot cut it in half; the shield only
+        """Log why the turn has no answer, and who stopped it: the next turn reads it in the
+        view. A running tool's `echo` says it, in the slot its result would have taken. The
+        reply text shown so far and not logged is logged after it, marked as cut off."""
+        why = self.stopped_by()
+        running, self._running = self._running, None
+        # the appends are synchronous, so the cancel cannot cut one in half; the shield only
         # makes sure of it. A failing log must not hide the cancellation.
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            self._append("echo", text, key=key, failed=cut)
+            if running is not None:  # a call cut short failed; a stop is no call's echo
+                name, key = running
+                text = f"{name}: {why} before it finished; the turn stopped there"
+                self._append("echo", text, key=key, failed=True)
+            self._log_shown(why, after_tool=running is not None)
+            if running is None:
+                self._append("echo", f"turn stopped: {why}", key=f"turn-{turn_id}-stop")
+
+    def _log_shown(self, why: str, *, after_tool: bool) -> None:
+        """The reply text the user saw stream and the log has not, as `ever`, its last line
+        saying it was cut off there. `after_tool`: it comes after the running tool's `echo`."""
+        step = self._step
+        if step is None:
+            return
+        shown = "".join([*step.unlogged, *step.block]).strip()
+        step.unlogged.clear()
+        step.block.clear()
+        if shown:
+            slot = step.logged + (2 if after_tool else 0)  # the running tool has two slots
+            text = f"{shown}\n\n{REPLY_CUT}{why}]"
+            self._append("ever", text, key=f"{step.key}-{slot}")
 
     def _end(
         self,
@@ -284,7 +318,7 @@ class TurnLoop:
                 if steps[-1].role == "user":  # not after a paused reply, which goes back as is
                     steps[-1] = self._deliver(turn_id, step - 1, steps[-1])
                 request = self._request(view, tail, steps)
-            current = _Step(f"turn-{turn_id}-{step}")
+            current = self._step = _Step(f"turn-{turn_id}-{step}")
             finished = await self._call(request, turn_id, current)
             answer = await self._answer(finished, current, turn_id)
             if isinstance(answer, Ending):
@@ -381,13 +415,15 @@ class TurnLoop:
         started = time.monotonic()
         finished: Finished | None = None
         answered = False  # whether anything of the response came: it may be billed from then
+        streamed = Streamed()
         try:
             async for event in self.provider.stream(request):
                 if isinstance(event, Retrying):  # a try failed before any output: another goes
                     self._retrying(event, started, turn_id)
-                    started, answered = time.monotonic(), False
+                    started, answered, streamed = time.monotonic(), False, Streamed()
                     continue
                 answered = True
+                streamed.observe(event)
                 if isinstance(event, Finished):
                     finished = event
                 else:
@@ -397,6 +433,11 @@ class TurnLoop:
         except ProviderError as error:
             if answered:  # a cut stream, an error event: a call all the same (SPEC §1.8)
                 self._account(error.usage or Usage(reported=False), started, turn_id, failed=True)
+            raise
+        except anyio.get_cancelled_exc_class():
+            if answered:  # cancelled mid-stream (Ctrl+C): the input is billed all the same
+                usage = streamed.usage(_request_bytes(request), self.estimate)
+                self._account(usage, started, turn_id, failed=True, estimated=True)
             raise
         usage = finished.usage
         if usage.reported:
@@ -417,7 +458,13 @@ class TurnLoop:
         self.emit(event)
 
     def _account(
-        self, usage: Usage, started: float, turn_id: int | str, *, failed: bool = False
+        self,
+        usage: Usage,
+        started: float,
+        turn_id: int | str,
+        *,
+        failed: bool = False,
+        estimated: bool = False,
     ) -> float | None:
         """One model call: priced, written to the ledger, added to the session's cost."""
         cost = price_of(self.provider.name, self.model, usage)
@@ -431,6 +478,7 @@ class TurnLoop:
                 duration_ms=(time.monotonic() - started) * 1e3,
                 turn=turn_id,
                 failed=failed,
+                estimated=estimated,
             )
         self.on_cost(cost or 0.0)
         return cost
@@ -440,15 +488,20 @@ class TurnLoop:
         (a later one must wait for that call's `tool` and `echo`, which `_act` logs)."""
         if isinstance(event, TextDelta):
             if event.text:
+                step.block.append(event.text)
                 self.emit(events.TextDelta(event.text))
         elif isinstance(event, ThinkingDelta):
             if event.text:
                 self.emit(events.ThinkingDelta(event.text))
         elif isinstance(event, ToolUseStarted):
             step.tool_begun = True
-        elif isinstance(event, TextDone) and not step.tool_begun:
-            step.early += 1
-            self._reply(step, event.text)
+        elif isinstance(event, TextDone):
+            step.block.clear()
+            if step.tool_begun:
+                step.unlogged.append(event.text)
+            else:
+                step.early += 1
+                self._reply(step, event.text)
 
     def _reply(self, step: _Step, text: str) -> None:
         """Log a reply text as `ever` (a blank one is not logged)."""
@@ -465,17 +518,23 @@ class TurnLoop:
         in order; the texts between two tool calls go as one message. Returns the results."""
         results: list[Part] = []
         texts: list[str] = []
-        for part in _after_early(finished.parts, step.early):
+        parts = _after_early(finished.parts, step.early)
+        # all of it was shown: a cancel while a tool runs logs the texts still to come
+        step.unlogged[:] = [part.text for part in parts if isinstance(part, Text)]
+        step.block.clear()
+        for part in parts:
             if isinstance(part, Text):
                 texts.append(part.text)
             elif isinstance(part, ToolUse):
                 self._reply(step, "".join(texts))
+                del step.unlogged[: len(texts)]
                 texts.clear()
                 if run:
                     step.replies.clear()  # a subagent's report is what it says after its last call
                     results.append(await self._tool(part, step.key, step.logged))
                     step.logged += 2
         self._reply(step, "".join(texts))
+        step.unlogged.clear()
         return results
 
     async def _tool(self, use: ToolUse, key: str, n: int) -> ToolResult:

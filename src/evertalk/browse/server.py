@@ -3,7 +3,9 @@
 Every URL starts with `/<token>/`, so that the page's own relative requests carry it and no
 other page or local user can read the chat: a request without the token, or with a wrong one,
 gets 403. The Host header must name 127.0.0.1 and the port, which stops DNS rebinding (a site
-whose name resolves to 127.0.0.1 would send its own name). Only GET is served; the answers
+whose name resolves to 127.0.0.1 would send its own name). A request marked by evertalk's own
+`fetch` tool (`mark.MARK_HEADER`) is refused: the model reads its memory through its memory
+tools, and must not reach this page's token-guarded view. Only GET is served; the answers
 forbid any script, style or request from another origin.
 """
 
@@ -20,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from evertalk.browse.data import BadRequest, ChatData, file_stamp
 from evertalk.browse.jobs import Background
+from evertalk.browse.mark import MARK_HEADER
 from evertalk.store.errors import StoreError
 
 POLICY = (
@@ -90,6 +93,9 @@ class BrowseHandler(BaseHTTPRequestHandler):
         """The path after the token and the query, or None once refused."""
         if self.headers.get("Host", "") not in self.server.hosts:
             self._send(HTTPStatus.FORBIDDEN, b"wrong host\n", "text/plain; charset=utf-8")
+            return None
+        if MARK_HEADER in self.headers:  # the model's fetch tool: the chat is not for it
+            self._send(HTTPStatus.FORBIDDEN, b"not for fetch\n", "text/plain; charset=utf-8")
             return None
         parts = urlsplit(self.path)
         token, _, rest = parts.path.lstrip("/").partition("/")

@@ -13,19 +13,32 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from evertalk import __version__
+from evertalk.client.hold import held_by
 from evertalk.processes import process_alive as process_alive
-from evertalk.protocol import wire
-from evertalk.service.paths import log_path, socket_path
+from evertalk.protocol import environment, wire
+from evertalk.service.paths import log_path, peer_uid, socket_folder_problem, socket_path
+from evertalk.service.startup import opening
 
 CANNOT_SERVE = "evertalk: cannot serve: "
 """How the service's last line starts when it could not start (`service_cli.py`)."""
 
 START_SECONDS = 10.0
 """How long a client waits for the service it started to answer."""
+OPENING_SECONDS = 600.0
+"""… and for a service that says it is opening the chat (a million messages with no view.json
+fold their views from the first: seconds to minutes)."""
+LOOK_EVERY = 0.25
+SAY_AFTER = 2.0
+"""Seconds of the service's own opening before a client says it waits for it."""
+"""Seconds between two looks at the log for what a starting service does."""
+
+Say = Callable[[str], None]
+"""Where a client says what it waits for (standard error for the command lines)."""
 
 
 class ServiceError(Exception):
@@ -36,6 +49,14 @@ class ServiceGone(ServiceError):
     """The connection ended: the service stopped or died."""
 
 
+class RequestFailed(ServiceError):
+    """The service answered a request with an error: its one line, and its kind."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class Connection:
     """One connection, after the handshake: frames out with `send`, in with `receive`."""
 
@@ -44,6 +65,7 @@ class Connection:
         self.welcome = welcome
         self.reader = wire.FrameReader()
         self.pending: list[dict[str, Any]] = []  # frames read, not yet received
+        self._rids = 0  # the requests sent, for each one's own id
 
     @property
     def pid(self) -> int:
@@ -67,6 +89,18 @@ class Connection:
             self.pending = self.reader.feed(data)
         return self.pending.pop(0)
 
+    def request(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """Send a request and wait for its reply; the events that come meanwhile are passed
+        over. RequestFailed for an error reply, ServiceGone when the connection ends first."""
+        self._rids += 1
+        rid = f"{os.getpid()}-{self._rids}"
+        self.send(frame | {"rid": rid})
+        while (reply := self.receive()).get("rid") != rid:
+            pass
+        if reply.get("type") == "error":
+            raise RequestFailed(str(reply.get("kind")), str(reply.get("message")))
+        return reply
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
@@ -85,18 +119,19 @@ def connect(
     start: bool = False,
     serve_args: tuple[str, ...] = (),
     starting: Starting | None = None,
+    say: Say | None = None,
 ) -> Connection:
     """A connection to the service of `home`; with `start`, one is started if none answers
     (with `serve_args` for `evertalk serve --foreground`), or the one `starting` already is
-    awaited. ServiceError (one line) when there is none, it cannot start, or it refuses this
-    client."""
+    awaited (`say` is told of a long wait). ServiceError (one line) when there is none, it
+    cannot start, or it refuses this client."""
     deadline = time.monotonic() + START_SECONDS
     while True:
         sock = _socket(home)
         if sock is None and starting is not None:
-            sock, starting = starting.wait(), None
+            sock, starting = starting.wait(say), None
         elif sock is None and start:
-            sock = _start(home, serve_args)
+            sock = Starting(home, serve_args).wait(say)
         if sock is None:
             raise ServiceError("no evertalk service is running for this home")
         try:
@@ -119,17 +154,28 @@ def running(home: Path) -> bool:
 
 
 def _socket(home: Path) -> socket.socket | None:
-    """A connected socket, or None when nothing listens (no file, or a stale one)."""
+    """A connected socket, or None when nothing listens (no file, or a stale one). Before a
+    byte is sent, the socket's folder and the listener's user are checked: another user who
+    made a deep home's folder in the temporary directory first could listen there."""
     path = socket_path(home)
+    problem = socket_folder_problem(path)
+    if problem is not None:
+        raise ServiceError(f"not connecting to {path}: {problem}")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(os.fspath(path))
+        uid = peer_uid(sock)
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         return None
     except OSError as error:
         sock.close()
         raise ServiceError(f"cannot reach the service at {path}: {error.strerror}") from None
+    if uid is not None and uid != os.getuid():
+        sock.close()
+        raise ServiceError(
+            f"not connecting to {path}: what listens there runs as another user (uid {uid})"
+        )
     return sock
 
 
@@ -138,6 +184,9 @@ class Starting:
 
     def __init__(self, home: Path, serve_args: tuple[str, ...] = ()) -> None:
         home = home.resolve()  # the service runs in the home: a relative path would lead elsewhere
+        held = held_by(home)  # `memory repair` has the chat's files: no service until it ends
+        if held is not None:
+            raise ServiceError(held)
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.home = home
         self.log = log_path(home)
@@ -157,18 +206,39 @@ class Starting:
         finally:
             os.close(descriptor)
 
-    def wait(self) -> socket.socket:
+    def wait(self, say: Say | None = None) -> socket.socket:
         """A socket connected to it, once it answers; ServiceError (its log's last lines)
-        when it does not within START_SECONDS."""
-        deadline = time.monotonic() + START_SECONDS
+        when it does not within START_SECONDS. While a service opens the chat (this one, or
+        another client's that got the lock first) the wait goes on, up to OPENING_SECONDS, and
+        `say` is told so once."""
+        began = time.monotonic()
+        deadline, looked, said = began + START_SECONDS, 0.0, False
         while time.monotonic() < deadline:
             sock = _socket(self.home)
             if sock is not None:
                 return sock
-            if self.process.poll() is not None:
-                # another client's service may be the one that got the chat: give it a moment
-                deadline = min(deadline, time.monotonic() + 1.0)
+            now = time.monotonic()
+            if now - looked >= LOOK_EVERY:
+                looked = now
+                pid = opening(self.home)
+                if pid is not None:  # a large chat takes a while to open: not a failure
+                    deadline = max(deadline, began + OPENING_SECONDS)
+                    said = said or self._say_opening(pid, now - began, say)
+                elif self.process.poll() is not None:
+                    # another client's service may be the one that got the chat: give it a moment
+                    deadline = min(deadline, now + 1.0)
             time.sleep(0.02)
+        return self._failed()
+
+    def _say_opening(self, pid: int, waited: float, say: Say | None) -> bool:
+        """Say that a service opens the chat: at once for another client's, after a moment
+        for this one's (a small chat opens before a line would be worth it). Whether said."""
+        if say is None or (pid == self.process.pid and waited < SAY_AFTER):
+            return False
+        say(f"the service (pid {pid}) is opening the chat; a large one takes a while")
+        return True
+
+    def _failed(self) -> NoReturn:
         tail = _log_tail(self.log, self.start_at)
         if tail and tail[-1].startswith(CANNOT_SERVE):  # its own one-line error: the user's too
             raise ServiceError(tail[-1].removeprefix(CANNOT_SERVE))
@@ -195,19 +265,14 @@ def start_service(home: Path) -> Starting | None:
             sock.close()
             return None
         owner = read_owner(home / "chat")
-        if owner is None:
-            return Starting(home)
+        if owner is None or held_by(home) is not None:
+            return Starting(home)  # which says what holds the service, if anything does
         if time.monotonic() > deadline:
             raise ServiceError(
                 f"the chat at {home / 'chat'} is open in another process (pid {owner}). "
                 "Only one program at a time can own a chat: close the other one first"
             )
         time.sleep(0.05)
-
-
-def _start(home: Path, serve_args: tuple[str, ...] = ()) -> socket.socket:
-    """Start the service and connect to it."""
-    return Starting(home, serve_args).wait()
 
 
 def _log_tail(log: Path, start_at: int) -> list[str]:
@@ -228,6 +293,7 @@ def _handshake(sock: socket.socket, client: str) -> Connection:
         "version": __version__,
         "client": client,
         "pid": os.getpid(),
+        "env": environment.digest(),  # which provider variables it sees, never their values
     }
     connection = Connection(sock, {})
     connection.send(hello)

@@ -7,18 +7,21 @@ turn, no held message, no subagent left). A permission request is answered here:
 tool that `--allow` grants, `deny` otherwise, as `-p` does on its own. Summaries go on in the
 service after the exit: nothing is abandoned. If the service goes away during the turn, it is
 started again and the message sent again under the same key: logged once, answered by a retry.
-Ctrl+C cancels the turn in the service.
+Ctrl+C cancels the turn in the service, waits a few seconds for it to end, and exits 130; a
+message that waits behind another client's turn stays, and is answered after it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evertalk.budget import OVER_BUDGET_FLAG, today
 from evertalk.client.asks import request_line
 from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
 from evertalk.client.printers import (
@@ -28,6 +31,7 @@ from evertalk.client.printers import (
     JsonPrinter,
     ReplyPrinter,
 )
+from evertalk.grants import covers
 from evertalk.protocol import wire
 from evertalk.protocol.events import (
     Delivered,
@@ -45,6 +49,9 @@ RETRY_HINT = "; evertalk -p --retry tries it again"
 """Added to a stopped turn's line when its message is left without a reply."""
 LOGGED_STAYS = "what it logged stays in the chat (ask again, or ask Ever to go on)"
 CUT_SHORT = f"the service stopped during the turn; {LOGGED_STAYS}"
+INTERRUPTED_STAYS = "what was logged stays"
+CANCEL_SECONDS = 5.0
+"""How long Ctrl+C waits for the service to end the turn it cancels."""
 
 
 def run_via_service(
@@ -58,9 +65,11 @@ def run_via_service(
     retry: bool = False,
     start: bool = True,
     model: str | None = None,
+    over_budget: bool = False,
 ) -> int:
     """One turn through the service; the exit status. `images`: (media type, base64) each;
-    `model`: the model of this turn alone (config.toml keeps its own)."""
+    `model`: the model of this turn alone (config.toml keeps its own); `over_budget`: the turn
+    runs though the day's spending is past the daily budget (else it is refused)."""
     if not retry and not message.strip():
         return fail("the message is empty")
     request: dict[str, Any] = {"type": "retry"}
@@ -80,10 +89,18 @@ def run_via_service(
     try:
         # read here too: a file others may read is made private, said on this terminal, and a
         # setting that cannot be used is this command's one-line error
-        load_config(home)
+        config = load_config(home)
+        day = today(home, config.budget_daily)
+        if day.over and not over_budget:
+            return fail(f"not sent: {day.over_line()}; {OVER_BUDGET_FLAG} sends it all the same")
         return _Run(home, request, as_json, frozenset(grants), start).go()
     except (ServiceError, ConfigError) as error:
         return fail(str(error))
+
+
+def _say(line: str) -> None:
+    """What `-p` waits for, on standard error: standard output stays the reply."""
+    print(f"evertalk: {line}", file=sys.stderr, flush=True)
 
 
 def answered(frame: dict[str, Any], allowed: bool) -> str:
@@ -115,45 +132,86 @@ class _Run:
         self.grants = grants
         self.start = start
         self.replied = False  # a reply of this turn was logged: nothing to retry
+        self.retry_works = False  # the service found the message left without a reply
+        self.accepted = False  # the service took the request on this connection
         printer = JsonPrinter if as_json else ReplyPrinter
         self.printer = printer(sys.stdout, sys.stderr, hint=self._hint)
 
     def _hint(self) -> str:
         """What a stopped turn's line adds: how to try it again, when its message is left
-        without a reply."""
-        return "" if self.replied else RETRY_HINT
+        without a reply (not when it never got into the log: a retry would find nothing)."""
+        return RETRY_HINT if self.retry_works and not self.replied else ""
 
     def go(self) -> int:
-        connection = connect(self.home, CLIENT, start=self.start)
-        while True:
-            try:
-                with connection:
-                    return self._turn(connection)
-            except ServiceGone:
-                print("evertalk: the service stopped; starting it again", file=sys.stderr)
-                connection = connect(self.home, CLIENT, start=True)
-            except KeyboardInterrupt:
+        connection: Connection | None = None
+        try:
+            connection = connect(self.home, CLIENT, start=self.start, say=_say)
+            while True:
                 try:
-                    connection.send({"type": "cancel"})
-                finally:
+                    return self._turn(connection)
+                except ServiceGone:
                     connection.close()
-                print("evertalk: interrupted; what was logged stays", file=sys.stderr)
-                return EXIT_INTERRUPTED
+                    print("evertalk: the service stopped; starting it again", file=sys.stderr)
+                    connection = connect(self.home, CLIENT, start=True, say=_say)
+        except KeyboardInterrupt:
+            return self._interrupted(connection)
+        finally:
+            if connection is not None:
+                connection.close()
+
+    def _interrupted(self, connection: Connection | None) -> int:
+        """Ctrl+C: this message's turn is cancelled in the service, and its end awaited a few
+        seconds (a second Ctrl+C leaves at once); one line says how it went."""
+        if connection is None:  # while the service started: nothing was sent
+            print("evertalk: interrupted; nothing was sent", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
+        try:
+            said = self._cancel(connection, time.monotonic() + CANCEL_SECONDS)
+        except (ServiceError, KeyboardInterrupt):  # gone, too slow, or Ctrl+C again
+            said = "interrupted"
+        print(f"evertalk: {said}; {INTERRUPTED_STAYS}", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+    def _cancel(self, connection: Connection, deadline: float) -> str:
+        """Cancel this message's turn and wait for its end; what the line says of it."""
+        while not self.accepted:  # cancelled before the service took it, its turn would run
+            if self._frame(connection, deadline)["type"] in ("error", "stopping"):
+                return "interrupted"
+        if self.waiting:  # the turn that runs is another client's: it is not ours to stop
+            return "interrupted; the message stays, and is answered after the turn now running"
+        connection.send({"type": "cancel"})
+        while True:
+            frame = self._frame(connection, deadline)
+            if frame["type"] == "stopping":
+                return "interrupted; the service is stopping"
+            event = wire.event_of(frame)
+            if isinstance(event, TurnStarted):  # it began as the cancel went: once more
+                connection.send({"type": "cancel"})
+            if event is not None and not isinstance(event, Quiet):
+                self.printer.show(event)  # type: ignore[arg-type]
+            if isinstance(event, TurnEnded):
+                return "interrupted; the turn was cancelled"
+
+    @staticmethod
+    def _frame(connection: Connection, deadline: float) -> dict[str, Any]:
+        """The next frame before `deadline`; ServiceGone when none comes by then."""
+        connection.sock.settimeout(max(0.01, deadline - time.monotonic()))
+        return connection.receive()
 
     def _turn(self, connection: Connection) -> int:
+        self.accepted, ended = False, False
         connection.send(self.request)
-        accepted, ended = False, False
         while True:
             frame = connection.receive()
             kind = frame["type"]
             if kind == "accepted":
-                accepted = True
+                self.accepted = True
                 self.waiting = bool(frame.get("held"))  # a turn runs: the next one is ours
                 if frame.get("duplicate") and self.request["type"] == "send":
                     # logged before the service went away: a turn for it, unless one answered
                     self.request, self.resent = {"type": "retry"}, True
                     connection.send(self.request)
-                    accepted = False
+                    self.accepted = False
             elif kind == "error":
                 if frame.get("kind") == "nothing_to_retry" and self.resent:
                     return fail(CUT_SHORT)
@@ -164,11 +222,11 @@ class _Run:
                 return fail(f"the service was stopped ({why}) during the turn; {LOGGED_STAYS}")
             elif kind == "ask":
                 # outside the working directory a file tool needs a yes that --allow is not
-                allowed = frame.get("tool") in self.grants and not frame.get("outside")
+                allowed = covers(self.grants, str(frame.get("tool"))) and not frame.get("outside")
                 print(escape_controls(answered(frame, allowed)), file=sys.stderr, flush=True)
                 answer = {"type": "answer", "id": frame.get("id")}
                 connection.send(answer | {"decision": "once" if allowed else "deny"})
-            elif accepted or frame["type"] == "memory_warning":
+            elif self.accepted or frame["type"] == "memory_warning":
                 event = wire.event_of(frame)
                 if isinstance(event, Quiet) and ended:
                     return self.printer.status
@@ -176,6 +234,7 @@ class _Run:
                     continue  # another client's turn, running when this message came
                 if isinstance(event, TurnEnded):
                     ended = True
+                    self.retry_works = event.retry
                 if isinstance(event, TurnStarted):
                     self.replied = False
                 elif isinstance(event, ReplyLogged):

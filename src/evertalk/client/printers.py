@@ -1,4 +1,4 @@
-"""How `-p` shows a turn: its final reply (`ReplyPrinter`) or every event as JSON
+"""How `-p` shows a turn: its reply as it streams (`ReplyPrinter`) or every event as JSON
 (`JsonPrinter`). The events are the protocol's: the same printers serve `-p` in this process
 and `-p` as a client of the service.
 """
@@ -18,6 +18,7 @@ from evertalk.protocol.events import (
     ReplyLogged,
     Retrying,
     Settling,
+    TextDelta,
     ToolStarted,
     ToolsUnused,
     TurnEnded,
@@ -52,8 +53,11 @@ minutes must not look hung, and a line a second would bury everything else on st
 
 
 class ReplyPrinter:
-    """Prints each turn's final reply: the reply texts after its last tool call. Catching up
-    is said on standard error (tty or not: it can take minutes), one line about every 10 s."""
+    """Prints the reply as it streams, each piece flushed as it comes (as `llm` does): the texts
+    of a turn in order, a blank line between two that a tool call parts. A text that did not
+    stream is printed whole when it is logged; one logged longer than it streamed (a reply cut
+    off gets a last line saying so) adds what was not shown. Catching up is said on standard
+    error (tty or not: it can take minutes), one line about every 10 s."""
 
     def __init__(
         self,
@@ -68,17 +72,26 @@ class ReplyPrinter:
         self.clock = clock
         self.hint = hint  # what a stopped turn's line adds: how to try it again, if it applies
         self.status = EXIT_OK
-        self.replies: list[str] = []
+        self.streamed = ""  # the text streamed since the last logged reply
+        self.printed = ""  # the end of what this turn printed (its last two characters)
+        self.held = ""  # white space at the end of the text printed, not written yet
+        self.parted = False  # a tool call came since the last text printed
         self.caught_up_at: float | None = None  # when the running wait's last line was printed
 
     def show(self, event: AgentEvent) -> None:
-        if isinstance(event, TurnStarted | ToolStarted):
-            self.replies = []
+        if isinstance(event, TurnStarted):
+            self._turn_over()
+            self.caught_up_at = None
+        elif isinstance(event, TextDelta):
+            self._print(event.text)
+            self.streamed += event.text
+        elif isinstance(event, ReplyLogged):
+            self._logged(event.text)
+        elif isinstance(event, ToolStarted):
+            self.parted, self.held = bool(self.printed), ""
             self.caught_up_at = None
         elif isinstance(event, CatchingUp):
             self._catching_up(event)
-        elif isinstance(event, ReplyLogged):
-            self.replies.append(event.text)
         elif isinstance(event, Settling) and self.err.isatty():
             print(f"waiting for {event.unbuilt} summaries…", file=self.err, flush=True)
         elif isinstance(event, MemoryWarning | ToolsUnused):  # standard output stays the reply
@@ -86,19 +99,58 @@ class ReplyPrinter:
         elif isinstance(event, Retrying):  # a model call tried again: said as warnings are
             print(escape_controls(event.line), file=self.err, flush=True)
         elif isinstance(event, TurnEnded):
-            self.caught_up_at = None  # a turn cancelled while it waited: the next waits anew
-            if self.replies:
-                print(for_stream(self.out, "\n\n".join(self.replies)), file=self.out, flush=True)
-            elif event.reason == "done":  # nothing on stdout must not look like a lost reply
-                print("evertalk: the model gave an empty reply", file=self.err, flush=True)
-            self.replies = []
-            if event.reason == "cancelled":
-                self.status = EXIT_INTERRUPTED
-            elif event.reason != "done":
-                self.status = EXIT_FAILED
-                why = event.error or event.reason.replace("_", " ")
-                stopped = escape_controls(f"evertalk: the turn stopped: {why}{self.hint()}")
-                print(stopped, file=self.err, flush=True)
+            self._ended(event)
+
+    def _print(self, text: str) -> None:
+        """Write a piece of text; white space at either end of a text is left out, as the log
+        keeps its texts stripped (what ends a piece is held until more text follows it)."""
+        if not self.printed or self.parted:
+            text = text.lstrip()
+        body = (self.held + text).rstrip()
+        self.held = (self.held + text)[len(body) :]
+        if not body:
+            return
+        if self.parted:  # a blank line between the texts a tool call parts
+            self.out.write("\n" * (2 - len(self.printed) + len(self.printed.rstrip("\n"))))
+            self.parted = False
+        self.out.write(for_stream(self.out, body))
+        self.out.flush()
+        self.printed = (self.printed + body)[-2:]
+
+    def _logged(self, text: str) -> None:
+        """A reply text logged: what of it did not stream is printed now."""
+        shown = self.streamed.strip()
+        at = self.streamed.find(text)
+        if at >= 0:
+            self.streamed = self.streamed[at + len(text) :]
+            return
+        self.streamed = ""
+        if shown and text.startswith(shown):
+            self._print(text[len(shown) :])
+            return
+        self.parted = self.parted or bool(self.printed)
+        self._print(text)
+
+    def _turn_over(self) -> None:
+        """The turn's output ends with a line break; the next starts afresh."""
+        if self.printed and not self.printed.endswith("\n"):
+            self.out.write("\n")
+            self.out.flush()
+        self.streamed, self.printed, self.held, self.parted = "", "", "", False
+
+    def _ended(self, event: TurnEnded) -> None:
+        self.caught_up_at = None  # a turn cancelled while it waited: the next waits anew
+        if not self.printed and event.reason == "done":
+            # nothing on stdout must not look like a lost reply
+            print("evertalk: the model gave an empty reply", file=self.err, flush=True)
+        self._turn_over()
+        if event.reason == "cancelled":
+            self.status = EXIT_INTERRUPTED
+        elif event.reason != "done":
+            self.status = EXIT_FAILED
+            why = event.error or event.reason.replace("_", " ")
+            stopped = escape_controls(f"evertalk: the turn stopped: {why}{self.hint()}")
+            print(stopped, file=self.err, flush=True)
 
     def _catching_up(self, event: CatchingUp) -> None:
         now = self.clock()

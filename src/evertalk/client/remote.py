@@ -22,10 +22,17 @@ from typing import Any
 import anyio
 from anyio.abc import SocketStream
 
-from evertalk.client.connection import Connection, ServiceError, ServiceGone, Starting, connect
+from evertalk.client.connection import (
+    Connection,
+    RequestFailed,
+    ServiceError,
+    ServiceGone,
+    Starting,
+    connect,
+)
 from evertalk.protocol import wire
 
-__all__ = ["Message", "Remote", "ServiceError", "ServiceGone", "open_remote"]
+__all__ = ["Message", "Remote", "RequestFailed", "ServiceError", "ServiceGone", "open_remote"]
 
 
 @dataclass(frozen=True)
@@ -39,14 +46,6 @@ class Message:
     date: str = ""
     images: tuple[str, ...] = ()
     failed: bool = False  # an `echo` of a tool call that failed
-
-
-class RequestFailed(ServiceError):
-    """The service answered a request with an error: its one line, and its kind."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 class Remote:

@@ -16,6 +16,10 @@ work instead, and so do a server that cannot be reached at all (a network that i
 model server not started) and a disk that cannot take the line: none may cut a node, since none
 would be any better for a smaller input.
 
+It never polls: when nothing can start (every slot taken, failed nodes waiting for a message,
+a paused setup between probes), it sleeps until a message, a call that lands, a failed node's
+retry while someone waits, or the next probe.
+
 On a server that serves one request at a time, turns go first (`providers/lane.py`): a call
 waits while a turn's call streams, and one a turn's call cut short is sent again once the turn's
 calls are over, neither counted as a failure.
@@ -28,7 +32,7 @@ import math
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -148,6 +152,11 @@ were rejected: a margin below DISTRUST_AT, so that a lucky line or two does not 
 and forth (a small model measured at 89% rejected did, at 8 of 10 both ways)."""
 
 
+def _no_budget_pause() -> str | None:
+    """No daily budget: the compactor never pauses for one."""
+    return None
+
+
 @dataclass(frozen=True)
 class CompactorSettings:
     """Read afresh for every request: replacing `Compactor.settings` changes the model and
@@ -190,9 +199,11 @@ class Compactor:
         self.clock = clock
         self.on_warning = on_warning  # each node's first failure (SPEC §4.5), a paused setup
         self.in_flight: set[Node] = set()
+        self._scopes: dict[Node, anyio.CancelScope] = {}  # of the calls in flight
         self.failed_at: dict[Node, float] = {}
+        self._held: set[Node] = set()  # of `failed_at`: paused, not failed (a probe may take one)
         self.urgent: list[Node] = []
-        self.waiting = False  # a turn (or `memory compact`) waits: failed nodes retry on a timer
+        self._waiters = 0  # open `waiting()` scopes: failed nodes retry on a timer meanwhile
         self.last_error: str | None = None
         self.setup_error: ProviderError | None = None
         self._probe_at = -math.inf  # after a setup error: no probe before this time
@@ -213,6 +224,10 @@ class Compactor:
         self._measured = (0, 0.0)  # (summaries built, busy seconds) at the latest landing
         self._verdicts: deque[bool] = deque(maxlen=TRUST_WINDOW)  # each judged line: true?
         self.untrusted = False  # its model's lines keep failing the check (see `_judged`)
+        self.rounds = 0  # times the run loop went round: a loop that never sleeps shows here
+        # the daily budget (`budget.py`): why no call may start today, or None
+        self.budget_pause: Callable[[], str | None] = _no_budget_pause
+        self.budget_paused: str | None = None
 
     # -- what the outside tells the service -----------------------------------------------
 
@@ -220,16 +235,43 @@ class Compactor:
         """A new message: every failed node may be tried again (SPEC §4.5), and a paused
         setup probed at once."""
         self.failed_at.clear()
+        self._held.clear()
         self._probe_at = -math.inf
         self.wake()
 
     def wake(self) -> None:
         self._wake.set()
 
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """A scope in which someone waits for summaries (a turn, a `memory compact` client):
+        while any is open, a failed node is tried again RETRY_SECONDS after its failure (SPEC
+        §4.5). Counted, since the waits begin and end independently: one that ends must not
+        take the timer from another."""
+        self._waiters += 1
+        self.wake()  # asleep until a message, it now times the retry of failed nodes
+        try:
+            yield
+        finally:
+            self._waiters -= 1
+
+    @property
+    def waited_on(self) -> bool:
+        """Whether a `waiting()` scope is open."""
+        return self._waiters > 0
+
     def prioritize(self, nodes: Iterable[Node]) -> None:
         """The nodes a waiting turn needs go first (SPEC §4.1)."""
         self.urgent = list(nodes)
         self.wake()
+
+    def cancel_in_flight(self) -> list[Node]:
+        """Cancel every call in flight, at once, its node not counted as failed: a forget is
+        about to change the chat (SPEC §12), and a line made from the old text must never be
+        stored. Returns the nodes, which are sent again once the chat is opened again."""
+        for scope in self._scopes.values():
+            scope.cancel()
+        return list(self._scopes)
 
     async def drain(self) -> None:
         """Start no new call from now on, and return once every call in flight has ended: its
@@ -291,7 +333,7 @@ class Compactor:
             built=self.built,
             cost=round(self.cost, 6),
             rate=self.rate(),
-            paused=self.setup_error is not None,
+            paused=self.setup_error is not None or self.budget_paused is not None,
         )
 
     # -- running --------------------------------------------------------------------------
@@ -303,13 +345,14 @@ class Compactor:
         self._until_built = until_built
         async with anyio.create_task_group() as group:
             while True:
+                self.rounds += 1
                 self._wake = anyio.Event()
                 self._start(group)
                 publish_in = self._publish()
                 if until_built and not self.in_flight and (self._draining or self._done()):
                     break
                 # a status whose write was put off for rate is written when its time comes
-                with anyio.move_on_after(min(self._retry_delay(), publish_in, self._probe_in())):
+                with anyio.move_on_after(min(self._timer(), publish_in)):
                     await self._wake.wait()
             group.cancel_scope.cancel()
         self._publish(force=True)
@@ -319,27 +362,57 @@ class Compactor:
             raise broken_error(self.chat.broken)
 
     def _start(self, group: TaskGroup) -> None:
-        if self.chat.broken:  # no line could be saved until a reopen: no call is worth paying
-            return
-        if self._draining:
+        if self._stopped() or self._over_budget():
             return
         # after a setup error, one call at a time probes whether the setup works again, at
         # growing intervals until the next message: not every ready node in a burst
         if self.setup_error is not None and self.clock() < self._probe_at:
             return
-        limit = 1 if self.setup_error else self.settings.concurrency
+        limit = self._limit()
         if len(self.in_flight) >= limit:
             return
+        self._release_due()
         # nothing is built while slots are filled: one walk of the views serves them all
         batch = self.chat.core.batch_parents()
         while len(self.in_flight) < limit:
             node = self._next(batch)
             if node is None:
                 return
+            self.failed_at.pop(node, None)  # a probe takes a node held by the pause
+            self._held.discard(node)
             if not self.in_flight:
                 self._busy_since = self.clock()
             self.in_flight.add(node)
             group.start_soon(self._compact, node)
+
+    def _stopped(self) -> bool:
+        """Whether no call may start at all: the chat cannot take a line until a reopen (no
+        call is worth paying), or the process drains before it exits."""
+        return self.chat.broken is not None or self._draining
+
+    def _over_budget(self) -> bool:
+        """Whether the day's spending has reached the compactor's share of the daily budget:
+        no call starts until it has not (a new day, a raised budget), looked at each time the
+        loop wakes (a message, a call that lands). Said once, as a `memory:` warning."""
+        why = self.budget_pause()
+        if why is not None and self.budget_paused is None:
+            self._warn(why)
+        self.budget_paused = why
+        return why is not None
+
+    def _limit(self) -> int:
+        """Calls that may be in flight at once: one, a probe, while the setup fails."""
+        return 1 if self.setup_error is not None else self.settings.concurrency
+
+    def can_start(self) -> bool:
+        """Whether a call runs or one could start now: the work that keeps a service from
+        exiting when idle (SPEC §11). A paused compactor, leaves behind the leaf window, and
+        failed nodes that wait for a message are none."""
+        if self.in_flight:
+            return True
+        if self._stopped() or self.setup_error is not None or self.budget_paused is not None:
+            return False
+        return self._next(self.chat.core.batch_parents()) is not None
 
     def _measure(self) -> None:
         """A call landed: the busy time so far, and the rate's basis."""
@@ -350,17 +423,25 @@ class Compactor:
         self._measured = (self.built, self._busy)
 
     def _done(self) -> bool:
-        broken = self.chat.broken is not None
+        broken = self.chat.broken is not None or self.budget_paused is not None
         return self.setup_error is not None or broken or self.unbuilt() == 0
 
-    def _next(self, batch: list[Node]) -> Node | None:
-        """The next node to start; `batch`: the parents an unfinished batch waits for."""
-        core = self.chat.core
+    def _release_due(self) -> None:
+        """While someone waits, the failed nodes whose RETRY_SECONDS are over may go again."""
+        if not self.waited_on:
+            return
         now = self.clock()
         for node, failed in list(self.failed_at.items()):
-            if self.waiting and now - failed >= RETRY_SECONDS:
+            if now - failed >= RETRY_SECONDS:
                 del self.failed_at[node]
-        skip = self.in_flight | self.failed_at.keys()
+                self._held.discard(node)
+
+    def _next(self, batch: list[Node]) -> Node | None:
+        """The next node to start, or None; `batch`: the parents an unfinished batch waits
+        for. While paused, a probe may take a node the pause holds (it is not at fault)."""
+        core = self.chat.core
+        waits = self.failed_at.keys() - self._held if self.setup_error else self.failed_at.keys()
+        skip = self.in_flight | waits
         ready = core.queues.ready_leaves(core.tree)
         for node in self.urgent:
             # urgent nodes go first, but only once ready like any other (SPEC §4.1): a leaf
@@ -379,17 +460,20 @@ class Compactor:
                 return (0, index)
         return core.queues.first_merge(core.tree, skip)
 
-    def _probe_in(self) -> float:
-        """Seconds until a paused setup may be probed again (inf: not paused)."""
-        if self.setup_error is None:
+    def _timer(self) -> float:
+        """Seconds until a timer may let a call start: the next probe of a paused setup, or
+        the retry of a failed node while someone waits. Called right after `_start`: when
+        nothing can start at a timer (no slot is free, a due probe found no node), inf, and only
+        a wake (a message, a call that lands, a new wait) moves the loop: it never polls."""
+        if self._stopped() or self.budget_paused or len(self.in_flight) >= self._limit():
             return math.inf
-        return max(0.0, self._probe_at - self.clock())
-
-    def _retry_delay(self) -> float:
-        if not (self.waiting and self.failed_at):
+        now = self.clock()
+        if self.setup_error is not None:  # its failed nodes wait for the probe or a message
+            return self._probe_at - now if self._probe_at > now else math.inf
+        if not (self.waited_on and self.failed_at):
             return math.inf
-        soonest = min(self.failed_at.values()) + RETRY_SECONDS
-        return max(0.0, soonest - self.clock())
+        # `_start` released the due ones: each left is due in the future
+        return max(0.0, min(self.failed_at.values()) + RETRY_SECONDS - now)
 
     def _publish(self, force: bool = False) -> float:
         """Write compactor.json if the status changed, at most once per PUBLISH_SECONDS.
@@ -412,12 +496,15 @@ class Compactor:
 
     async def _compact(self, node: Node) -> None:
         try:
-            await self._attempt(node)
+            with anyio.CancelScope() as scope:  # `cancel_in_flight` ends it, quietly
+                self._scopes[node] = scope
+                await self._attempt(node)
         except Exception as error:  # the disk (or the chat) could not take it: not the node's
             # fault, so it is not counted; the node waits for the next message like a failure
             self._report(node, f"{type(error).__name__}: {error}")
             self.failed_at[node] = self.clock()
         finally:
+            self._scopes.pop(node, None)
             self.in_flight.discard(node)
             self._measure()
             landed, self._landed = self._landed, anyio.Event()
@@ -464,11 +551,20 @@ class Compactor:
             )
         self.setup_error = error
         self.last_error = str(error)
-        self.failed_at[node] = self.clock()
-        self._probe_at = self.clock() + self._probe_gap
-        self._probe_gap = min(self._probe_gap * 2, PROBE_MOST)
+        now = self.clock()
+        self.failed_at[node] = now
+        self._held.add(node)
+        if now >= self._probe_at:  # a probe failed, or the first call: not each of a burst
+            self._probe_at = now + self._probe_gap
+            self._probe_gap = min(self._probe_gap * 2, PROBE_MOST)
 
     def _setup_works(self) -> None:
+        """A call got through: the nodes the pause held go on."""
+        if self._held:
+            for node in self._held:
+                self.failed_at.pop(node, None)
+            self._held.clear()
+            self.wake()
         self.setup_error = None
         self._probe_gap = PROBE_FIRST
 

@@ -1,22 +1,26 @@
-"""A view fitted to the turn model's window at render time, for a chat that is behind.
+"""A view fitted at render time, for a chat that is behind.
 
 While the compactor is far behind (an import, a long time offline, a lost tree), free lines
-cannot merge until their parents are built, and a view can grow to hundreds of kilobytes, more
-than the turn model can read. The core's view changes only at a message (SPEC §3.4), so summaries
-built while a turn waits do not shrink it by themselves. A turn then renders a *fitted* copy,
-for itself only; the core's view, which view.json saves and the prompt cache depends on, is never
-touched:
+cannot merge until their parents are built, and a view can grow to hundreds of kilobytes. The
+core's view changes only at a message (SPEC §3.4), so summaries built while a turn waits do not
+shrink it by themselves. A turn then renders a *fitted* copy, for itself only; the core's view,
+which view.json saves, is never touched. The copy never exceeds the view's ceiling, however
+large the model's window: the window is an upper bound, not the target (SPEC §3.2).
 
-1. `merged_to_fit`: the batch rule (SPEC §3.3) on a copy, with the nodes built now, until the
-   rendered view fits: what the next batch will do anyway, so nothing is shown that the next
-   turn would not show too.
+1. `merged_to_fit`: the batch rule (SPEC §3.3) on a copy, with the nodes built now, down to the
+   floor as the next batch will go: what that batch will do anyway, so nothing is shown that
+   the next turn would not show too.
 2. `coarsened`: when that is not enough, the oldest lines are replaced by the fewest aligned
    nodes that tile their messages. A built one shows its text; an unbuilt one shows
-   `id+n|[not yet summarized: messages a–b]`, and zoom opens it like any other line.
+   `id+n|[not yet summarized: messages a–b]`, and zoom opens it like any other line. A new
+   coarse stretch is made long enough for the rest to fit the floor, and the same stretch is
+   kept at the next turns while the lines after it fit the ceiling: with nothing built
+   meanwhile the copy then only grows at its end, and the cache prefix holds (SPEC §7).
 
-Sizes are the rendered text's bytes, heads, newlines and `<chat>` tags included, because the
-budget is the model's window, not the view's ceiling. `summaries_to_go` estimates how many nodes
-must still be built for step 1 alone to give a view that fits and is settled.
+Sizes here are the rendered text's bytes, heads, newlines and `<chat>` tags included, so that
+the fitted copy is within both the view's ceiling and the room the model's window leaves.
+`summaries_to_go` estimates how many nodes must still be built for step 1 alone to give a view
+that fits and is settled.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from evertalk.memory.budget import Budget
 from evertalk.memory.nodes import Node, node_name
 from evertalk.memory.order import BuiltNodes, merge_down
 from evertalk.memory.text import PLACEHOLDER, PLACEHOLDER_SIZE, utf8_len
@@ -107,18 +112,32 @@ def _over(room: int, t: int) -> Callable[[View], bool]:
     return lambda view: FRAME + view.size + head * len(view) > room
 
 
-def merged_to_fit(view: View, t: int, nodes: BuiltNodes, room: int) -> View:
+def merged_to_fit(
+    view: View, t: int, nodes: BuiltNodes, room: int, floor: int | None = None
+) -> View:
     """A copy of the view merged by the batch rule (most due pair whose parent is built, SPEC
-    §3.3) until its rendering fits `room`, or no pair has a built parent."""
+    §3.3) until its rendering fits `room` and, when given, its size is at most `floor` (as a
+    batch goes); or until no pair has a built parent."""
     scratch = view.copy()
-    merge_down(scratch, t, nodes, _over(room, t))
+    over_room = _over(room, t)
+    if floor is None:
+        merge_down(scratch, t, nodes, over_room)
+    else:
+        merge_down(scratch, t, nodes, lambda v: v.size > floor or over_room(v))
     return scratch
 
 
-def coarsened(lines: Sequence[Node], size_of: SizeOf, room: int) -> tuple[list[Node], int]:
-    """The lines with the oldest of them, as few as it takes to fit `room`, replaced by the
-    fewest aligned nodes that tile the same messages; and the end of the stretch replaced (0:
-    the lines fit as they are). When nothing fits, every message is in the stretch.
+def coarsened(
+    lines: Sequence[Node], size_of: SizeOf, room: int, *, keep: int = 0, low: int | None = None
+) -> tuple[list[Node], int]:
+    """The lines with the oldest of them replaced by the fewest aligned nodes that tile the
+    same messages, so that the whole fits `room`; and the end of the stretch replaced (0: the
+    lines fit as they are). When nothing fits, every message is in the stretch.
+
+    `keep`: the end of a stretch to keep if the lines after it still fit `room` (the stretch of
+    the last turn). Otherwise the stretch is made as short as it can be for the whole to fit
+    `low` (default `room`), or failing that `room`: the room between the two is what later
+    lines grow into before the stretch has to move.
 
     Each node of the cover holds whole lines (a line is aligned, and each aligned range inside
     the stretch lies inside one node of its binary decomposition), so the result coarsens the
@@ -126,6 +145,37 @@ def coarsened(lines: Sequence[Node], size_of: SizeOf, room: int) -> tuple[list[N
     after = [0] * (len(lines) + 1)  # the rendered bytes of lines[k:]
     for k in range(len(lines) - 1, -1, -1):
         after[k] = after[k + 1] + line_bytes(lines[k], size_of(lines[k]))
+    kept = _kept(lines, after, size_of, room, keep) if keep else None
+    if kept is not None:
+        return kept
+    if low is not None and low < room:
+        fitted, end = _shortest(lines, after, size_of, low)
+        if rendered_size(fitted, size_of) <= low:
+            return fitted, end
+    return _shortest(lines, after, size_of, room)
+
+
+def _kept(
+    lines: Sequence[Node], after: list[int], size_of: SizeOf, room: int, keep: int
+) -> tuple[list[Node], int] | None:
+    """The lines with messages 0 … keep − 1 as a cover, when a line ends at `keep` and that
+    fits `room`; else None."""
+    for k, (level, index) in enumerate(lines):
+        end = (index + 1) << level
+        if end == keep:
+            cover = aligned_cover(0, end)
+            if rendered_size(cover, size_of) + after[k + 1] <= room:
+                return [*cover, *lines[k + 1 :]], end
+            return None
+        if end > keep:
+            return None
+    return None
+
+
+def _shortest(
+    lines: Sequence[Node], after: list[int], size_of: SizeOf, room: int
+) -> tuple[list[Node], int]:
+    """The shortest stretch from message 0 whose cover and the lines after it fit `room`."""
     # the lines kept alone pass the room up to here: no cover can make those fit (a cheap
     # skip over most of a long view, whose covers would each cost a dozen lookups)
     start = 0
@@ -153,18 +203,28 @@ class Fitted:
     """False when not even these lines fit the room they were fitted to."""
 
 
-def fit(view: View, t: int, nodes: BuiltNodes, room: int) -> Fitted:
-    """The view as it fits `room` (SPEC §6.2: the turn's first call within the window): as it
-    is when it fits, else merged by the batch rule with the nodes built now, else with its
-    oldest lines coarsened. When not even the coarsest view fits, that one."""
+def fit(
+    view: View, t: int, nodes: BuiltNodes, room: int, budget: Budget | None = None, keep: int = 0
+) -> Fitted:
+    """The view as a turn may send it (SPEC §3.2, §6.2): as it is when it is within the view's
+    ceiling (its size, SPEC §3.1) and its rendering within `room`, the bytes the model's window
+    leaves; else a copy whose rendering is within both: merged by the batch rule with the nodes
+    built now, else with its oldest lines coarsened (`keep`: the coarse end of the last fitted
+    copy, kept while it fits). When not even the coarsest view fits, that one. Without a
+    `budget`, the room is the only bound."""
     size_of = shown_size(nodes)
     lines = view.nodes()
-    if rendered_size(lines, size_of) <= room:
+    over_ceiling = budget is not None and view.size > budget.ceiling
+    if not over_ceiling and rendered_size(lines, size_of) <= room:
         return Fitted(lines)
-    lines = merged_to_fit(view, t, nodes, room).nodes()
-    if rendered_size(lines, size_of) <= room:
+    cap, low = room, None
+    if budget is not None:
+        cap, low = min(room, budget.ceiling), min(room, budget.floor)
+    floor = budget.floor if over_ceiling and budget is not None else None
+    lines = merged_to_fit(view, t, nodes, cap, floor).nodes()
+    if rendered_size(lines, size_of) <= cap:
         return Fitted(lines)
-    coarse, end = coarsened(lines, size_of, room)
+    coarse, end = coarsened(lines, size_of, cap, keep=keep, low=low)
     return Fitted(coarse, end)
 
 

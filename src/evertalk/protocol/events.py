@@ -52,17 +52,27 @@ class Settling:
 
 @dataclass(frozen=True)
 class CatchingUp:
-    """The chat is behind: the view would not fit the turn model's window, and the turn waits
-    for the summaries that make it fit (see `agent/catch_up.py`). Sent when the wait starts,
-    then at most once a second while its figures change."""
+    """The chat is behind: the view is over its ceiling (or the turn model's window), and the
+    turn waits for the summaries that bring it within (see `agent/catch_up.py`). Sent when the
+    wait starts, then at most once a second while its figures change. The status's
+    `catching_up` is the same figure: `to_go` has one meaning wherever it is shown."""
 
-    to_go: int  # about how many summaries are still to be built
+    to_go: int  # about how many summaries are still to be built before the view is whole
     eta_seconds: float | None  # about how long that takes at the recent pace; None: not known yet
+    view_tokens: int | None = None  # about what the turn's view costs meanwhile (a turn's event)
 
 
 def catching_up_text(event: CatchingUp) -> str:
-    """`catching up: 1,204 summaries to go, about 3 min`, as the app and `-p` show it."""
-    return f"catching up: {to_go(event.to_go)}, {about(event.eta_seconds)}"
+    """`catching up: 1,204 summaries to go, about 3 min`, as the app and `-p` show it; from a
+    turn, with what its view costs meanwhile: `; turns send about 21K tokens of view`."""
+    text = f"catching up: {to_go(event.to_go)}, {about(event.eta_seconds)}"
+    if event.view_tokens is not None:
+        text += f"; turns send about {_thousands(event.view_tokens)} tokens of view meanwhile"
+    return text
+
+
+def _thousands(count: int) -> str:
+    return f"{count / 1000:.0f}K" if count >= 10_000 else f"{count:,}"
 
 
 def to_go(count: int) -> str:
@@ -162,9 +172,9 @@ class MemoryWarning:
 
 @dataclass(frozen=True)
 class ToolsUnused:
-    """The turn model was offered tools in its first `turns` turns of the session that ended
-    normally and called none: its replies may tell of commands it never ran. Said once; never
-    when `[turn] tools` is off. One line, `tools: …`."""
+    """The turn model was offered tools and called none in `turns` turns that ended normally
+    with replies that tell of work done (a command run, a file read): it may have made that work
+    up. Said once; never when `[turn] tools` is off. One line, `tools: …`."""
 
     turns: int
     text: str

@@ -19,8 +19,8 @@ class AgentStatus:
     view_merges: int  # over the whole chat: it also moves for a batch done within one message
     compactor_running: int
     compactor_queued: int
-    cost: float  # USD spent in this session: turns, subagents and compactions
-    turn_cost: float  # of which turns and subagents
+    cost: float  # USD the ledger counts for today: turns, subagents and compactions
+    turn_cost: float  # USD of turns and subagents since the service started
     busy: bool
     subagents: int  # running now
     compactor_failed: int = 0  # nodes waiting to be tried again after a failure
@@ -30,6 +30,13 @@ class AgentStatus:
     compactor_paused: bool = False
     catching_up: CatchingUp | None = None  # the memory is far behind: how far, how long
     tools_unused: bool = False  # said to call no tools, and none called since (`tool_watch.py`)
+    # why the chat takes no changes until it is reopened (a write failed: a full disk); the
+    # service reopens it at the next message once the disk takes writes again
+    chat_error: str | None = None
+    # the MCP servers that are not running, one line each (`NAME: cannot start: …`): their
+    # tools' calls fail meanwhile, and the server is tried again (`mcp_client/link.py`)
+    mcp_problems: tuple[str, ...] = ()
+    budget: float | None = None  # `[budget] daily`, dollars; shown beside `cost` (`budget.py`)
 
 
 def status_of(frame: dict[str, Any]) -> AgentStatus:
@@ -39,4 +46,6 @@ def status_of(frame: dict[str, Any]) -> AgentStatus:
     catching = values.get("catching_up")
     if isinstance(catching, dict):
         values["catching_up"] = CatchingUp(**catching)
+    if isinstance(values.get("mcp_problems"), list):
+        values["mcp_problems"] = tuple(values["mcp_problems"])
     return AgentStatus(**values)

@@ -276,7 +276,7 @@ class _Reply:
             if self.started:
                 return []
             self.started = True
-            return [Started()]
+            return [Started(self.usage())]
         if isinstance(event, RawContentBlockStartEvent):
             return self._start(event)
         if isinstance(event, RawContentBlockDeltaEvent):

@@ -138,7 +138,11 @@ CUT_SHORT: frozenset[StopReason] = frozenset({"max_tokens", "context_window", "r
 
 @dataclass(frozen=True)
 class Started:
-    """The response has begun (the prefix gate opens here, SPEC §4.6)."""
+    """The response has begun (the prefix gate opens here, SPEC §4.6). `usage`: what the
+    stream reported at its start, where it reports anything then (Anthropic's prompt tokens):
+    a call cancelled later is billed for it (SPEC §1.8)."""
+
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Final
 from evertalk.agent.retry import NothingToRetry, has_unanswered
 from evertalk.agent.session import Agent
 from evertalk.agent.subagents import RunningAgent, SubagentError
+from evertalk.budget import today
 from evertalk.chat import Chat, ToolInputError
 from evertalk.config import EFFORTS, ConfigError
 from evertalk.ledger import ledger_path, read_records, summarize
@@ -78,7 +79,7 @@ def run(agent: Agent, home: Path, command: Command, args: tuple[str, ...]) -> li
     if command is RETRY:
         return [retry_text(agent.retry, args)]
     if command is USAGE:
-        return [usage_text(home)]
+        return [usage_text(home, agent.runtime.config.budget_daily)]
     raise CommandError(f"{command.name} is not a command of the service")
 
 
@@ -281,7 +282,15 @@ def retry_hint(chat: Chat, ended: TurnEnded) -> str | None:
     return RETRY_HINT if has_unanswered(chat) else None
 
 
-def usage_text(home: Path) -> str:
+def usage_text(home: Path, daily: float | None = None) -> str:
+    """`/usage`: the ledger's table, and today against the daily budget when there is one."""
+    text = _ledger_text(home)
+    if daily is not None:
+        text += "\n" + today(home, daily).usage_line()
+    return text
+
+
+def _ledger_text(home: Path) -> str:
     path = ledger_path(home)
     try:
         contents = read_records(path)

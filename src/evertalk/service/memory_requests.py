@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from evertalk.agent.session import OUTSIDE_KINDS, BusyError, Outside
+from evertalk.agent.session import OUTSIDE_KINDS, Outside
 from evertalk.chat import ToolInputError
 from evertalk.protocol import events
 from evertalk.providers.base import Image
@@ -43,15 +43,12 @@ def date(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
 
 
 def append(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
-    """Log the messages now, unless a turn runs (`busy`: the client waits for `quiet`)."""
+    """Log the messages now, a turn running or not: they are not part of it."""
     items = frame["messages"]
     if not isinstance(items, list) or not 0 < len(items) <= APPEND_MOST:
         raise ValueError(f"messages is a list of 1 to {APPEND_MOST:,}")
     messages = [_outside(item) for item in items]
-    try:
-        ids, skipped = service.agent_open().record(messages)
-    except BusyError as error:
-        return error_frame("busy", str(error))
+    ids, skipped = service.agent_open().record(messages)
     if ids:
         first = messages[0] if len(messages) == 1 else None
         service.broadcast(

@@ -3,8 +3,12 @@ library only, so that a client imports nothing heavy to find it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import socket
+import stat
+import struct
 import sys
 import tempfile
 from datetime import datetime
@@ -31,6 +35,51 @@ def log_path(home: Path) -> Path:
 
 
 def log(line: str) -> None:
-    """One line of the service's log (standard error: the log file when started by a client)."""
+    """One line of the service's log (standard error: the log file when started by a client).
+    A line the disk has no room for is dropped: the service goes on (a full disk is what it
+    must live through)."""
     stamp = datetime.now().astimezone().isoformat(timespec="seconds")
-    print(f"{stamp} [{os.getpid()}] {line}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):
+        print(f"{stamp} [{os.getpid()}] {line}", file=sys.stderr, flush=True)
+
+
+def is_private_folder(path: Path) -> bool:
+    """Whether the socket `path` is in the private folder of the temporary directory (a deep
+    home's), rather than in its home."""
+    return path.parent.name == f"evertalk-{os.getuid()}" and path.name != SOCKET_NAME
+
+
+def socket_folder_problem(path: Path) -> str | None:
+    """Why the folder of the socket `path` cannot be trusted, in one line; None when it can, or
+    when it does not exist. Another user who owns it, or may write in it, could listen there in
+    the service's place; the private folder of a deep home's socket must be 0700 as well."""
+    folder = path.parent
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):
+        return f"the socket's folder {folder} is not a folder (a link or a file)"
+    if info.st_uid != os.getuid():
+        return f"the socket's folder {folder} belongs to another user (uid {info.st_uid})"
+    mode = stat.S_IMODE(info.st_mode)
+    if is_private_folder(path) and mode & 0o077:
+        return f"the socket's folder {folder} has mode {mode:04o}, not 0700"
+    if mode & 0o022:
+        return f"the socket's folder {folder} is writable by others (mode {mode:04o})"
+    return None
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The user id of the process at the other end of a connected Unix socket; None on a system
+    with no way to ask."""
+    linux = getattr(socket, "SO_PEERCRED", None)
+    if linux is not None:
+        raw = sock.getsockopt(socket.SOL_SOCKET, linux, struct.calcsize("3i"))
+        return int(struct.unpack("3i", raw)[1])
+    if sys.platform == "darwin" or sys.platform.startswith("freebsd"):  # pragma: no cover
+        # getpeereid(3) reads LOCAL_PEERCRED (level SOL_LOCAL = 0, option 1): a struct xucred,
+        # whose first two unsigned ints are its version and the peer's uid
+        raw = sock.getsockopt(0, 1, 76)
+        return int(struct.unpack_from("2I", raw)[1])
+    return None  # pragma: no cover

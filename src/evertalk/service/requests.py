@@ -22,8 +22,10 @@ from evertalk.protocol import events, wire
 from evertalk.providers.base import Image
 from evertalk.redaction import redact
 from evertalk.service import commands
+from evertalk.service.forget_requests import forget
 from evertalk.service.paths import log
 from evertalk.service.session import Session, error_frame
+from evertalk.service.undo_requests import undo
 from evertalk.slash import MEMORY_MODEL, MODEL, RETRY, CommandError
 from evertalk.store.errors import StoreError
 from evertalk.store.records import MessageRecord
@@ -99,7 +101,7 @@ def answer(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
 
 
 def stop(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
-    service.stop(f"asked by {session.name}")
+    service.stop(f"asked by {session.name}", on_purpose=True)
     return None
 
 
@@ -172,10 +174,7 @@ def compact(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
     merges that waited for the summaries goes on at once."""
     agent = service.agent_open()
     compactor = agent.compactor
-    service.compacting.add(session)
-    if not compactor.waiting:
-        compactor.waiting = True
-        compactor.wake()  # asleep until a message, it now times the retry of failed nodes
+    service.compaction_awaited(session, compactor)
     left = compactor.unbuilt()
     merged_from = None
     if left == 0:
@@ -219,6 +218,8 @@ HANDLERS: Final[dict[str, Handler]] = {
     "records": records,
     "compact": compact,
     "usage": usage,
+    "forget": forget,
+    "undo": undo,
 }
 
 

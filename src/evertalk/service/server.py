@@ -15,9 +15,9 @@ A permission request goes to the client that sent the latest message, or, when t
 gone, to any other; with none connected it waits ASK_SECONDS for one, then is denied. When it
 ends otherwise (answered, the turn cancelled) the window asked is told to close its dialog.
 
-The service stays while a client is connected, a turn runs, a subagent works or the compactor
-has work, and exits after `idle_seconds` without any of them. SIGTERM or a `stop` request end it
-at once, after the compaction calls in flight land (each is paid for).
+The service stays while a client is connected, a turn runs, a subagent works or a compaction
+call runs or can start, and exits after `idle_seconds` without any of them. SIGTERM or a `stop`
+request end it at once, after the compaction calls in flight land (each is paid for).
 """
 
 from __future__ import annotations
@@ -41,15 +41,19 @@ from evertalk.agent.asking import ask_frame
 from evertalk.agent.permissions import Decision
 from evertalk.agent.retry import has_unanswered
 from evertalk.agent.session import Agent, NotConfigured
+from evertalk.compactor.service import Compactor
 from evertalk.config import ConfigError
-from evertalk.protocol import events, wire
+from evertalk.protocol import environment, events, wire
 from evertalk.providers.base import ProviderError
 from evertalk.service import commands, memory_requests
-from evertalk.service.paths import log, socket_path
+from evertalk.service.forget_requests import before_forget
+from evertalk.service.paths import is_private_folder, log, socket_folder_problem, socket_path
 from evertalk.service.requests import HANDLERS
 from evertalk.service.session import Session, error_frame, refusal, same_user
+from evertalk.service.settings_watch import watch_settings
 from evertalk.slash import MODEL
 from evertalk.store.errors import ChatLocked, StoreError
+from evertalk.store.probe import write_problem
 
 IDLE_SECONDS = 600.0
 ASK_SECONDS = 120.0
@@ -60,6 +64,11 @@ WATCHERS = frozenset({"status", "stop", "serve", "test", "usage"})
 for them."""
 ASKED = frozenset({"app", "-p"})
 """Clients that answer a permission request: the windows, and `-p` (by its `--allow`)."""
+RECOVERS = frozenset({"send", "retry", "command", "compact"})
+"""Requests that may change the chat: a chat stopped by a full disk is reopened before them, once
+the disk takes writes again (`Service.recover`). A look at the status does not probe the disk."""
+REFUSED_WHILE_FULL = frozenset({"send", "retry"})
+"""… and those refused while it does not (a slash command may only read)."""
 
 
 @dataclasses.dataclass
@@ -68,6 +77,7 @@ class _Ask:
     session: Session | None
     answered: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     decision: Decision = "deny"
+    told: set[Session] = dataclasses.field(default_factory=set)  # `asked_elsewhere` went there
 
 
 AgentOpener = Callable[["Service"], AbstractAsyncContextManager[Agent]]
@@ -101,9 +111,13 @@ class Service:
         self._joined = anyio.Event()  # set (and replaced) when a client connects
         self.first_words: list[object] = []  # events for the first client alone
         self.settings_read = settings_stamp(home)  # config.toml and instructions.md, at start
-        self.compacting: set[Session] = set()  # `memory compact` clients
+        # `memory compact` clients, each with its wait on the compactor it asked (SPEC §4.5)
+        self.compacting: dict[Session, tuple[Compactor, contextlib.ExitStack]] = {}
         self.closed = anyio.Event()  # the last agent has closed
         self._reopen = anyio.Event()
+        self._opened = anyio.Event()  # set (and replaced by `recover`) when an agent opens
+        self._recovering: str | None = None  # why a reopen under way was due (see `recover`)
+        self._recovery = anyio.Lock()  # one recovery at a time, for every client's request
 
     # -- the agent's side -----------------------------------------------------------------
 
@@ -132,6 +146,8 @@ class Service:
             del self.asks[ask_id]
             if pending.session is not None:  # its dialog goes: answered, or no longer asked
                 pending.session.post({"type": "ask_closed", "id": ask_id})
+                for session in pending.told:  # and the others' line that a window is asked
+                    session.post({"type": "ask_closed", "id": ask_id})
 
     async def _answered(self, pending: _Ask) -> bool:
         """Wait for a window's answer, as long as one is connected: the user may be away for a
@@ -142,6 +158,7 @@ class Service:
                 pending.session = self._asked()
                 if pending.session is not None:
                     pending.session.post(pending.frame)
+                    self._asked_elsewhere(pending, pending.session)
             if pending.session is not None:
                 with anyio.move_on_after(1.0):  # then look again: the window may have gone
                     await pending.answered.wait()
@@ -153,6 +170,16 @@ class Service:
                 await self._joined.wait()
             alone += self.clock() - began
         return True
+
+    def _asked_elsewhere(self, pending: _Ask, asked: Session) -> None:
+        """Tell the other windows that the turn waits for an answer in `asked`: theirs would
+        otherwise seem stuck."""
+        frame = pending.frame
+        told = {"type": "asked_elsewhere", "id": frame["id"], "tool": frame["tool"]}
+        for session in self.sessions:
+            if session is not asked and session.asked:
+                session.post(told | {"client": asked.name})
+                pending.told.add(session)
 
     def answer(self, ask_id: str, decision: Decision) -> None:
         pending = self.asks.get(ask_id)
@@ -195,17 +222,23 @@ class Service:
                         first = False
                         self._opened_first(agent)
                         task_status.started()
+                    elif self._recovering is not None:
+                        self._recovered(self._recovering)
                     else:
                         self.broadcast_frame(self._reopened(agent))
+                    self._opened.set()
                     await self._run_agent(agent)
                 spent = (agent.turn_cost, agent.compactor.cost)  # closed: nothing more comes
             except (ChatLocked, ConfigError, NotConfigured, StoreError, ProviderError) as error:
                 if first:
                     raise
                 why = f"cannot open the chat with the new settings: {error}"
+                if self._recovering is not None:
+                    why = f"cannot reopen the chat: {error}"
                 log(why)
                 self.broadcast(events.MemoryWarning(f"service: {why}"))
                 self.stop(why)
+                self._opened.set()
             finally:
                 self.agent = None
         self.closed.set()
@@ -214,6 +247,32 @@ class Service:
         for warning in agent.chat.warnings:  # what the open repaired: for the first client
             log(f"warning: {warning}")
             self.first_words.append(events.MemoryWarning(f"evertalk: warning: {warning}"))
+
+    def _recovered(self, why: str) -> None:
+        self._recovering = None
+        said = "the disk takes writes again: the chat was reopened and goes on"
+        log(f"{said} (it had stopped: {why})")
+        self.broadcast(events.MemoryWarning(f"service: {said}"))
+
+    async def recover(self) -> str | None:
+        """A chat that takes no changes until it is reopened (a write failed: a full disk) is
+        reopened here, before a request that would change it, once the disk takes writes again;
+        why it cannot be yet, or None. Not while a turn or a subagent works: they hold what the
+        agent would lose, and end at their next write meanwhile."""
+        if self.agent is None or self.agent.chat.broken is None:
+            return None  # the usual case: no await, so requests keep their order with events
+        async with self._recovery:
+            agent = self.agent
+            if agent is None or agent.chat.broken is None or self.busy():
+                return None
+            problem = await anyio.to_thread.run_sync(write_problem, agent.chat.store.path)
+            if problem is not None:
+                return problem
+            self._recovering = agent.chat.broken
+            self._opened = anyio.Event()
+            self.reopen()
+            await self._opened.wait()
+        return None
 
     def _reopened(self, agent: Agent) -> dict[str, Any]:
         config = agent.runtime.config
@@ -265,11 +324,12 @@ class Service:
         return agent is not None and (agent.busy or bool(agent.subagents.running))
 
     def _working(self) -> bool:
-        """A client, a turn, a subagent, or compaction work that can go on: not idle."""
+        """A client, a turn, a subagent, or a compaction call running or able to start: not
+        idle (SPEC §11). Queued nodes that cannot start are none: a paused compactor's, leaves
+        behind the leaf window, failed nodes that wait for a message (none may come)."""
         if self.agent is None or self.sessions or self.busy():
             return True
-        status = self.agent_open().compactor.status()
-        return status.running > 0 or status.queued > 0
+        return self.agent.compactor.can_start()
 
     async def watch_idle(self) -> None:
         while True:
@@ -281,12 +341,17 @@ class Service:
                 self.stop(f"idle for {self.idle_seconds:g} s")
                 return
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, *, on_purpose: bool = False) -> None:
+        """Stop, saying why to every client. `on_purpose`: someone asked for it (`service
+        stop`, `memory repair`, a signal), so the windows start no other until their user acts."""
         if not self.stopping.is_set():
             self.stop_reason = reason
             self.stopping.set()
+            if self.agent is not None:  # a turn it cuts off says who stopped it
+                self.agent.closing(f"the service stopped ({reason})")
             for session in self.sessions:  # a client then knows not to start another
-                session.post({"type": "stopping", "pid": os.getpid(), "reason": reason})
+                said = {"type": "stopping", "pid": os.getpid(), "reason": reason}
+                session.post(said | {"on_purpose": on_purpose})
 
     async def farewell(self) -> None:
         """Let every client's outbox go out (the `stopping` above), briefly."""
@@ -318,6 +383,9 @@ class Service:
             kind = str(hello.get("client", "client"))
             session = Session(stream, f"{kind} {hello.get('pid', '?')}", asked=kind in ASKED)
             session.post(self._welcome(session))
+            names = [] if kind in WATCHERS else environment.differing(hello.get("env"))
+            if names:  # others use the service: it cannot restart on this client's variables
+                session.post(wire.event_frame(events.MemoryWarning(environment.kept_line(names))))
             if session.asked:  # a window or -p: a look at the status need not hear them
                 for event in self.first_words:
                     session.post(wire.event_frame(event))
@@ -348,24 +416,26 @@ class Service:
         if problem is not None:
             await stream.send(wire.encode(error_frame("version", problem)))
             return None
-        if hello.get("client") not in WATCHERS and self._stale():
-            # the settings changed since the start and nothing runs: the client starts anew
-            await stream.send(
-                wire.encode(error_frame("restart", "config.toml or instructions.md changed"))
-            )
-            self.stop("config.toml or instructions.md changed")
+        why = self._restart_for(hello)
+        if why is not None:  # nothing runs: the client starts a service on what it sees
+            await stream.send(wire.encode(error_frame("restart", why)))
+            self.stop(why)
             return None
         return hello, frames[1:]  # sent at once with the hello: served after the welcome
 
-    def _stale(self) -> bool:
-        """Whether the settings the service read at start changed, and it may stop for a new
-        one to read them: no client connected, no turn, no subagent (the compactor's calls in
-        flight land before it goes)."""
-        if self.agent is None:
-            return False
-        changed = settings_stamp(self.home) != self.settings_read
-        quiet = not self.sessions and not self.busy() and not self.agent.compactor.in_flight
-        return changed and quiet
+    def _restart_for(self, hello: dict[str, Any]) -> str | None:
+        """Why this client should have a new service start: the settings changed since this
+        one read them, or the client sees other provider variables than it started with. Only
+        while it may stop: no client connected, no turn, no subagent, no compaction call in
+        flight."""
+        if hello.get("client") in WATCHERS or self.agent is None:
+            return None
+        if self.sessions or self.busy() or self.agent.compactor.in_flight:
+            return None
+        if settings_stamp(self.home) != self.settings_read:
+            return "config.toml or instructions.md changed"
+        names = environment.differing(hello.get("env"))
+        return environment.changed_line(names) if names else None
 
     def _welcome(self, session: Session) -> dict[str, Any]:
         return {
@@ -381,10 +451,21 @@ class Service:
         self.last_active = self.clock()
         if self.sender is session:
             self.sender = None
-        if session in self.compacting:
-            self.compacting.discard(session)
-            if not self.compacting and self.agent is not None:
-                self.agent.compactor.waiting = False  # nobody waits: failures wait for a message
+        held = self.compacting.pop(session, None)
+        if held is not None:  # its wait ends; a turn's, or another client's, goes on
+            held[1].close()
+
+    def compaction_awaited(self, session: Session, compactor: Compactor) -> None:
+        """A `memory compact` client waits: failed nodes are retried on the timer until it
+        leaves. Once per client and compactor (a reopen brings a new one)."""
+        held = self.compacting.get(session)
+        if held is not None and held[0] is compactor:
+            return
+        if held is not None:
+            held[1].close()
+        wait = contextlib.ExitStack()
+        wait.enter_context(compactor.waiting())
+        self.compacting[session] = (compactor, wait)
 
     async def _serve(
         self,
@@ -395,6 +476,8 @@ class Service:
     ) -> None:
         while True:
             for frame in pending:
+                if await self._refused_for_disk(session, frame):
+                    continue
                 await self._prepare(frame)
                 self._request(session, frame)
             try:
@@ -407,10 +490,32 @@ class Service:
                 session.post(error_frame("protocol", str(error)))
                 return
 
+    async def _refused_for_disk(self, session: Session, frame: dict[str, Any]) -> bool:
+        """Before a request that changes the chat: a chat stopped by a failed write is reopened
+        when the disk takes writes again (`recover`); while it does not, a message is refused,
+        saying why (whether the request was refused)."""
+        kind = frame.get("type")
+        if kind not in RECOVERS:
+            return False
+        problem = await self.recover()
+        if problem is None or kind not in REFUSED_WHILE_FULL:
+            return False
+        said = (
+            f"the disk takes no writes yet ({problem}): nothing was logged; send it again once "
+            "there is room (the service then reopens the chat by itself)"
+        )
+        refused = error_frame("store", said)
+        if "rid" in frame:
+            refused["rid"] = frame["rid"]
+        session.post(wire.encode(refused))
+        return True
+
     async def _prepare(self, frame: dict[str, Any]) -> None:
         """What a request would wait on the network for, asked in a worker thread first, so
         that every other window and turn goes on meanwhile: `/model`'s list of the server's
-        models (kept, so that the handler then finds it at once)."""
+        models (kept, so that the handler then finds it at once). A forget waits here for the
+        turn it cancels to end."""
+        await before_forget(self, frame)
         if frame.get("type") != "command" or frame.get("name") != MODEL.name:
             return
         try:
@@ -478,7 +583,8 @@ async def serve(
         if len(errors.exceptions) == 1:
             raise errors.exceptions[0] from None
         raise
-    log("stopped")
+    # what the service cost the machine: a service that should rest shows here (`make e2e-local`)
+    log(f"stopped after {time.process_time():.2f} s of CPU")
 
 
 async def _serve(
@@ -495,6 +601,7 @@ async def _serve(
         try:
             async with listener, anyio.create_task_group() as group:
                 group.start_soon(service.watch_idle)
+                group.start_soon(watch_settings, service)  # edited files apply between turns
                 if signals:
                     group.start_soon(_stop_on_signals, service)
                 group.start_soon(listener.serve, service.handle)
@@ -529,10 +636,12 @@ async def _load_sdks(agent: Agent) -> None:
 
 
 async def _listen(path: Path) -> Any:
-    if path.parent.name.startswith("evertalk-"):  # the private folder of a deep home's socket
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        if path.parent.stat().st_uid != os.getuid():
-            raise OSError(f"{path.parent} belongs to another user")
+    if is_private_folder(path):  # the private folder of a deep home's socket
+        with contextlib.suppress(FileExistsError):
+            path.parent.mkdir(mode=0o700)
+    problem = socket_folder_problem(path)
+    if problem is not None:  # another user could listen there in our place
+        raise OSError(f"{problem}: not listening there")
     # We hold the chat's lock: a socket left here belongs to a service that is gone.
     path.unlink(missing_ok=True)
     old = os.umask(0o177)  # the socket is born 0600: no window in which others may connect
@@ -546,5 +655,5 @@ async def _listen(path: Path) -> Any:
 async def _stop_on_signals(service: Service) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for received in signals:
-            service.stop(f"signal {signal.Signals(received).name}")
+            service.stop(f"signal {signal.Signals(received).name}", on_purpose=True)
             return

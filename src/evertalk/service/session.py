@@ -6,8 +6,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import socket
-import struct
 from typing import Any
 
 import anyio
@@ -15,6 +13,7 @@ from anyio.abc import SocketAttribute, SocketStream
 
 from evertalk import __version__
 from evertalk.protocol import wire
+from evertalk.service.paths import peer_uid
 
 
 class Session:
@@ -62,12 +61,7 @@ def refusal(hello: dict[str, Any]) -> str | None:
 
 
 def same_user(stream: SocketStream) -> bool:
-    """On Linux, whether the peer runs as this user (SO_PEERCRED); elsewhere the socket's mode
-    and the home's are the guard."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return True
-    raw = stream.extra(SocketAttribute.raw_socket)
-    creds = raw.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
-    return bool(uid == os.getuid())
+    """Whether the peer runs as this user (SO_PEERCRED on Linux, getpeereid's source on macOS);
+    on a system with no way to ask, the socket's mode and its folder's are the guard."""
+    uid = peer_uid(stream.extra(SocketAttribute.raw_socket))
+    return uid is None or uid == os.getuid()

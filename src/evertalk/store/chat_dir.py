@@ -15,11 +15,19 @@ from evertalk.memory.core import SavedViews
 from evertalk.memory.tree import FREE
 from evertalk.store import views
 from evertalk.store.days import as_local, day_file_name, iso, local_now
-from evertalk.store.errors import IndexMismatch, StoreError, describe
-from evertalk.store.index import Index, Location
+from evertalk.store.errors import ChatLocked, IndexMismatch, StoreError, describe
+from evertalk.store.index import Index, Location, Rewrite
 from evertalk.store.index_files import StaleIndex
-from evertalk.store.jsonl import Appender, Reader, parse_object
-from evertalk.store.loader import INDEX_DIR, MAIN, TREE, open_index
+from evertalk.store.jsonl import Appender, Reader, end_torn_line, parse_object
+from evertalk.store.loader import (
+    INDEX_DIR,
+    MAIN,
+    REBUILDING,
+    TREE,
+    behind,
+    log_sizes,
+    open_index,
+)
 from evertalk.store.lock import ChatLock
 from evertalk.store.meta import META_NAME
 from evertalk.store.records import (
@@ -103,7 +111,33 @@ class ChatStore:
             if isinstance(error, sqlite3.Error):
                 raise StoreError(f"cannot open the index of {chat_dir}: {error}") from None
             raise
-        return cls(chat_dir, index, terms, lock, warnings)
+        store = cls(chat_dir, index, terms, lock, warnings)
+        if lock is not None:
+            store._end_torn_tree_lines()
+        return store
+
+    def _end_torn_tree_lines(self) -> None:
+        """End each tree file's torn last line now, as its next append would (SPEC §1.4: its
+        bytes stay), and checkpoint: a node line cut short by a full disk is warned about at
+        this open alone, though no node may be written to that day's file again. A line that
+        cannot be ended now is left to that next append. Message files keep the rule as it is
+        written: today's next message ends the line."""
+        ended = False
+        for name, term in list(self._terms.items()):
+            if not name.startswith(TREE + "/"):
+                continue
+            try:
+                end = end_torn_line(self.path / name, term)
+            except OSError:
+                continue
+            del self._terms[name]
+            self._index.ended_torn_line(name, end)
+            ended = True
+        if ended:
+            try:
+                self.checkpoint()
+            except (StoreError, OSError, sqlite3.Error) as error:
+                self.warnings.append(f"the index of {self.path} was not checkpointed: {error}")
 
     def __enter__(self) -> ChatStore:
         return self
@@ -124,6 +158,12 @@ class ChatStore:
     def message_count(self) -> int:
         """T: the number of messages logged."""
         return self._index.message_count
+
+    @property
+    def must_reopen(self) -> str | None:
+        """Why this store takes no more appends until the chat is opened again (a failed write,
+        an index that could not follow the log), or None."""
+        return self._failed or self._appender.failed or self.stale
 
     # Appends
 
@@ -359,6 +399,24 @@ class ChatStore:
         if (self.message_count, self.node_sizes(), self.node_flags()) != before:
             self.stale = f"its index was rebuilt from the log ({why})"
 
+    def invalidate(self, reason: str) -> None:
+        """The log is about to be rewritten under the index (a forget, SPEC §12): see below."""
+        self._invalidate(reason)
+
+    def rewrote(self, rewrites: Sequence[Rewrite]) -> None:
+        """After a forget rewrote these files under an index it invalidated first: follow them
+        and checkpoint, so that the next open trusts the index again rather than building it
+        from the whole log. The store still takes no more changes (the chat opens again)."""
+        self._reader.close()  # its descriptors are of the files replaced
+        for rewrite in rewrites:
+            self._index.rewrote(rewrite)
+        try:
+            self._appender.sync()  # the checkpoint vouches for every line it has seen
+            self._index.checkpoint()
+        except (StoreError, OSError, sqlite3.Error) as error:
+            # meta.json is gone: the next open builds the index from the log, losing nothing
+            self.warnings.append(f"the index of {self.path} was not checkpointed: {error}")
+
     def _invalidate(self, reason: str) -> None:
         """Stop trusting the index: no more appends or checkpoints here, a rebuild at next open."""
         self._failed = reason
@@ -408,6 +466,31 @@ class ChatStore:
             views.save_views(self.path, saved)
         except OSError as error:
             raise StoreError(f"cannot save the views: {describe(error)}") from None
+
+    def save_views_unowned(self, saved: SavedViews, loaded: SavedViews | str | None) -> bool:
+        """For a reader that folded the views: save them as the owner would have, under the
+        chat's lock taken at once, so that the next command loads them rather than folding the
+        whole chat again (SPEC §3.6). Only while the log and view.json are as this reader found
+        them (`loaded`: what it read there), and held nothing to warn about (damage is the
+        owner's to report, as for the index); whether they were saved."""
+        if any(not warning.startswith(REBUILDING) for warning in self.warnings):
+            return False
+        for folder in (self.path, self.path / INDEX_DIR):
+            if not os.access(folder, os.W_OK | os.X_OK):
+                return False  # a chat this user may read but not write
+        try:
+            lock = ChatLock.acquire(self.path)
+        except (ChatLocked, OSError):
+            return False  # an owner's: it saves its own views
+        try:
+            if behind(self._index.meta, log_sizes(self.path)) or self.load_views() != loaded:
+                return False  # another program wrote meanwhile: these views are not its own
+            views.save_views(self.path, saved)
+        except OSError:
+            return False  # the next command folds again; nothing is lost
+        finally:
+            lock.release()
+        return True
 
     # Closing
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from evertalk.store.index_files import SIZE_CODE, IndexFiles, LevelFiles, StaleIndex
 from evertalk.store.keys import KeyStore
-from evertalk.store.meta import Meta, seal, write_meta
-from evertalk.store.tables import LOC_WIDTH, Loc, MemTable, Table, pack_loc
+from evertalk.store.meta import Meta, new_build, seal, write_meta
+from evertalk.store.tables import ABSENT, LOC_WIDTH, Loc, MemTable, Table, pack_loc
 
 CHECKPOINT_EVERY = 1000
 CLOSE_CHECKPOINT_AFTER = 64
@@ -30,6 +30,30 @@ class Location:
     offset: int
     length: int
     """Bytes of the line, its newline included."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A log or tree file rewritten in place by a forget (SPEC §12), as the index must follow
+    it: where each record line was and now is, and what went."""
+
+    name: str
+    """The file, relative to the chat folder."""
+    grew: int
+    """Bytes the file grew by (less than 0: it shrank)."""
+    messages: list[tuple[int, int, int, int]]
+    """(id, old offset, new offset, new length) of each message line the file now holds."""
+    nodes: list[tuple[int, int, int, int, int]]
+    """(l, i, old offset, new offset, new length) of each node line the file now holds."""
+    removed: list[tuple[int, int]]
+    """(old offset, length) of each line that went."""
+    gone: list[tuple[int, int]]
+    """Nodes whose lines went: they are unbuilt now."""
+
+    def moved(self, offset: int) -> int:
+        """Where a line boundary at `offset` of the old file is in the new one (the lines that
+        went shift it; a tree file's lines keep their length)."""
+        return offset - sum(length for start, length in self.removed if start < offset)
 
 
 class Level:
@@ -58,6 +82,12 @@ class Level:
             self.files.write(i, loc, size, flag)
         else:
             self.loc.put(i, loc)
+
+
+def _at(raw: bytes, file_no: int, offset: int) -> bool:
+    """Whether a packed location is the line at `offset` of file `file_no`."""
+    loc = Loc.unpack(raw)
+    return loc is not None and (loc.file_no, loc.offset) == (file_no, offset)
 
 
 def _fit(data: array[int] | bytearray, length: int) -> None:
@@ -152,6 +182,11 @@ class Index:
         self._advance(name, offset + length, lines)
         self._appended()
 
+    def ended_torn_line(self, name: str, end: int) -> None:
+        """A torn last line of `name` was ended on its own: one more line, no record, and a
+        checkpoint due, so that no open scans it again."""
+        self._advance(name, end, 1, records=0)
+
     def _new_level(self, level: int) -> Level:
         if self.writable:
             assert self.files is not None
@@ -164,7 +199,11 @@ class Index:
 
     @property
     def checkpoint_due(self) -> bool:
-        return self.writable and (self._since_checkpoint >= CHECKPOINT_EVERY or self._new_file)
+        """Every CHECKPOINT_EVERY appends, at a new file, and after an append that ended a torn
+        line (else every reader beside the owner would warn about that line again)."""
+        return self.writable and (
+            self._since_checkpoint >= CHECKPOINT_EVERY or self._new_file or self._must_checkpoint
+        )
 
     @property
     def checkpoint_worth_closing(self) -> bool:
@@ -181,6 +220,30 @@ class Index:
         """The open found `records` past the checkpoint (`must`: skipped lines, new files)."""
         self._since_checkpoint += records
         self._must_checkpoint |= must
+
+    def rewrote(self, rewrite: Rewrite) -> None:
+        """Follow a file rewritten by a forget: the locations of its records move, its dropped
+        nodes become unbuilt, and its indexed end moves by what it grew. Only that file's
+        records are touched, not the whole log's; a checkpoint makes it durable."""
+        state = self.meta.files[rewrite.name]
+        no = state.no
+        for i, old, offset, length in rewrite.messages:
+            loc = pack_loc(no, offset, length)
+            now = self.msg.get(i) if 0 <= i < self.meta.messages else ABSENT
+            if now != loc and _at(now, no, old):  # the lines before the first change stay put
+                self.msg.put(i, loc)
+        for level, i, old, offset, length in rewrite.nodes:
+            row = self.levels[level] if self.node_flag(level, i) and old != offset else None
+            if row is not None and _at(row.loc.get(i), no, old):
+                row.loc.put(i, pack_loc(no, offset, length))  # its size and flag stay
+        for level, i in rewrite.gone:
+            if self.node_flag(level, i):
+                self.levels[level].set(i, ABSENT, 0, 0)
+        state.scanned += rewrite.grew
+        state.lines -= len(rewrite.removed)
+        state.tail, state.tail_at = "", 0
+        self.meta.build = new_build()  # a reader that loaded the files before can tell
+        self._must_checkpoint = True
 
     # Lookups
 

@@ -146,6 +146,19 @@ class Scan:
             self.term = torn_terminator(partial)
 
 
+def end_torn_line(path: Path, term: bytes) -> int:
+    """Write a torn last line's terminator (SPEC §1.4) on its own, durably; the file's new
+    size. OSError when it cannot (the line is then ended by the file's next append)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        if os.write(fd, term) != len(term):
+            raise OSError(f"{path}: short write of a torn line's end")
+        os.fsync(fd)
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+
+
 class Appender:
     """Appends whole lines, one write and one fsync each, keeping recent files open.
 
@@ -160,6 +173,11 @@ class Appender:
         self._max_open = max_open  # a chat that runs for weeks moves on to new day files
         self._failed: str | None = None
         self._unsynced: set[int] = set()
+
+    @property
+    def failed(self) -> str | None:
+        """Why an append failed: none is taken until the log is opened again."""
+        return self._failed
 
     def append(self, path: Path, data: bytes, prefix: bytes = b"") -> tuple[int, int]:
         """Write `prefix + data + \n` and make it durable; returns (offset of data, its length)."""
@@ -184,7 +202,7 @@ class Appender:
             fd, created = self._fd(path)
             done = os.write(fd, data)
             if done != len(data):
-                self._failed = f"{path}: short write ({done} of {len(data)} bytes); disk full?"
+                self._failed = f"{path}: only {done} of {len(data)} bytes written (disk full?)"
                 raise StoreError(self._failed)
             offset = os.lseek(fd, 0, os.SEEK_CUR) - len(data) + len(prefix)
             if durable:

@@ -649,7 +649,7 @@ def open_index(
         return _open(chat_dir, readonly=False, warnings=warnings, rebuild=rebuild)
     sizes = log_sizes(chat_dir)
     base = rebuild or _load_base(chat_dir / INDEX_DIR, sizes, readonly=True)
-    if rebuild is not None or (isinstance(base, _Base) and not _behind(base.meta, sizes)):
+    if rebuild is not None or (isinstance(base, _Base) and not behind(base.meta, sizes)):
         return _open_loaded(chat_dir, base, sizes, readonly=True, warnings=warnings)
     if isinstance(base, _Base):
         base.close()  # the owner's open below loads it again, writable
@@ -659,7 +659,7 @@ def open_index(
     return _open(chat_dir, readonly=True, warnings=warnings, rebuild=None)
 
 
-def _behind(meta: Meta, sizes: dict[str, int]) -> bool:
+def behind(meta: Meta, sizes: dict[str, int]) -> bool:
     """Whether the log holds lines the checkpoint does not cover (a scan has work to do)."""
     return any(
         size != (meta.files[name].scanned if name in meta.files else 0)
@@ -730,10 +730,12 @@ def _open_loaded(
             warnings += tail_warnings
             return opened
     if sizes and not base.startswith(_QUIET):
-        warnings.append(f"rebuilding the index of {chat_dir}: {base}")
+        warnings.append(f"{REBUILDING} {chat_dir}: {base}")
     return _open_index(chat_dir, base, sizes, readonly, warnings, owner)
 
 
+REBUILDING = "rebuilding the index of"
+"""How the warning of a rebuild begins: the one warning that says nothing of damage."""
 _QUIET = "records were set aside"  # a rebuild that the set-aside warning already explains
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from evertalk.memory.nodes import Node
 from evertalk.memory.search_query import (
     END,
     MARK,
@@ -35,6 +36,7 @@ from evertalk.memory.tree import BUILT
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.days import list_day_files
 from evertalk.store.errors import StoreError
+from evertalk.store.index import Rewrite
 from evertalk.store.jsonl import Scan, parse_object
 from evertalk.store.loader import INDEX_DIR, TREE
 from evertalk.store.meta import tail_hash
@@ -267,6 +269,77 @@ class SearchIndex:
                 if not conn.execute("SELECT 1 FROM hits WHERE rowid = ?", row[:1]).fetchone():
                     conn.execute(insert, row)
         conn.execute("RELEASE nodes")
+
+    # -- forgetting (SPEC §12) -----------------------------------------------------------------
+
+    def hold(self, store: ChatStore) -> None:
+        """Take the write lock before a forget rewrites the log and tree files, so that no
+        other process's catch-up reads them halfway, and check the index against the files
+        as they are: one that no longer matches them (a forget cut short by a crash rewrote
+        them under it) is emptied, since what it holds can no longer be found to be taken
+        out. `forget` or `release` lets the lock go."""
+        self.conn.execute(f"PRAGMA busy_timeout = {int(WAIT_S * 1000)}")
+        self.conn.execute("PRAGMA secure_delete = ON")  # what is deleted is overwritten
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._check(store)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    def forget(
+        self, store: ChatStore, messages: list[int], nodes: list[Node], rewrites: list[Rewrite]
+    ) -> None:
+        """After a forget rewrote the files (the store follows them already): each changed
+        message's row holds its new text, the dropped nodes' rows go, each rewritten tree
+        file's offset moves with the lines that went, and the file is compacted so that none
+        of its files, the write-ahead log included, holds the old text any more."""
+        conn = self.conn
+        try:
+            count = self._messages()
+            for i in (i for i in messages if i < count):
+                record = store.read_message(i)
+                conn.execute("DELETE FROM hits WHERE rowid = ?", (message_rowid(i),))
+                conn.execute(
+                    "INSERT INTO hits (rowid, text, kind) VALUES (?, ?, ?)",
+                    (message_rowid(i), record.text, record.kind),
+                )
+                for key, at in (("first", 0), ("last", count - 1)):
+                    if i == at:
+                        self._set_state(key, _fingerprint_of(record))
+            rows = [(node_rowid(level, i),) for level, i in nodes]
+            conn.executemany("DELETE FROM hits WHERE rowid = ?", rows)
+            self._move_offsets(store.path / TREE, rewrites)
+        except BaseException:
+            self.release()
+            raise
+        conn.execute("COMMIT")
+        self.compact()
+
+    def _move_offsets(self, tree: Path, rewrites: list[Rewrite]) -> None:
+        read = dict(self.conn.execute("SELECT name, offset FROM files").fetchall())
+        for rewrite in rewrites:
+            name = rewrite.name.removeprefix(TREE + "/")
+            if name in read and rewrite.name.startswith(TREE + "/"):
+                offset = rewrite.moved(int(read[name]))
+                self.conn.execute(
+                    "UPDATE files SET offset = ?, tail = ? WHERE name = ?",
+                    (offset, tail_hash(tree / name, offset), name),
+                )
+
+    def compact(self) -> None:
+        """Merge the full-text index into one segment (a deleted row's words stay in the old
+        segments until then; the pages they free are overwritten with zeros, as `hold` asked),
+        then empty the write-ahead log, which held the pages as they were written. No VACUUM:
+        at a million messages it would double the time, and the free pages hold only zeros."""
+        self.conn.execute("INSERT INTO hits (hits) VALUES ('optimize')")
+        busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            raise StoreError(f"another reader kept the write-ahead log of {self.path} in use")
 
     # -- searching ----------------------------------------------------------------------------
 

@@ -23,8 +23,9 @@ import sys
 from pathlib import Path
 
 
-def run_terminal(home: Path) -> int:
-    """Open the chat in the terminal app; the exit status."""
+def run_terminal(home: Path, message: str | None = None) -> int:
+    """Open the chat in the terminal app (sending `message` once connected); the exit
+    status."""
     # Start-up makes a great many objects and no garbage worth a collection: the collector is
     # off until the window is connected and shows the log (`main.py` turns it on).
     gc.disable()
@@ -48,7 +49,7 @@ def run_terminal(home: Path) -> int:
         return 1
     from evertalk.tui.main import run_terminal as run
 
-    return run(home, config, notices, starting)
+    return run(home, config, notices, starting, message)
 
 
 __all__ = ["run_terminal"]

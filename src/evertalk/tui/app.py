@@ -9,10 +9,12 @@ provider configured, the setup screen comes first.
 
 One worker (`_keep_connected`) holds the connection: it shows the last messages of the log as
 the service has them (those read from the files stay when they agree), then the service's frames
-in order; when the service goes (stopped, idle elsewhere, killed), it says
-so and connects again, starting the next one. Each reply streams into a Markdown row, each tool
-call is a collapsed row whose title gets ✓ or ✗ when it finished, thoughts are dimmed. Every
-message any window sends shows in every window, held while a turn runs, until Ever takes it.
+in order; when the service goes (idle elsewhere, killed), it says so and connects again,
+starting the next one. A service stopped on purpose (`service stop`, `memory repair`, a signal)
+is started again only by the user's next message or command. Each reply streams into a Markdown
+row, each tool call is a collapsed row whose title gets ✓ or ✗ when it finished, thoughts are
+dimmed. Every message any window sends shows in every window, held while a turn runs, until Ever
+takes it.
 A tool whose policy is `ask` is asked of the window that sent the message (`ask`): a dialog
 (allow once, always, deny), withdrawn when the service says so (`ask_closed`). `/setup` saves new
 settings and has the service reopen the chat on them (`reopen`).
@@ -20,7 +22,7 @@ settings and has the service reopen the chat on them (`reopen`).
 The log opens on its last messages; a scroll to its top fetches the page before the oldest shown
 (`records`). The turn runs in the service, so leaving the window does not end it: Ctrl+D during a
 turn asks to be pressed again. On exit, `summary` is the line `main.py` prints: what this window
-sent, and what the service's count of costs rose by while it was open (`Spending`).
+sent, and what the ledger counts of the chat's model calls while it was open.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import contextlib
 import difflib
 import os
 import time
+import tomllib
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -44,6 +48,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, TextArea
 
 from evertalk import slash
+from evertalk.budget import Day
 from evertalk.client.remote import (
     Message,
     Remote,
@@ -53,14 +58,19 @@ from evertalk.client.remote import (
     message_of,
     open_remote,
 )
-from evertalk.config import KEY_VARIABLES, ConfigError, load_config
+from evertalk.config import KEY_VARIABLES, ConfigError, config_path, load_config
+from evertalk.folder_instructions import in_force
+from evertalk.ledger import LedgerTally, ledger_path
 from evertalk.protocol import wire
 from evertalk.protocol.status import AgentStatus, status_of
+from evertalk.runtime import INSTRUCTIONS_NAME
 from evertalk.slash import MEMORY
 from evertalk.terminal_text import escape_controls, one_line
 from evertalk.tui import commands
+from evertalk.tui.budget_screen import BudgetScreen
 from evertalk.tui.commands import CommandError, Invocation, read_line
 from evertalk.tui.editor import Editor, edit_instructions
+from evertalk.tui.forget import forget_in_app
 from evertalk.tui.history import (
     EARLIER_MOST,
     EARLIER_PAGE,
@@ -70,6 +80,7 @@ from evertalk.tui.history import (
 )
 from evertalk.tui.status import MemoryWatch, dollars
 from evertalk.tui.turn_rows import Sending, TurnRows
+from evertalk.tui.undo import undo_in_app
 from evertalk.tui.widgets import (
     ChatLog,
     CommandHint,
@@ -151,9 +162,11 @@ class ChatApp(App[int]):
         notices: Sequence[str] = (),
         workdir: Path | None = None,
         tail: Sequence[Message] = (),
+        first_message: str | None = None,
     ) -> None:
         super().__init__()
         self.home = home
+        self.first_message = first_message  # `evertalk "MESSAGE"`: sent once connected
         self.connector: Connector = connector or (lambda: open_remote(home, "app"))
         self.notices = list(notices)  # what loading the settings corrected, shown as warnings
         self.workdir = workdir or Path.cwd()  # where the tools of this window's messages work
@@ -165,14 +178,24 @@ class ChatApp(App[int]):
         self.memory_watch = MemoryWatch()
         self.rows = TurnRows(self)
         self._asked: dict[str, PermissionScreen] = {}
+        self._waits_elsewhere: dict[str, NoteRow] = {}
         self.attachments = commands.Attachments()
         self._polling = False
         self._quitting = False
         self.failure: str | None = None  # why the app stopped on its own
         self.ready = anyio.Event()  # the first connection showed the log's last messages
         self._connected_once = anyio.Event()  # a connection was made
+        # stopped on purpose (`service stop`, `memory repair`), the window starts no service
+        # until its user acts: `paused` says why, `_resume` is that action
+        self.paused: str | None = None
+        self._resume = anyio.Event()
+        self._tried = anyio.Event()  # a try to connect ended (a new one for each try)
+        self._connect_error: str | None = None  # why the last try the user made failed
         self._submitting = anyio.Lock()  # what the input sent goes in order
         self.spending = Spending()
+        # the exit line's cost: the ledger's calls from the window's opening on (a service
+        # started again meanwhile does not reset it)
+        self.spent_meanwhile = LedgerTally.from_now(ledger_path(home))
         self.sent_count = 0  # messages this window sent (and the service took)
         self._quit_asked = -QUIT_AGAIN  # when Ctrl+D last asked to be pressed again
         # the rows of the log shown: from message `_oldest` on; `_intro` says how many
@@ -242,6 +265,9 @@ class ChatApp(App[int]):
         remote, first, said = self.remote, True, False
         while not self._quitting:
             if remote is None:
+                if self.paused is not None:
+                    await self._resume.wait()
+                    self._resume = anyio.Event()
                 try:
                     remote = await self.connector()
                 except ServiceError as error:
@@ -249,6 +275,10 @@ class ChatApp(App[int]):
                         self.failure = str(error)
                         self.exit(return_code=1)
                         return
+                    if self.paused is not None:  # the user is told; their next action tries
+                        self._connect_error = str(error)
+                        self._tried_now()
+                        continue
                     if not said:  # once; the next tries are quiet until one works
                         said_row = NoteRow(f"cannot reach the service: {error}", classes="error")
                         await self._add(said_row)
@@ -256,7 +286,9 @@ class ChatApp(App[int]):
                     await anyio.sleep(RECONNECT_EVERY)
                     continue
             self.remote, said = remote, False
+            self.paused = self._connect_error = None
             self._connected_once.set()
+            self._tried_now()
             try:
                 async with anyio.create_task_group() as group:
                     group.start_soon(remote.run)
@@ -291,6 +323,10 @@ class ChatApp(App[int]):
         sent = await remote.records(last=HISTORY, kind="user", scan=HISTORY_SCAN)
         self.prompt.sent = [message.text for message in sent]
         self.ready.set()
+        if self.first_message is not None:  # as if typed: Up brings it back
+            text, self.first_message = self.first_message, None
+            self.prompt.remember(text)
+            self.run_worker(self._submit(text, ()), group="typed")
 
     async def _earlier_rows(self, remote: Remote) -> list[Widget]:
         """The rows of the log's last messages; none when those read from its files show
@@ -356,10 +392,17 @@ class ChatApp(App[int]):
         finally:
             self._loading = False
 
+    def _tried_now(self) -> None:
+        self._tried.set()
+        self._tried = anyio.Event()
+
     async def _lost(self) -> None:
         await self.rows.cut_short("the service stopped before it finished")
         self.busy = False
-        self.status_bar.set_text("connecting to the service…")
+        if self.paused is not None:
+            self.status_bar.set_text(f"service stopped: {RESUMES}")
+        else:
+            self.status_bar.set_text("connecting to the service…")
 
     async def _pump(self, remote: Remote) -> None:
         async for frame in remote.frames():  # it ends when the connection does
@@ -376,11 +419,17 @@ class ChatApp(App[int]):
             self._ask(frame)
         elif kind == "ask_closed":
             self._withdraw(str(frame.get("id")))
+        elif kind == "asked_elsewhere":
+            await self._asked_elsewhere(frame)
         elif kind == "stopping":
             why = escape_controls(str(frame.get("reason")))
-            await self._add(NoteRow(f"the service is stopping ({why}); connecting to the next"))
+            if frame.get("on_purpose") is True:  # someone meant it: no other until the user acts
+                self.paused = why
+                await self._add(NoteRow(f"the service was stopped ({why}); {RESUMES}"))
+            else:
+                await self._add(NoteRow(f"the service is stopping ({why}); connecting to the next"))
         elif kind == "reopened":
-            await self._add(NoteRow(applied(frame)))
+            await self._add(NoteRow(applied(frame, file_key=file_has_key(self.home))))
         elif kind == "error":
             await self._add(NoteRow(f"service: {frame.get('message')}", classes="error"))
         else:
@@ -438,6 +487,17 @@ class ChatApp(App[int]):
         screen = self._asked.pop(ask_id, None)
         if screen is not None and screen in self.screen_stack:
             screen.dismiss(None)
+        row = self._waits_elsewhere.pop(ask_id, None)
+        if row is not None:
+            row.remove()
+
+    async def _asked_elsewhere(self, frame: dict[str, Any]) -> None:
+        """The turn waits for a yes in another window: say so here, until it is answered, so
+        that this window does not look stuck."""
+        where = str(frame.get("client") or "another window").split(" ")[0]
+        row = NoteRow(f"Ever waits for an answer in another window ({where}): {frame.get('tool')}")
+        self._waits_elsewhere[str(frame.get("id"))] = row
+        await self._add(row)
 
     def _hand_back(self, keys: list[events.Key]) -> None:
         """The keys the dialog kept, typed again: they reach the input, which has the focus
@@ -487,19 +547,35 @@ class ChatApp(App[int]):
         return self.remote is None and not self._connected_once.is_set()
 
     async def _remote_soon(self) -> Remote | None:
-        """The connection; before the first one, that one, awaited a while."""
+        """The connection; before the first one, that one, awaited a while; after a stop on
+        purpose, a new one, the service started again by this action of the user's."""
         if self._first_connecting():
             with anyio.move_on_after(FIRST_CONNECTION):
                 await self._connected_once.wait()
+        elif self.remote is None and self.paused is not None:
+            tried = self._tried
+            self._resume.set()
+            with anyio.move_on_after(FIRST_CONNECTION):
+                await tried.wait()
         return self.remote
 
-    async def send(self, text: str, pasted: Sequence[str] = ()) -> None:
+    def _not_connected(self) -> str:
+        """Why a message or a command could not go: the last try's error, if the user's."""
+        return self._connect_error or NOT_CONNECTED
+
+    async def send(self, text: str, pasted: Sequence[str] = (), *, asked: bool = False) -> None:
+        """Send a message; with today's spending past the daily budget, once the user says so
+        (`asked`: they did)."""
         remote = await self._remote_soon()
         if remote is None:
             await self._add(
-                NoteRow(f"not sent: {NOT_CONNECTED} (Up brings it back)", classes="error")
+                NoteRow(f"not sent: {self._not_connected()} (Up brings it back)", classes="error")
             )
             return
+        if not asked:
+            go = partial(self.send, text, pasted, asked=True)
+            if await self._asks_over_budget(remote, go, "not sent", "Up brings it back"):
+                return
         frame: dict[str, Any] = {
             "type": "send",
             "text": text,
@@ -524,11 +600,48 @@ class ChatApp(App[int]):
         self.attachments.clear()
         self._show_title()
 
-    async def run_command(self, line: Invocation) -> None:
+    async def _asks_over_budget(
+        self, remote: Remote, go: Callable[[], Awaitable[None]], kept: str, hint: str
+    ) -> bool:
+        """Whether today's spending is past the daily budget, so that a dialog asks whether to
+        start a turn all the same: `go` if so; else a row says `kept` (and `hint`)."""
+        try:
+            status = status_of(await remote.request({"type": "status"}))
+        except ServiceError:
+            return False  # what follows says why
+        day = Day(status.cost, status.budget)
+        if not day.over:
+            return False
+
+        async def answered(anyway: bool | None) -> None:
+            if anyway:
+                await go()
+            else:
+                await self._add(NoteRow(f"{kept}: {day.over_line()} ({hint})"))
+
+        self.bell()
+        question = "Send this message" if kept == "not sent" else "Run the turn"
+        self.push_screen(BudgetScreen(day.over_line(), question), callback=answered)
+        return True
+
+    async def _retry_anyway(self, line: Invocation) -> None:
+        """`/retry` once the budget's question is answered yes."""
+        await self.run_command(line, asked=True)
+
+    async def run_command(self, line: Invocation, *, asked: bool = False) -> None:
+        """Run a slash command; `/retry`, which starts a turn, asks first while today's
+        spending is past the daily budget (`asked`: it did)."""
         command = line.command
         try:
             if command is None:
                 raise CommandError(unknown_command(line.word))
+            if command is slash.RETRY and not asked:
+                remote = await self._remote_soon()
+                go = partial(self._retry_anyway, line)
+                if remote is not None and await self._asks_over_budget(
+                    remote, go, "not retried", "/retry asks again"
+                ):
+                    return
             await self._run(line)
         except CommandError as error:
             await self._add(OutputRow(str(error), classes="error"))
@@ -537,8 +650,11 @@ class ChatApp(App[int]):
         command = line.command
         if command is slash.QUIT:
             await self.action_quit()
-        elif command is slash.HELP:
-            await self._output(commands.help_text())
+        elif command is slash.HELP:  # read from its top, though the log follows its end
+            row = OutputRow(commands.help_text())
+            await self._add(row)
+            self.chat_log.release_anchor()
+            self.chat_log.scroll_to_widget(row, animate=False, top=True)
         elif command is slash.IMAGE:
             try:
                 await self._output(self.attachments.command(line.args, self.workdir))
@@ -547,7 +663,21 @@ class ChatApp(App[int]):
         elif command is slash.SETUP:
             await self.open_setup()
         elif command is slash.INSTRUCTIONS:
+            await self._output(in_force(self.workdir, self.home / INSTRUCTIONS_NAME))
+        elif command is slash.INSTRUCTIONS_EDIT:
             await self._output(edit_instructions(self, self.home, self.editor))
+        elif command is slash.EDIT:
+            self.prompt.edit_again()
+        elif command is slash.UNDO:
+            remote = await self._remote_soon()
+            if remote is None:
+                raise CommandError(self._not_connected())
+            await undo_in_app(self, remote, line.args, self._output)
+        elif command is slash.FORGET:
+            remote = await self._remote_soon()
+            if remote is None:
+                raise CommandError(self._not_connected())
+            await self._add(*[OutputRow(text) for text in await forget_in_app(remote, line.args)])
         elif command is not None:
             await self._served(command, line.args)
 
@@ -555,7 +685,7 @@ class ChatApp(App[int]):
         """A command the service runs: its texts as rows (`/memory`'s view dimmed)."""
         remote = await self._remote_soon()
         if remote is None:
-            raise CommandError(NOT_CONNECTED)
+            raise CommandError(self._not_connected())
         request = {"type": "command", "name": command.name, "args": list(args)}
         try:
             reply = await remote.request(request)
@@ -684,7 +814,7 @@ class ChatApp(App[int]):
             return None
         count = self.sent_count
         sent = f"{count} message{'s' if count != 1 else ''} sent" if count else "nothing sent"
-        spent = dollars(self.spending.total)
+        spent = dollars(self.spent_meanwhile.read())
         line = f"this session: {sent}; the chat spent {spent} meanwhile ({SPENT_ON})"
         if self.busy:
             line += "; a turn goes on in the service"
@@ -698,14 +828,15 @@ async def _quietly(sent: Awaitable[None]) -> None:
 
 
 NOT_CONNECTED = "the service is not connected yet: a moment"
+RESUMES = "it starts again with your next message or command"
 SPENT_ON = "any window's turns, subagents, summaries"
 ELSEWHERE: Final = {"/exit": ("/quit",), "/?": ("/help",)}  # as other chat programs spell them
 QUIT_WHILE_BUSY = (
     "A turn is running: Ctrl+D again quits. The turn goes on in the service (Ctrl+C cancels it)."
 )
 SAVED_FOR_LATER = (
-    "settings saved; a turn started meanwhile, so the chat goes on with the old ones: "
-    "/setup again once it ends applies them"
+    "settings saved; a turn started meanwhile, so it ends on the old ones: the service applies "
+    "them once it ends"
 )
 
 
@@ -724,12 +855,21 @@ def unknown_command(word: str) -> str:
     begun = [name for name in names if name.startswith(word)]
     # a letter or two amiss, not a word that merely shares some (`/agent` is not `/usage`)
     close = difflib.get_close_matches(word, names, n=3, cutoff=0.75)
+    if word in ELSEWHERE:  # another program's name for one of ours: that one alone
+        begun, close = [], []
     found = list(dict.fromkeys([*begun, *close, *ELSEWHERE.get(word, ())]))[:3]
     line = f"unknown command {word}: "
     if found:
         choices = ", ".join(found[:-1]) + " or " + found[-1] if len(found) > 1 else found[0]
         line += f"did you mean {choices}? "
     return line + "/help lists the commands (// sends a message that starts with /)"
+
+
+def file_has_key(home: Path) -> bool:
+    """Whether config.toml names a key (its value is not read out of the parse)."""
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError):
+        return "api_key" in tomllib.loads(config_path(home).read_text())
+    return False
 
 
 def folder_shown(path: Path) -> str:
@@ -741,12 +881,13 @@ def folder_shown(path: Path) -> str:
     return shown if len(shown) <= FOLDER_WIDTH else "…" + shown[-(FOLDER_WIDTH - 1) :]
 
 
-def applied(frame: dict[str, Any]) -> str:
-    """What the chat goes on with after /setup (never the key), from `reopened`."""
+def applied(frame: dict[str, Any], *, file_key: bool) -> str:
+    """What the chat goes on with after /setup (never the key), from `reopened`; `file_key`:
+    config.toml holds a key, which the provider's key variable, when set, is used instead of."""
     line = f"settings applied: {frame.get('provider')}, model {frame.get('model')}"
     if frame.get("base_url"):
         line += f", at {frame.get('base_url')}"
     variable = KEY_VARIABLES.get(str(frame.get("provider")))
-    if variable and os.environ.get(variable):
+    if variable and os.environ.get(variable) and file_key:
         line += f" ({variable} is set: its key is used, not the one in config.toml)"
     return escape_controls(line)

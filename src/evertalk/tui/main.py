@@ -22,18 +22,26 @@ SHOWN_WITHIN = 10.0  # seconds
 
 
 def run_terminal(
-    home: Path, config: Config, notices: Sequence[str] = (), starting: Starting | None = None
+    home: Path,
+    config: Config,
+    notices: Sequence[str] = (),
+    starting: Starting | None = None,
+    message: str | None = None,
 ) -> int:
     """Set up the provider if none is, connect to the service (`starting` already, or started
-    now), run the app; the exit status."""
+    now), run the app (which sends `message` once connected); the exit status."""
     try:
-        return anyio.run(_main, home, config, notices, starting)
+        return anyio.run(_main, home, config, notices, starting, message)
     except KeyboardInterrupt:
         return 130
 
 
 async def _main(
-    home: Path, config: Config, notices: Sequence[str], starting: Starting | None
+    home: Path,
+    config: Config,
+    notices: Sequence[str],
+    starting: Starting | None,
+    message: str | None,
 ) -> int:
     if _unconfigured(home, config):
         from evertalk.tui.setup import SetupApp
@@ -49,7 +57,12 @@ async def _main(
     # the log's last messages, shown at once: the service may take a second more to answer
     tail = log_tail(home / "chat")
     app = ChatApp(
-        home, connector=connector, notices=notices, workdir=config.workdir_path, tail=tail
+        home,
+        connector=connector,
+        notices=notices,
+        workdir=config.workdir_path,
+        tail=tail,
+        first_message=message,
     )
     async with anyio.create_task_group() as group:
         group.start_soon(_collect_once_shown, app)

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 from rich.cells import cell_len
 
-from evertalk.protocol.events import catching_up_text
+from evertalk.budget import Day
+from evertalk.budget import dollars as dollars  # the app takes it from here with the rest
 from evertalk.protocol.status import AgentStatus
+from evertalk.protocol.summaries_text import IDLE, PAUSED, compactor_part, failed_count
 
 
 def kilobytes(size: int) -> str:
@@ -35,20 +37,12 @@ def round_kb(size: int) -> str:
     return f"{size / 1000:g} KB"
 
 
-def dollars(cost: float) -> str:
-    if cost <= 0:
-        return "$0.00"
-    if cost < 0.01:
-        return f"${cost:.4f}"
-    return f"${cost:,.2f}"
-
-
 def status_line(status: AgentStatus, width: int | None = None) -> str:
     """`claude-sonnet-5-5 · mem 84K/128K · summaries: 3 running, 12 queued, 1 failed · $0.42 ·
-    working (Ctrl+C cancels)`, with `tools unused` after the model while it is said to call none;
-    within `width` cells when given: the parts that matter least shorten or go first (the Ctrl+C
-    reminder, an idle or busy compactor, the cost, the merging mark, the tools mark), and only
-    then is the line cut, at its end."""
+    working (Ctrl+C cancels)` (the cost: today's, as the ledger counts it), with `tools unused`
+    after the model while it is said to call none; within `width` cells when given: the parts
+    that matter least shorten or go first (the Ctrl+C reminder, an idle or busy compactor, the
+    cost, the merging mark, the tools mark), and only then is the line cut, at its end."""
     lines = [" · ".join(part for part in parts if part) for parts in status_versions(status)]
     if width is None:
         return lines[0]
@@ -66,16 +60,14 @@ def status_versions(status: AgentStatus) -> list[list[str]]:
     model = status.model or "(no model)"
     memory = f"mem {kilobytes(status.view_bytes)}/{kilobytes(status.view_ceiling)}"
     merging = memory + (", merging" if status.merging else "")
-    cost = dollars(status.cost)
+    cost = Day(status.cost, status.budget).shown()  # `$1.23/$5.00` with a daily budget
     count = status.subagents
     agents = f"{count} subagent{'s' if count != 1 else ''}" if count else ""
     working = "working" if status.busy else ""
     full = compactor_part(status)
-    failed = status.compactor_failed
     # a failure stays: a warning row told of it
-    brief = f"summaries: {failed} failed" if failed else ""
-    if status.compactor_paused:
-        brief = "summaries paused"
+    failed = failed_count(status.compactor_failed)
+    brief = PAUSED if status.compactor_paused else failed and f"summaries: {failed}"
     # stays while it holds: replies that may be made up matter more than the cost
     unused = "tools unused" if status.tools_unused else ""
     return [
@@ -87,33 +79,6 @@ def status_versions(status: AgentStatus) -> list[list[str]]:
         [model, unused, memory, brief, agents, working],
         [model, memory, working],
     ]
-
-
-IDLE = "summaries: idle"
-"""The compactor has nothing to do: every line of the chat is summarized."""
-
-
-def compactor_part(status: AgentStatus) -> str:
-    """`summaries: 3 running, 12 queued`, `summaries: idle`, or when the memory is far behind
-    `catching up: 1,204 summaries to go, about 3 min`; and the nodes waiting to be tried again after
-    a failure (the warning row said why): `summaries: 3 running, 12 queued, 1 failed`, or
-    `summaries: 1 failed` alone; `summaries paused (1,204 to go)` while the compactor's model
-    cannot be used or reached."""
-    running, queued, failed = (
-        status.compactor_running,
-        status.compactor_queued,
-        status.compactor_failed,
-    )
-    if status.compactor_paused:  # the warning row said why; no count or time means much
-        to_go = status.catching_up.to_go if status.catching_up is not None else queued + failed
-        return f"summaries paused ({to_go:,} to go)"
-    if status.catching_up is not None:  # far behind: what a user wants is how long
-        text = catching_up_text(status.catching_up)
-        return text + (f", {failed} failed" if failed else "")
-    counts = [f"{running} running" if running else "", f"{queued} queued" if queued else ""]
-    counts.append(f"{failed} failed" if failed else "")
-    shown = ", ".join(count for count in counts if count)
-    return f"summaries: {shown}" if shown else IDLE
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """The rows of a turn as its events come: each reply streams into a Markdown row, each tool call
 is a collapsed row whose title gets ✓ or ✗ when it finished, thoughts are dimmed, and every
-message any window sent shows, held while a turn runs, until Ever takes it."""
+message any window sent shows, held while a turn runs, until Ever takes it; then it moves to
+where the log puts it (after what the turn did meanwhile), so the chat reads as it will when
+reopened."""
 
 from __future__ import annotations
 
@@ -67,6 +69,10 @@ AUTH_WORDS = re.compile(
 )
 
 
+PROCESS_ID = re.compile(r" \d+$")
+"""The end of a client's name as the service gives it (`import 16545`)."""
+
+
 def refused_key(error: str | None, kind: str | None = None) -> bool:
     """Whether a turn's error reads as the provider refusing the key."""
     if kind == "auth":
@@ -75,10 +81,12 @@ def refused_key(error: str | None, kind: str | None = None) -> bool:
 
 
 def recorded_text(event: Recorded) -> str:
-    """`note from mcp 4242: …`, or `1,200 messages logged by import 4250`."""
+    """`note from mcp: …`, or `1,200 messages logged by import`: the program, without the
+    process id the service adds to its name (the user knows programs, not pids)."""
+    who = PROCESS_ID.sub("", event.client) or event.client
     if event.count == 1 and event.kind and event.text:
-        return f"{event.kind} from {event.client}: {clip(one_line(event.text), 200)}"
-    return f"{event.count:,} message{'s' if event.count != 1 else ''} logged by {event.client}"
+        return f"{event.kind} from {who}: {clip(one_line(event.text), 200)}"
+    return f"{event.count:,} message{'s' if event.count != 1 else ''} logged by {who}"
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,7 @@ class TurnRows:
         self._streamed = ""  # streamed reply text not yet matched by a ReplyLogged
         self._thought: ThoughtRow | None = None
         self._tools: dict[str, ToolRow] = {}
-        self._held: list[UserRow] = []
+        self._held: list[list[Widget]] = []  # each held message's row, then its notes
         self.sending: list[Sending] = []  # sent, not yet shown
         self._settling: NoteRow | None = None
         self._said = True  # the running turn has shown a reply or a tool call
@@ -222,10 +230,11 @@ class TurnRows:
             await self.end_reply()
             await self._add(WorkRow(event.text))
             return
-        for row in self._held:
-            if row.text == event.text:
-                row.delivered()
-                self._held.remove(row)
+        for rows in self._held:
+            if isinstance(rows[0], UserRow) and rows[0].text == event.text:
+                self._held.remove(rows)
+                await self.end_reply()
+                _deliver(rows)
                 return
 
     async def _waiting(self, text: str) -> None:
@@ -252,27 +261,27 @@ class TurnRows:
                 names, pasted = sending.names, sending.pasted
                 del self.sending[at]
                 break
-        row = UserRow(event.text, held=event.held, pasted=pasted)
-        if event.held:
-            self._held.append(row)
-        else:
-            self.host.busy = True  # its turn starts
-        await self._add(row)
+        rows: list[Widget] = [UserRow(event.text, held=event.held, pasted=pasted)]
         if names:
-            await self._add(NoteRow(f"with {names}"))
+            rows.append(NoteRow(f"with {names}"))
         elif event.images:
-            await self._add(NoteRow(f"with {event.images} image{'s' if event.images != 1 else ''}"))
+            rows.append(NoteRow(f"with {event.images} image{'s' if event.images != 1 else ''}"))
         pages = log_pages(event.text)
         if pages > 1:
-            await self._add(NoteRow(split_note(pages)))
+            rows.append(NoteRow(split_note(pages)))
+        if event.held:
+            self._held.append(rows)
+        else:
+            self.host.busy = True  # its turn starts
+        await self._add(*rows)
 
     async def _turn_started(self, ids: list[int]) -> None:
         await self._unsettle()
         self.host.busy = True
         self._streamed = ""
         self._said = False
-        for row in self._held:
-            row.delivered()
+        for rows in self._held:  # the turn's own messages, logged after the last turn's rows
+            _deliver(rows)
         self._held.clear()
         if not ids:
             return
@@ -305,3 +314,14 @@ class TurnRows:
             await self._add(NoteRow(RETRY_HINT))
         self._said = True
         self.host.refresh_status()
+
+
+def _deliver(rows: list[Widget]) -> None:
+    """A held message's rows, taken by Ever: no longer held, and moved to the end of the chat,
+    where the log has the message (the turn's rows drawn meanwhile come before it)."""
+    for row in rows:
+        if isinstance(row, UserRow):
+            row.delivered()
+        parent = row.parent
+        if isinstance(parent, Widget) and parent.children and parent.children[-1] is not row:
+            parent.move_child(row, after=parent.children[-1])

@@ -31,7 +31,7 @@ from evertalk.memory.text import MESSAGE_LIMIT, split_text, valid_unicode
 from evertalk.protocol.status import AgentStatus
 from evertalk.terminal_text import escape_controls, one_line
 from evertalk.tui.ask_text import ask_body
-from evertalk.tui.commands import SlashSuggester, file_size, matching
+from evertalk.tui.commands import CommandError, SlashSuggester, file_size, matching, read_line
 from evertalk.tui.reply_markdown import ReplyBody
 from evertalk.tui.status import status_line
 
@@ -304,6 +304,10 @@ class OutputRow(Static):
         self.text = text
 
 
+ALWAYS: Final = {"shell": "Always this command", "fetch": "Always this host"}
+"""The "always" button where it covers less than the tool (`agent/policy.py`)."""
+
+
 def describe_call(tool: str, tool_input: dict[str, Any]) -> str:
     """A tool call as the user reads it: the command, the file and what changes in it."""
     command = tool_input.get("command")
@@ -332,6 +336,8 @@ def call_summary(tool: str, tool_input: dict[str, Any]) -> str:
         shown = tool_input["path"]
     elif tool == "agent" and isinstance(tool_input.get("name"), str):
         shown = tool_input["name"]
+    elif tool == "fetch" and isinstance(tool_input.get("url"), str):
+        shown = tool_input["url"]
     else:
         shown = ", ".join(f"{key}={value}" for key, value in tool_input.items())
     return clip(one_line(shown), CLIP_TITLE)
@@ -573,6 +579,17 @@ class PromptInput(TextArea):
         self._place = None
         self._draft = ""
 
+    def edit_again(self) -> None:
+        """`/edit`: the last message sent (not a command) back in the input, to change and
+        send again as a new message; what the input held goes (Ctrl+Z brings it back)."""
+        text = next((t for t in reversed(self.sent) if isinstance(read_line(t), str)), None)
+        if text is None:
+            raise CommandError("no message sent yet: nothing to edit")
+        self.replace(text, (0, 0), self.document.end, maintain_selection_offset=False)
+        self.move_cursor(self.document.end)
+        self.pasted = [text] if is_big(text) else []
+        self._place = None
+
     def action_cursor_up(self, select: bool = False) -> None:
         if (
             select
@@ -779,7 +796,7 @@ class PermissionScreen(ModalScreen[Decision]):
         self.answerable = False  # the grace period is over
 
     def compose(self) -> ComposeResult:
-        always = "Always this command" if self.tool == "shell" else f"Always allow {self.tool}"
+        always = ALWAYS.get(self.tool, f"Always allow {self.tool}")
         with Vertical():
             question = escape_controls(request(self.frame))
             yield Label(question, id="question", markup=False)

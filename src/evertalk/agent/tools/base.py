@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from evertalk.agent.tools.checkpoints import TurnCheckpoint
 from evertalk.agent.tools.sandbox import Sandbox
 from evertalk.chat import Chat
 from evertalk.config import redact
@@ -108,6 +109,8 @@ class ToolContext:
     secrets: Sequence[str] = ()  # `config.secret_values()`: redacted from every result
     home: Path | None = None  # evertalk's: hidden from commands, out of the file tools' reach
     sandbox: Sandbox = field(default_factory=Sandbox)  # the session's, shared by its contexts
+    turn_from: int | None = None  # the running turn's first message: `search` leaves it out
+    checkpoint: TurnCheckpoint | None = None  # keeps what write and edit replace (undo)
 
 
 @dataclass

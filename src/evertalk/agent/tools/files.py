@@ -8,18 +8,23 @@ link. `edit` keeps bytes that are not UTF-8 exactly as they were.
 Where a path leads is decided with links and `..` resolved. `write` and `edit` change files in the
 working directory; one that leads outside needs the user's yes whatever the tool's rule (the
 Toolbox asks, naming the resolved path, see `reach`), and is checked again as it runs, so that a
-link switched meanwhile does not take the answer elsewhere (`permitted`). No file tool touches
-evertalk's home: its config.toml may hold the key, and the model reads its chat with zoom.
+link switched meanwhile does not take the answer elsewhere (`permitted`). The write itself goes
+through a handle on the folder reached without following links (`nofollow`), so that a folder
+swapped for a link after that check cannot take it, or its temporary file, elsewhere. What a
+write or an edit replaces is first kept in the turn's checkpoint, for undo (`checkpoints`). No
+file tool touches evertalk's home: its config.toml may hold the key, and the model reads its
+chat with zoom.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from evertalk.agent.tools import nofollow
 from evertalk.agent.tools.base import (
     Args,
     Call,
@@ -29,9 +34,9 @@ from evertalk.agent.tools.base import (
     ToolOutcome,
     result,
 )
+from evertalk.agent.tools.checkpoints import CheckpointError
 from evertalk.agent.tools.output import ClipBuffer
 from evertalk.memory.text import valid_unicode
-from evertalk.store.secure import write_all
 
 # -- paths --------------------------------------------------------------------------------------
 
@@ -48,7 +53,10 @@ def resolve(workdir: Path, path: str) -> Path:
 def locate(ctx: ToolContext, path: str) -> Path:
     """The file `path` leads to, links and `..` resolved (a missing file: where it would be).
     A ToolError when that is inside evertalk's home."""
-    real = Path(os.path.realpath(resolve(ctx.workdir, path)))
+    try:
+        real = Path(os.path.realpath(resolve(ctx.workdir, path)))
+    except OSError as error:  # a link on the way changed while it was read
+        raise ToolError(f"{path} changed while its links were resolved: {error.strerror}") from None
     if ctx.home is not None and real.is_relative_to(os.path.realpath(ctx.home)):
         raise ToolError(
             f"{path} is in evertalk's home ({ctx.home}), which the file tools do not touch; "
@@ -199,11 +207,9 @@ class WriteCall:
         data = valid_unicode(self.content).encode("utf-8")
         real = confined(ctx, self.path, self.allowed)
         try:
-            existed = real.exists()
-            if real.is_dir():
-                raise IsADirectoryError(21, "Is a directory", str(real))
-            real.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(real, data)
+            existed = write_file(real, data, _keeper(ctx, real, self.path, data))
+        except nofollow.Swapped:
+            raise _swapped(self.path) from None
         except OSError as error:
             raise _os_problem(self.path, error) from None
         verb = "replaced" if existed else "created"
@@ -211,27 +217,60 @@ class WriteCall:
         return result(f"{verb} {self.path} ({size})")
 
 
-def replace_file(path: Path, data: bytes) -> None:
-    """Put `data` in `path` atomically: a temporary file beside it, fsynced, then renamed over
-    it. An existing file's permission bits are kept; a new file gets the usual 0666 − umask."""
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = None
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
+Keep = Callable[[bytes | str | None], None]
+"""Told what a file held before it is written (None: nothing; a str: why it is not kept)."""
+
+
+def _keeper(ctx: ToolContext, real: Path, shown: str, data: bytes) -> Keep | None:
+    """What keeps the previous content in the turn's checkpoint, for undo."""
+    checkpoint = ctx.checkpoint
+    if checkpoint is None:
+        return None
+    where = os.path.realpath(ctx.workdir)
+    name = os.path.relpath(real, where) if inside(ctx, real) else str(real)
+
+    def keep(before: bytes | str | None) -> None:
         try:
-            if mode is not None:
-                os.fchmod(fd, mode)
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+            checkpoint.record(real, name or shown, before, data)
+        except CheckpointError as error:  # no undo for it: the file stays as it was
+            raise ToolError(str(error)) from None
+
+    return keep
+
+
+def write_file(real: Path, data: bytes, keep: Keep | None = None) -> bool:
+    """Put `data` in the file `real` (links resolved), making missing folders; whether it
+    existed. The folder is reached without following links (`nofollow`); `keep` is given
+    what it held, read through the same handle, before it changes."""
+    if not real.name:
+        raise IsADirectoryError(21, "Is a directory", str(real))
+    folder = nofollow.open_folder(real.parent, create=True)
+    try:
+        found = nofollow.kind(folder, real.name)
+        if found == stat.S_IFDIR:
+            raise IsADirectoryError(21, "Is a directory", str(real))
+        if keep is not None:
+            keep(_previous(folder, real.name, found))
+        nofollow.replace(folder, real.parent, real.name, data)
+    finally:
+        os.close(folder)
+    return found is not None
+
+
+def _previous(folder: int, name: str, found: int | None) -> bytes | str | None:
+    """What `name` holds before a write: its bytes, None when absent, or why it cannot be kept."""
+    if found is None:
+        return None
+    if found != stat.S_IFREG:
+        return "unkept: not a regular file"
+    return nofollow.read(folder, name)
+
+
+def _swapped(shown: str) -> ToolError:
+    return ToolError(
+        f"{shown}: a folder on its way was replaced by a link or moved while writing; "
+        "nothing was written"
+    )
 
 
 # -- edit ---------------------------------------------------------------------------------------
@@ -268,7 +307,23 @@ class EditCall:
         old, new = valid_unicode(self.old), valid_unicode(self.new)
         real = confined(ctx, self.path, self.allowed)
         try:
-            raw = real.read_bytes()
+            folder = nofollow.open_folder(real.parent)
+        except nofollow.Swapped:
+            raise _swapped(self.path) from None
+        except OSError as error:
+            raise _os_problem(self.path, error) from None
+        try:
+            return self._edit(real, folder, old, new, ctx)
+        finally:
+            os.close(folder)
+
+    def _edit(self, real: Path, folder: int, old: str, new: str, ctx: ToolContext) -> ToolOutcome:
+        try:
+            if nofollow.kind(folder, real.name) == stat.S_IFDIR:
+                raise IsADirectoryError(21, "Is a directory", str(real))
+            raw = nofollow.read(folder, real.name)
+        except nofollow.Swapped:
+            raise _swapped(self.path) from None
         except OSError as error:
             raise _os_problem(self.path, error) from None
         if b"\0" in raw:
@@ -289,9 +344,14 @@ class EditCall:
                 "give more of the text around it so that it occurs once; the file is unchanged"
             )
         at = found[0]
-        changed = text[:at] + new + text[at + len(old) :]
+        changed = (text[:at] + new + text[at + len(old) :]).encode("utf-8", "surrogateescape")
+        keep = _keeper(ctx, real, self.path, changed)
+        if keep is not None:
+            keep(raw)
         try:
-            replace_file(real, changed.encode("utf-8", "surrogateescape"))
+            nofollow.replace(folder, real.parent, real.name, changed)
+        except nofollow.Swapped:
+            raise _swapped(self.path) from None
         except OSError as error:
             raise _os_problem(self.path, error) from None
         line = text.count("\n", 0, at) + 1

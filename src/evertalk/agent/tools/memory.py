@@ -22,8 +22,9 @@ from evertalk.agent.tools.base import (
     result,
 )
 from evertalk.memory.search_query import words
-from evertalk.memory.text import MESSAGE_LIMIT, leaf_input
+from evertalk.memory.text import MESSAGE_LIMIT
 from evertalk.memory_search import LIVE_BACKLOG, SearchBehind, search, search_index
+from evertalk.note_lines import zoomed_message
 from evertalk.providers.base import Image
 from evertalk.store.days import list_day_files
 from evertalk.store.jsonl import Scan
@@ -127,7 +128,14 @@ class SearchCall:
             raise ToolError("search is off in this chat ([memory] search in config.toml)")
         with search_index(chat) as index:
             try:
-                found = search(chat, index, self.query, self.limit, backlog=LIVE_BACKLOG)
+                found = search(
+                    chat,
+                    index,
+                    self.query,
+                    self.limit,
+                    backlog=LIVE_BACKLOG,
+                    own_from=ctx.turn_from,
+                )
             except SearchBehind as error:
                 raise ToolError(str(error)) from None
         return result(found.text())
@@ -200,7 +208,7 @@ def agent_page(name: str, records: list[MessageRecord], budget: int = AGENT_PAGE
     lines: list[str] = []
     size = 0
     for index, record in enumerate(records):
-        line = f"{record.i}|{leaf_input(record.kind, record.text)}"
+        line = f"{record.i}|{zoomed_message(record.kind, record.text)}"
         grown = size + len(line) + (1 if lines else 0)
         rest = records[index + 1 :]
         closing = len(next_line(name, rest[0].i, len(rest))) + 1 if rest else 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
@@ -24,6 +24,7 @@ from evertalk.agent.tools.base import (
     failure,
     output_limit,
 )
+from evertalk.agent.tools.fetch import parse_fetch
 from evertalk.agent.tools.files import parse_edit, parse_read, parse_write, permitted, reach
 from evertalk.agent.tools.memory import parse_date, parse_search, parse_zoom
 from evertalk.agent.tools.shell import parse_shell
@@ -33,6 +34,9 @@ from evertalk.prompts import TOOLS
 from evertalk.providers.base import Image, Text, Tool
 from evertalk.store.errors import StoreError, describe
 
+if TYPE_CHECKING:
+    from evertalk.mcp_client.tools import McpTools
+
 PARSERS: Final[dict[str, Callable[[object], Call]]] = {
     "zoom": parse_zoom,
     "date": parse_date,
@@ -41,6 +45,7 @@ PARSERS: Final[dict[str, Callable[[object], Call]]] = {
     "read": parse_read,
     "write": parse_write,
     "edit": parse_edit,
+    "fetch": parse_fetch,
     "agent": parse_agent,
 }
 """Every tool of `prompts.TOOLS` and `search_tool.SEARCH`, by name: its input check, which
@@ -52,13 +57,15 @@ a search's is bounded by its hits."""
 
 
 class Toolbox:
-    """The tools of a turn (or of a subagent), with the process's permission policy."""
+    """The tools of a turn (or of a subagent), with the process's permission policy, and the
+    tools of the configured MCP servers (`mcp`), which always ask unless granted."""
 
     definitions: Final[list[Tool]] = TOOLS
 
-    def __init__(self, policy: Policy, asker: Asker | None) -> None:
+    def __init__(self, policy: Policy, asker: Asker | None, mcp: McpTools | None = None) -> None:
         self.policy = policy
         self.asker = asker
+        self.mcp = mcp
         self.state = RunState()
 
     async def run(self, name: str, tool_input: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
@@ -72,6 +79,8 @@ class Toolbox:
 
     async def _run(self, name: str, tool_input: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         parse = PARSERS.get(name)
+        if parse is None and self.mcp is not None and self.mcp.offers(name):
+            return await self._run_mcp(name, tool_input, ctx)
         if parse is None:
             return failure(f"there is no tool {name!r} (the tools: {', '.join(PARSERS)})")
         if name == "agent" and ctx.is_subagent:
@@ -93,6 +102,18 @@ class Toolbox:
         except StoreError as error:
             return failure(f"the chat cannot be read: {error}")
         return outcome
+
+    async def _run_mcp(
+        self, name: str, tool_input: dict[str, Any], ctx: ToolContext
+    ) -> ToolOutcome:
+        """A tool of an MCP server: asked about (the question names the server), then called."""
+        assert self.mcp is not None
+        if not isinstance(tool_input, dict):
+            return failure(f"{name} takes an object of arguments")
+        refusal = await self.policy.check(name, tool_input, self.asker, agent=ctx.agent)
+        if refusal is not None:
+            return failure(refusal)
+        return await self.mcp.call(name, tool_input)
 
 
 def clip(outcome: ToolOutcome, limit: int) -> ToolOutcome:

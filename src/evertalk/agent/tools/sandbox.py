@@ -131,11 +131,16 @@ class Sandbox:
     mode: SandboxMode = "auto"
     network: NetworkRule = "allow"
     bwrap: str = BWRAP  # the binary: tests point it at one that does not exist
+    fetch_private: bool = False  # `fetch` may reach private addresses (tools.fetch_private)
     _told: bool = field(default=False, init=False, repr=False)
 
     @classmethod
     def configured(cls, tools: ToolPolicies) -> Sandbox:
-        return cls(mode=tools.shell_sandbox, network=tools.shell_network)
+        return cls(
+            mode=tools.shell_sandbox,
+            network=tools.shell_network,
+            fetch_private=tools.fetch_private,
+        )
 
     async def wrap(
         self, command: Sequence[str], workdir: Path, hidden: Sequence[Path] = ()

@@ -1,0 +1,213 @@
+"""A deep home's socket lives in `<tmp>/evertalk-<uid>/`, a folder another local user could make
+first and listen in. A client checks the folder (its own, 0700) and the listener's user before it
+sends a byte; the service refuses such a folder too (issue 23, "no way in")."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agent.test_turn_support import write_config
+from evertalk.service.paths import peer_uid, socket_folder_problem, socket_path
+
+NOBODY = 65534
+
+
+@dataclass
+class Deep:
+    """A home deep enough for its socket to go to `<tmpdir>/evertalk-<uid>/`."""
+
+    tmpdir: Path
+    home: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.tmpdir / f"evertalk-{os.getuid()}"
+
+    @property
+    def socket(self) -> Path:
+        return self.folder / socket_path(self.home).name
+
+    def env(self) -> dict[str, str]:
+        clean = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(clean)}
+        return env | {"EVERTALK_HOME": str(self.home), "TMPDIR": str(self.tmpdir)}
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "evertalk", *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            cwd=self.home.parent,
+            timeout=60,
+        )
+
+
+@pytest.fixture
+def deep() -> Iterator[Deep]:
+    base = Path(tempfile.mkdtemp(prefix="evertalk-trust-"))
+    base.chmod(0o755)  # another user may reach its temporary directory
+    tmpdir = base / "tmp"
+    tmpdir.mkdir()
+    tmpdir.chmod(0o1777)  # as /tmp is
+    home = base / ("h" * 60) / ("h" * 60)
+    write_config(home)
+    assert len(os.fsencode(home / "service.sock")) > 100
+    try:
+        yield Deep(tmpdir, home)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+class Impostor:
+    """A listener on the deep home's socket, in a forked child running as `uid` (or as us): it
+    reports every byte a client sends it through a pipe."""
+
+    def __init__(self, deep: Deep, *, uid: int | None, make_folder: bool) -> None:
+        folder, path = deep.folder, deep.socket  # named as the test's user sees them
+        self.read_end, write_end = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # pragma: no cover - the child reports through the pipe
+            os.close(self.read_end)
+            try:
+                listen(folder if make_folder else None, path, uid, write_end)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        self.reader = os.fdopen(self.read_end, "rb")
+        self.stopped = False
+        if self.reader.readline() != b"ready\n":
+            self.heard()
+            raise AssertionError("the impostor could not listen")
+
+    def heard(self) -> bytes:
+        """What clients sent it; it is stopped."""
+        if not self.stopped:
+            self.stopped = True
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        with self.reader:
+            return self.reader.read()
+
+
+def listen(
+    folder: Path | None, path: Path, uid: int | None, out: int
+) -> None:  # pragma: no cover - runs in the forked child
+    if uid is not None:
+        os.setgid(uid)
+        os.setuid(uid)
+    if folder is not None:
+        os.mkdir(folder, 0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+    os.write(out, b"ready\n")
+    while True:
+        connection, _ = listener.accept()
+        with connection:  # a client that connects and sends nothing has told it nothing
+            os.write(out, connection.recv(65536))
+
+
+needs_root = pytest.mark.skipif(
+    os.getuid() != 0, reason="needs root to run the impostor as another user (nobody)"
+)
+
+
+def assert_refused(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    """The client said why in one line, and ran nothing."""
+    assert result.returncode == 1, result
+    assert result.stderr.count("\n") == 1, result.stderr
+    for word in words:
+        assert word in result.stderr, result.stderr
+
+
+def assert_not_served(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    """The service did not listen, and its last line says why."""
+    assert result.returncode == 1, result
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("evertalk: cannot serve: "), result.stderr
+    for word in words:
+        assert word in last, result.stderr
+
+
+@needs_root
+def test_a_folder_made_first_by_another_user_is_refused(deep: Deep) -> None:
+    impostor = Impostor(deep, uid=NOBODY, make_folder=True)
+    try:
+        assert deep.folder.stat().st_uid == NOBODY
+        asked = deep.run("-p", "the secret plan")
+        status = deep.run("service", "status")
+        served = deep.run("serve", "--foreground")
+    finally:
+        heard = impostor.heard()
+    assert heard == b""  # not a byte: not the hello, not the message
+    assert_refused(asked, str(deep.folder), "another user")
+    assert_refused(status, str(deep.folder), "another user")
+    assert_not_served(served, str(deep.folder), "another user")
+
+
+@needs_root
+def test_a_listener_of_another_user_in_our_folder_is_refused(deep: Deep) -> None:
+    """The folder passes (ours, 0700), the listener does not: its peer's user is checked."""
+    deep.folder.mkdir(mode=0o700)
+    deep.folder.chmod(0o777)  # long enough for the other user to bind its socket there
+    impostor = Impostor(deep, uid=NOBODY, make_folder=False)
+    deep.folder.chmod(0o700)
+    try:
+        assert socket_folder_problem(deep.socket) is None
+        asked = deep.run("-p", "the secret plan")
+    finally:
+        heard = impostor.heard()
+    assert heard == b""
+    assert_refused(asked, "runs as another user", f"uid {NOBODY}")
+
+
+def test_a_folder_of_the_wrong_mode_is_refused(deep: Deep) -> None:
+    deep.folder.mkdir()
+    deep.folder.chmod(0o755)
+    impostor = Impostor(deep, uid=None, make_folder=False)
+    try:
+        asked = deep.run("-p", "the secret plan")
+        served = deep.run("serve", "--foreground")
+    finally:
+        heard = impostor.heard()
+    assert heard == b""
+    assert_refused(asked, str(deep.folder), "0755", "0700")
+    assert_not_served(served, str(deep.folder), "0755")
+
+
+def test_a_folder_that_is_a_link_is_refused(deep: Deep, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    deep.folder.symlink_to(elsewhere, target_is_directory=True)
+    asked = deep.run("-p", "the secret plan")
+    assert_refused(asked, str(deep.folder), "not a folder")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_the_peer_of_a_socket_pair_is_this_user() -> None:
+    left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with left, right:
+        assert peer_uid(left) in (os.getuid(), None)  # None: a system with no way to ask
+
+
+def test_a_home_writable_by_others_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o777)
+    problem = socket_folder_problem(socket_path(home))
+    assert problem is not None and "writable by others" in problem
+    home.chmod(0o755)
+    assert socket_folder_problem(socket_path(home)) is None
