@@ -83,10 +83,10 @@ class Chat:
         self._batched = False  # inside `one_sync`
         self.search_enabled = False  # `[memory] search = true`: the `search` tool is offered
         self.search: SearchIndex | None = None
+        """The search index kept up to date as records are logged (see keep_search_index)."""
         self._folded: tuple[SavedViews | str | None] | None = None
         """For a reader that folded the views: (what view.json held then,), until it saves
         them; None when there is nothing to save (or it may not)."""
-        """The search index kept up to date as records are logged (see keep_search_index)."""
 
     # -- opening and closing --------------------------------------------------------------
 

@@ -12,6 +12,7 @@ later calls).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -43,7 +44,7 @@ def find(folder: Path) -> FolderInstructions | None:
         try:
             with open(path, "rb") as file:
                 data = file.read(MOST_BYTES + 1)
-                size = path.stat().st_size
+                size = os.fstat(file.fileno()).st_size  # of the file read
         except OSError:
             continue
         text = data[:MOST_BYTES].decode("utf-8", errors="replace")

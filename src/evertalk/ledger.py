@@ -408,7 +408,7 @@ def _day_start(path: Path, day: str) -> int:
             lines = tail.split(b"\n")
             # the first piece may be part of a line that begins in the chunk before
             complete = lines if start == 0 else lines[1:]
-            newline = start + len(tail)  # the newline after each piece, from the last
+            newline = start + len(tail)  # then the newline before each piece, from the last
             for raw in reversed(complete):
                 newline -= len(raw) + 1
                 record = parse_record(raw) if raw.strip() else None

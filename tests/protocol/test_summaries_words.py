@@ -4,7 +4,7 @@ one part of its line, the lines starting their summaries with that same part."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -68,7 +68,7 @@ def bar_part(agent: AgentStatus) -> str:
 
 @pytest.mark.parametrize("name", list(STATES))
 def test_the_bar_and_the_lines_say_the_compactors_state_alike(name: str) -> None:
-    agent = AgentStatus(**(asdict(BASE) | STATES[name]))
+    agent = replace(BASE, **STATES[name])
     part = bar_part(agent)
     summaries = [line for line in lines_of(agent) if line.startswith(part)]
     assert summaries, (part, lines_of(agent))
@@ -76,13 +76,13 @@ def test_the_bar_and_the_lines_say_the_compactors_state_alike(name: str) -> None
 
 
 def test_the_lines_add_what_the_bar_leaves_out() -> None:
-    paused = AgentStatus(**(asdict(BASE) | STATES["paused"]))
+    paused = replace(BASE, **STATES["paused"])
     assert "summaries paused (48 to go): the summary model cannot be used or reached" in lines_of(
         paused
     )
-    behind = AgentStatus(**(asdict(BASE) | STATES["catching up"]))
+    behind = replace(BASE, **STATES["catching up"])
     lines = lines_of(behind)
     assert "catching up: 1,204 summaries to go, about 25 min, 1 failed" in lines
     assert "summaries: 8 running, 40 queued, 1 failed" in lines  # the counts, below it
-    failing = AgentStatus(**(asdict(BASE) | STATES["failed alone"]))
+    failing = replace(BASE, **STATES["failed alone"])
     assert "latest summary failure: 12+1: overloaded" in lines_of(failing)

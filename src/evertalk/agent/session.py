@@ -408,7 +408,7 @@ class Agent:
             "user",
             valid_unicode(text),
             images=tuple(images),
-            key=key or _new_key(),
+            key=key,  # `_keep` gives one to a message sent without
             workdir=workdir,
             model=model,
         )

@@ -33,9 +33,9 @@ OPENING_SECONDS = 600.0
 """… and for a service that says it is opening the chat (a million messages with no view.json
 fold their views from the first: seconds to minutes)."""
 LOOK_EVERY = 0.25
+"""Seconds between two looks at the log for what a starting service does."""
 SAY_AFTER = 2.0
 """Seconds of the service's own opening before a client says it waits for it."""
-"""Seconds between two looks at the log for what a starting service does."""
 
 Say = Callable[[str], None]
 """Where a client says what it waits for (standard error for the command lines)."""

@@ -14,7 +14,7 @@ from typing import Final
 
 from evertalk.config import Config
 from evertalk.ledger import Ledger, ledger_path
-from evertalk.providers.base import Message, ProviderError, Request, Text, collect
+from evertalk.providers.base import Message, ProviderError, Request, Text, Usage, collect
 from evertalk.providers.factory import make_provider
 from evertalk.providers.prices import cost
 
@@ -68,31 +68,23 @@ async def ask_all(
                     effort=config.turn.effort,
                 )
                 began = time.monotonic()
+                usage: Usage | None
                 try:
                     finished = await collect(provider, request)
+                    usage, asked, failed = finished.usage, Asked(finished.text, None), False
                 except ProviderError as error:
-                    if error.usage is not None:
-                        ledger.record(
-                            role="turn",
-                            provider=config.provider,
-                            model=model,
-                            usage=error.usage,
-                            cost=cost(config.provider, model, error.usage),
-                            duration_ms=(time.monotonic() - began) * 1000,
-                            turn=f"{TAG} {number}",
-                            failed=True,
-                        )
-                    answers.append(Asked("", str(error)))
-                    continue
-                ledger.record(
-                    role="turn",
-                    provider=config.provider,
-                    model=model,
-                    usage=finished.usage,
-                    cost=cost(config.provider, model, finished.usage),
-                    duration_ms=(time.monotonic() - began) * 1000,
-                    turn=f"{TAG} {number}",
-                )
-                answers.append(Asked(finished.text, None))
+                    usage, asked, failed = error.usage, Asked("", str(error)), True
+                if usage is not None:
+                    ledger.record(
+                        role="turn",
+                        provider=config.provider,
+                        model=model,
+                        usage=usage,
+                        cost=cost(config.provider, model, usage),
+                        duration_ms=(time.monotonic() - began) * 1000,
+                        turn=f"{TAG} {number}",
+                        failed=failed,
+                    )
+                answers.append(asked)
     finally:
         await provider.aclose()

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from evertalk.ledger import UsageRecord
+from evertalk.ledger import UsageRecord, summarize
 from evertalk.recall.scoring import Outcome, bucket, bucket_order
 
 JUDGE_NOTE: Final = (
@@ -48,18 +48,20 @@ class Spend:
 
     @classmethod
     def of(cls, records: Iterable[UsageRecord]) -> Spend:
-        spend = cls()
-        for r in records:
-            cost = None if spend.cost is None or r.cost is None else spend.cost + r.cost
-            spend = Spend(
-                spend.calls + 1,
-                spend.input + r.input,
-                spend.output + r.output,
-                spend.cache_read + r.cache_read,
-                spend.cache_write + r.cache_write,
-                cost,
-            )
-        return spend
+        t = summarize(records).total
+        cost = None if t.unpriced else t.cost
+        return cls(t.calls, t.input, t.output, t.cache_read, t.cache_write, cost)
+
+    def __add__(self, other: Spend) -> Spend:
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return Spend(
+            self.calls + other.calls,
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            cost,
+        )
 
     @property
     def prompt(self) -> int:

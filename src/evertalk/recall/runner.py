@@ -152,7 +152,7 @@ def _run_case(
                 "failed" if got.error else score(got.answer, question.expected, question.wrong)
             )
             report.baseline.answers.append(_answer(question, got.answer, outcome, 0, got.error))
-        report.baseline_spend = _add(report.baseline_spend, Spend.of(_baseline_records(home)))
+        report.baseline_spend += Spend.of(_baseline_records(home))
 
 
 def _answer(question: Question, answer: str, outcome: str, zooms: int, error: str | None) -> Answer:
@@ -193,20 +193,8 @@ def _account(home: Path, asked_from: int, report: Report) -> None:
     and the summaries of what they logged)."""
     records = [r for r in _records(home) if not _is_baseline(r)]
     cut = asked_from or len(records)
-    report.building = _add(report.building, Spend.of(records[:cut]))
-    report.asking = _add(report.asking, Spend.of(records[cut:]))
-
-
-def _add(a: Spend, b: Spend) -> Spend:
-    cost = None if a.cost is None or b.cost is None else a.cost + b.cost
-    return Spend(
-        a.calls + b.calls,
-        a.input + b.input,
-        a.output + b.output,
-        a.cache_read + b.cache_read,
-        a.cache_write + b.cache_write,
-        cost,
-    )
+    report.building += Spend.of(records[:cut])
+    report.asking += Spend.of(records[cut:])
 
 
 def new_report(options: Options, seed: int | None, dataset: str | None, questions: int) -> Report:

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from evertalk.store.days import list_day_files
+from evertalk.store.held import HELD_FILE
 from evertalk.store.loader import MAIN
 from evertalk.store.secure import fsync_dir, write_atomic
 
 COPY_DIRS = ("damaged", "quarantine", "agents")
 """Folders of the chat whose files may hold copies of messages or summaries."""
-HELD_NAME = "held.jsonl"
 IMAGES_DIR = "images"
 
 
@@ -32,7 +32,7 @@ def scrub_copies(chat_dir: Path, replace: Callable[[str], str], images: list[str
 
 def copy_files(chat_dir: Path) -> Iterator[Path]:
     """Every file that may hold a copy: held messages and the files of COPY_DIRS."""
-    held = chat_dir / HELD_NAME
+    held = chat_dir / HELD_FILE
     if held.is_file():
         yield held
     for folder in COPY_DIRS:
@@ -99,7 +99,7 @@ def _drop_unused_images(chat_dir: Path, images: list[str]) -> None:
     if not images:
         return
     texts = [(chat_dir / MAIN / name).read_bytes() for name in list_day_files(chat_dir / MAIN)]
-    held = chat_dir / HELD_NAME
+    held = chat_dir / HELD_FILE
     if held.is_file():
         texts.append(held.read_bytes())
     for name in images:
