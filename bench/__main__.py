@@ -25,6 +25,7 @@ from bench import (
     recall_bench,
     search_bench,
     service_bench,
+    status_bench,
     undo_bench,
 )
 
@@ -57,6 +58,7 @@ def main() -> int:
         f"{warm['zoom_median_ms']:.2f} ms, max {warm['zoom_max_ms']:.2f} ms",
         flush=True,
     )
+    print(status_bench.run(chat_dir).line(), flush=True)
     for line in hot_paths.report(chat_dir):
         print(line, flush=True)
     browse = browse_bench.run(chat_dir)

@@ -2,12 +2,14 @@
 
 `python -m bench.headless_drain [RUNS] [DELAY]` (default 100 runs, 1.0 s).
 
-Each run is `run_headless` (what `evertalk -p MESSAGE` calls) on one home, in this process,
-against the Anthropic fake served on loopback: the turn's reply comes at once, every compaction's
-response starts DELAY seconds late, and both the message and the reply are long (each leaf needs
-a model call). A compaction call the fake received but the ledger never recorded was abandoned:
-paid for (the request went out), its line lost, its node sent again by a later run. The figure:
-calls received, calls recorded, the difference, and the time the runs took.
+Each run is `run_via_service` (what `evertalk -p MESSAGE` calls) on one home, from this process,
+a client of the home's service (which the first run starts), against the Anthropic fake served
+on loopback: the turn's reply comes at once, every compaction's response starts DELAY seconds
+late, and both the message and the reply are long (each leaf needs a model call). After the last
+run the service is stopped, as `evertalk service stop` does. A compaction call the fake received
+but the ledger never recorded was abandoned: paid for (the request went out), its line lost, its
+node sent again later. The figure: calls received, calls recorded, the difference, and the time
+the runs took.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evertalk.headless import run_headless
+from evertalk.client.connection import stop_service
+from evertalk.client.headless import run_via_service
 from evertalk.ledger import ledger_path, read_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for the fakes
@@ -80,8 +83,9 @@ def run(runs: int = 100, delay: float = 1.0) -> Result:
                     contextlib.redirect_stdout(io.StringIO()),
                     contextlib.redirect_stderr(io.StringIO()),
                 ):
-                    failed += run_headless(home, message) != 0
+                    failed += run_via_service(home, message) != 0
             seconds = time.monotonic() - began
+            stop_service(home, "bench")  # waits for the compaction calls in flight
         sent = sum(1 for r in fake.records if r.body is not None and is_compaction_body(r.body))
         ledger = read_records(ledger_path(home)).records
         recorded = sum(1 for record in ledger if record.role == "compaction")

@@ -5,7 +5,8 @@
 
 - append: `Chat.append` of a message, median and p99, beside a bare 200-byte append + fsync
   on the same disk; and the fsyncs per message, by file.
-- turns: ten `-p` turns with the compactor at work against the Anthropic fake: fsyncs by file
+- turns: ten `-p` turns with the compactor at work against the Anthropic fake, the service run
+  in this process (its fsyncs counted) and `-p` its client over the socket: fsyncs by file
   over the whole run, beside the durable records written (log lines and tree records written
   by a model or cut; free nodes are derived, and the usage ledger is not synced).
 - no-tree open: a 3,000-message chat whose tree and index are gone (an import, a lost tree),
@@ -109,8 +110,8 @@ def probe_turns(turns: int = 10) -> dict[str, object]:
     """Fsyncs over `turns` one-turn `-p` runs, each message and reply long enough that its leaf
     needs a model call, the compactor answering at once."""
     from bench.headless_drain import _configure, prose
+    from bench.service_thread import service_in_thread
     from evertalk.chat import Chat
-    from evertalk.headless import run_headless
     from fakes import AnthropicFake, Reply, Script, Text, serve, summarizer
 
     rng = random.Random(7)
@@ -122,12 +123,14 @@ def probe_turns(turns: int = 10) -> dict[str, object]:
     try:
         with serve(fake.app) as url:
             _configure(home, url)
-            run_headless_quietly(run_headless, home, "the first message: " + prose(rng, 150))
+            with service_in_thread(home):
+                run_p_quietly(home, "the first message: " + prose(rng, 150))
             with Chat.open(home / "chat", readonly=True) as chat:
                 before = chat.t, _durable_nodes(chat)
-            with counting:
+            # the service in this process: its fsyncs are counted, its summaries land at the stop
+            with counting, service_in_thread(home):
                 for k in range(turns):
-                    run_headless_quietly(run_headless, home, f"note {k}: " + prose(rng, 150))
+                    run_p_quietly(home, f"note {k}: " + prose(rng, 150))
         with Chat.open(home / "chat", readonly=True) as chat:
             messages, nodes = chat.t - before[0], _durable_nodes(chat) - before[1]
     finally:
@@ -135,10 +138,12 @@ def probe_turns(turns: int = 10) -> dict[str, object]:
     return {"turns": turns, "messages": messages, "nodes": nodes, "fsyncs": dict(counts)}
 
 
-def run_headless_quietly(run: object, home: Path, message: str) -> None:
+def run_p_quietly(home: Path, message: str) -> None:
+    """One `-p` turn, a client of the service already serving `home`."""
+    from evertalk.client.headless import run_via_service
+
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert callable(run)
-        if run(home, message) != 0:
+        if run_via_service(home, message, start=False) != 0:
             raise RuntimeError("a -p turn of the benchmark failed")
 
 
@@ -237,8 +242,8 @@ def probe_cat(chat_dir: Path) -> dict[str, object]:
 
 
 def probe_decode(chat_dir: Path) -> dict[str, object]:
+    from evertalk.store.fast_lines import REFUSED, decode_message_line, decode_node_line
     from evertalk.store.jsonl import Scan
-    from evertalk.store.records import REFUSED, decode_message_line, decode_node_line
 
     refused = 0
     begin = time.process_time()

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import settings
 
 from fakes import LoopbackServer, SwitchApp
+from pg_server import PgServer, missing, start_server
 
 # `make test` (and CI) run the property tests derandomized, on a fixed budget, with no example
 # database: the same examples on every machine, so a run never fails by chance. `make explore`
@@ -32,6 +33,18 @@ def loopback() -> Iterator[tuple[SwitchApp, str]]:
     server = LoopbackServer(switch)
     url = server.start()
     yield switch, url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One throwaway PostgreSQL server for the session (see pg_server.py); the tests that need
+    it skip, saying why, where PostgreSQL is not installed."""
+    why = missing()
+    if why is not None:
+        pytest.skip(why)
+    server = start_server()
+    yield server
     server.stop()
 
 

@@ -20,7 +20,7 @@ API_KEY = "sk-ant-test-MODE-0123456789"
 CLEAN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
 
 
-def write_config(home: Path, mode: int, *lines: str, key: bool = True) -> Path:
+def config_of_mode(home: Path, mode: int, *lines: str, key: bool = True) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     path = config_path(home)
     head = ['provider = "anthropic"', 'model = "claude-sonnet-5-5"']
@@ -48,7 +48,7 @@ def mode_of(path: Path) -> int:
 def test_a_key_others_may_read_is_made_private_once(
     tmp_path: Path, before: int, after: int
 ) -> None:
-    path = write_config(tmp_path, before)
+    path = config_of_mode(tmp_path, before)
     said: list[str] = []
     assert load_config(tmp_path, {}, warn=said.append).api_key is not None
     assert mode_of(path) == after
@@ -61,7 +61,7 @@ def test_a_key_others_may_read_is_made_private_once(
 
 @pytest.mark.parametrize("mode", [0o600, 0o400], ids=oct)
 def test_a_private_file_is_left_alone(tmp_path: Path, mode: int) -> None:
-    path = write_config(tmp_path, mode)
+    path = config_of_mode(tmp_path, mode)
     said: list[str] = []
     load_config(tmp_path, {}, warn=said.append)
     assert said == [] and mode_of(path) == mode
@@ -69,7 +69,7 @@ def test_a_private_file_is_left_alone(tmp_path: Path, mode: int) -> None:
 
 def test_a_file_without_a_key_keeps_its_mode(tmp_path: Path) -> None:
     # nothing secret in it: the user's choice of mode stands (evertalk's own saves are 0600)
-    path = write_config(tmp_path, 0o644, key=False)
+    path = config_of_mode(tmp_path, 0o644, key=False)
     said: list[str] = []
     load_config(tmp_path, {}, warn=said.append)
     assert said == [] and mode_of(path) == 0o644
@@ -105,7 +105,7 @@ def evertalk_p(home: Path, message: str) -> subprocess.CompletedProcess[str]:
 
 def test_evertalk_p_warns_once_on_stderr_and_tightens_the_file(tmp_path: Path, served: str) -> None:
     home = tmp_path / "home"
-    path = write_config(home, 0o644, f'base_url = "{served}"')
+    path = config_of_mode(home, 0o644, f'base_url = "{served}"')
     first = evertalk_p(home, "hello")
     assert first.returncode == 0, first.stderr
     assert first.stdout == "Hi.\n"

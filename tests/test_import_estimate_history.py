@@ -14,18 +14,14 @@ from evertalk.import_cli import calls_for, estimate
 from evertalk.importers.model import Imported
 from evertalk.ledger import Ledger, ledger_path
 from evertalk.providers.base import Usage
+from home_config import write_config
 
 ZONE = timezone(timedelta(hours=2))
 MEMORY_MODEL = "claude-haiku-4-5"
 
 
-def write_config(home: Path) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(
-        'provider = "anthropic"\nmodel = "claude-sonnet-4-5"\napi_key = "sk-test"\n\n'
-        f'[memory]\nmodel = "{MEMORY_MODEL}"\n'
-    )
-    (home / "config.toml").chmod(0o600)
+def configure(home: Path) -> None:
+    write_config(home, model="claude-sonnet-4-5", memory_model=MEMORY_MODEL, api_key="sk-test")
 
 
 def messages(count: int) -> list[Imported]:
@@ -54,7 +50,7 @@ def compaction_history(home: Path, nodes: int, calls_per_node: int, cost: float)
 
 def test_the_ledgers_calls_per_node_and_cost_per_call_are_used(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    write_config(home)
+    configure(home)
     compaction_history(home, nodes=40, calls_per_node=3, cost=0.004)
     found = messages(8)
     nodes = calls_for([600] * 8)  # 8 leaves, 4 + 2 + 1 merges
@@ -65,7 +61,7 @@ def test_the_ledgers_calls_per_node_and_cost_per_call_are_used(tmp_path: Path) -
 
 def test_messages_already_in_the_chat_are_estimated_at_nothing(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    write_config(home)
+    configure(home)
     found = messages(8)
     with Chat.open(home / "chat") as chat:
         for message in found:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from evertalk.chat import Chat
-from evertalk.compactor.status import CompactorStatus, write_status
 from evertalk.memory_cli import run_memory_command
+from evertalk.store.compactor_status import CompactorStatus, write_status
 
 WORDS = ["backup", "rsync", "cron", "nightly", "notes", "log", "rotate", "disk", "quota", "deploy"]
 

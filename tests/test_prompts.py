@@ -103,8 +103,16 @@ def test_section_contents() -> None:
     assert "user's own words first" in compactions
     assert "unchanged" in compactions and "overstate" in compactions
     assert "`<input>` lacks is rejected" in compactions  # the grounding check (SPEC §4.8)
-    assert "too long" in compactions
+    assert "over the limit" in compactions  # the follow-up's own words (compactor/tasks.py)
     assert "512 bytes" in compactions and "70" in compactions and "170" in compactions
+
+
+def test_oversize_line_rule_is_in_our_own_words() -> None:
+    """The rule for a line sent back as too long says it in this prompt's words, and in the
+    words the follow-up uses (`Over the limit: …`), not in the design note's."""
+    compactions = _sections()[4]
+    assert "If told the line is too long, shorten it." not in compactions
+    assert "over the limit" in compactions and "shorter" in compactions
 
 
 def test_is_tight() -> None:

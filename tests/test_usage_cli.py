@@ -17,8 +17,8 @@ import pytest
 from agent.test_turn_support import write_config
 from evertalk import usage_cli
 from evertalk.ledger import Ledger, ledger_path
+from evertalk.protocol.paths import log_path, socket_path
 from evertalk.providers.base import Usage
-from evertalk.service.paths import log_path, socket_path
 
 PLUS1 = timezone(timedelta(hours=1))
 

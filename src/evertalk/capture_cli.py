@@ -35,11 +35,12 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from evertalk.service.paths import log_path
+from evertalk.protocol.paths import log_path
 
 if TYPE_CHECKING:
     from evertalk.client.connection import Connection
     from evertalk.importers import Imported
+    from evertalk.protocol.requests import OutsideMessage
 
 PROMPT_EVENT: Final = "UserPromptSubmit"
 PROMPT_WAIT: Final = 2.0
@@ -261,7 +262,7 @@ def _send(
     home: Path, transcript: Path, state_file: Path, messages: list[Imported], start: int
 ) -> None:
     from evertalk.client.connection import ServiceError, ServiceGone, connect
-    from evertalk.import_cli import BATCH, BATCH_BYTES
+    from evertalk.import_cli import BATCH, BATCH_BYTES, outside_message
 
     for attempt in range(1, SERVICE_TRIES + 1):
         try:
@@ -271,7 +272,7 @@ def _send(
         try:
             with connection:
                 for batch in _batches(messages[start:], BATCH, BATCH_BYTES):
-                    _append(connection, [_frame(message) for message in batch])
+                    _append(connection, [outside_message(message) for message in batch])
                     start += len(batch)
                     # a worker killed midway goes on from here next time
                     _save(state_file, transcript, messages, start, None)
@@ -298,31 +299,18 @@ def _batches(messages: list[Imported], most: int, most_bytes: int) -> Iterator[l
         yield batch
 
 
-def _frame(message: Imported) -> dict[str, Any]:
-    """A message as `evertalk import` sends it."""
-    return {
-        "kind": message.kind,
-        "text": message.text,
-        "date": message.time.isoformat(),
-        "key": message.key,
-        "images": [{"media_type": kind, "data": data} for kind, data in message.images],
-    }
-
-
-def _append(connection: Connection, frames: list[dict[str, Any]]) -> None:
+def _append(connection: Connection, messages: list[OutsideMessage]) -> None:
     """Send one batch: the service logs it at once, a turn of Ever's running or not."""
-    connection.send({"type": "append", "messages": frames, "rid": 1})
-    reply = _reply(connection)
-    if reply["type"] != "appended":
-        raise Refused(f"capture: the service refused the messages: {reply.get('message')}")
+    from evertalk.client.connection import BadFrame, RequestFailed
+    from evertalk.protocol.replies import Appended
+    from evertalk.protocol.requests import Append
 
-
-def _reply(connection: Connection) -> dict[str, Any]:
-    """The reply to the request in flight (events that come meanwhile are for the windows)."""
-    while True:
-        frame = connection.receive()
-        if frame.get("rid") == 1:
-            return frame
+    try:
+        connection.request(Append(messages=messages), Appended)
+    except RequestFailed as error:
+        raise Refused(f"capture: the service refused the messages: {error}") from None
+    except BadFrame as error:
+        raise Refused(f"capture: {error}") from None
 
 
 def _load(state_file: Path, transcript: Path) -> dict[str, Any]:

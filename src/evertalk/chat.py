@@ -30,16 +30,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evertalk.memory import Budget, MemoryCore, Node, node_name
-from evertalk.memory.core import SavedViews
+from evertalk.memory.coarse import Fitted, fit, rendered_size, shown_size, summaries_to_go
+from evertalk.memory.core import CatchUp, SavedViews
 from evertalk.memory.text import PLACEHOLDER, flatten, leaf_input, split_text, valid_unicode
 from evertalk.memory.tree import BUILT, CUT, FREE, UNBUILT, Built, Tree
 from evertalk.memory.view import frame, render_line
 from evertalk.note_lines import zoomed_message
 from evertalk.store.chat_dir import ChatStore
+from evertalk.store.closing import Closing
 from evertalk.store.errors import StoreError
+from evertalk.store.message_log import MessageLog, NewMessage
 from evertalk.store.views import ViewCheckpoints
 
 if TYPE_CHECKING:
+    from evertalk.store.records import MessageRecord
     from evertalk.store.search_index import SearchIndex
 
 # Built nodes' texts and rendered lines kept: a built node never changes, and a view at a million
@@ -70,7 +74,7 @@ class Status:
     ready_merges: int
 
 
-class Chat:
+class Chat(MessageLog, Closing):
     def __init__(self, store: ChatStore, core: MemoryCore, readonly: bool) -> None:
         self.store = store
         self.core = core
@@ -161,39 +165,24 @@ class Chat:
                 self.search.close()
             self.store.close()
 
-    def __enter__(self) -> Chat:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
     # -- writing --------------------------------------------------------------------------
 
-    def append(
-        self,
-        kind: str,
-        text: str,
-        *,
-        key: str | None = None,
-        images: list[str] | None = None,
-        agent: str | None = None,
-        date: datetime | None = None,
-        failed: bool = False,
-    ) -> list[int]:
+    def log_message(self, message: NewMessage) -> list[int]:
         """Log a message, split into pages when long (SPEC §1.6) and written in one go; returns
-        the ids. `failed`: an `echo` of a tool call that failed."""
+        the ids."""
         self._writable()
-        pages = split_text(valid_unicode(text))
+        kind = message.kind
+        pages = split_text(valid_unicode(message.text))
         before = self.store.message_count
         with self._stops_on_failure():
             ids = self.store.append_pages(
                 kind,
                 pages,
-                date=date,
-                key=key,
-                images=images,
-                agent=agent,
-                failed=failed,
+                date=message.date,
+                key=message.key,
+                images=message.images,
+                agent=message.agent,
+                failed=message.failed,
                 durable=not self._batched,
             )
         if self.store.message_count > before:  # not a re-sent key
@@ -394,6 +383,89 @@ class Chat:
         if not 0 <= i < self.core.t:
             raise ToolInputError(f"id must be between 0 and {self.core.t - 1}, not {i}")
         return format_date(self.store.read_message(i).date)
+
+    @property
+    def folder(self) -> Path:
+        """The chat's folder, where the services beside it keep their files."""
+        return self.store.path
+
+    def record(self, i: int) -> MessageRecord:
+        """Message `i` of the log (a StoreError if it cannot be read)."""
+        return self.store.read_message(i)
+
+    def records(self, start: int, stop: int) -> list[MessageRecord]:
+        """Messages `start` up to (not with) `stop` of the log, in order."""
+        return [self.store.read_message(i) for i in range(start, stop)]
+
+    def logged(self, key: str) -> bool:
+        """Whether a message sent with `key` is in the log."""
+        return self.store.logged(key)
+
+    @property
+    def view_size(self) -> int:
+        """The view's size in bytes, as the core counts it."""
+        return self.core.view.size
+
+    def view_nodes(self) -> list[Node]:
+        """The view's nodes, oldest first."""
+        return list(self.core.view.nodes())
+
+    @property
+    def view_ceiling(self) -> int:
+        """The most bytes the view may hold before it merges (the budget's ceiling)."""
+        return self.core.budget.ceiling
+
+    def is_built(self, node: Node) -> bool:
+        """Whether `node` has its summary (built or cut)."""
+        return self.core.tree.is_built(node)
+
+    def summaries_to_go(self, room: int) -> int:
+        """About how many summaries are still to be built before the view fits `room` bytes."""
+        core = self.core
+        return summaries_to_go(core.view, core.t, core.tree, room)
+
+    def fit_view(self, room: int, keep: int = 0) -> Fitted:
+        """The view as a turn may send it in `room` bytes (`memory.coarse.fit`); `keep`: the
+        coarse end of the copy sent last."""
+        core = self.core
+        return fit(core.view, core.t, core.tree, room, core.budget, keep)
+
+    def sent_size(self, lines: Iterable[Node]) -> int:
+        """The bytes these lines take rendered, as the tree stands now."""
+        return rendered_size(lines, shown_size(self.core.tree))
+
+    def unbuilt_count(self) -> int:
+        """How many nodes of the tree wait for a summary."""
+        return self.core.tree.unbuilt_count()
+
+    def ready_leaves(self) -> list[int]:
+        """The leaves whose summaries may start now (SPEC §4.2's queue)."""
+        return self.core.queues.ready_leaves(self.core.tree)
+
+    def batch_parents(self) -> list[Node]:
+        """The parents a batch of built leaves makes ready to merge."""
+        return self.core.batch_parents()
+
+    def first_merge(self, skip: set[Node]) -> Node | None:
+        """The oldest merge that may start, other than those in `skip`."""
+        return self.core.queues.first_merge(self.core.tree, skip)
+
+    def may_build(self, node: Node) -> bool:
+        """Whether nothing stops `node` from being built now."""
+        return self.core.pending_error(node) is None
+
+    def context_of(self, node: Node) -> list[Node]:
+        """The lines a compaction of `node` may show the model as what came before it."""
+        return self.core.context(node)
+
+    def builds_to_go(self) -> int:
+        """The summaries that will need a model call: every unbuilt leaf and every merge whose
+        halves are built."""
+        return self.core.tree.unbuilt_count(0) + self.core.queues.merge_count()
+
+    def catch_up(self) -> CatchUp:
+        """How far the memory is behind the log (SPEC §3.7)."""
+        return self.core.catch_up()
 
     def status(self) -> Status:
         core, flags = self.core, self.core.tree.flags

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evertalk import __version__, undo_cli
+from evertalk.home import default_home
 
 
 class UsageError(Exception):
@@ -30,10 +31,6 @@ RETRY_TAKES_NO_MESSAGE = "--retry takes no MESSAGE: it sends the last unanswered
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
-
-
-def default_home() -> Path:
-    return Path(os.environ.get("EVERTALK_HOME") or Path.home() / ".evertalk")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,10 +28,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect, running
-from evertalk.protocol.events import CatchingUp, about, catching_up_text
+from evertalk.protocol.events import CatchingUp, MemoryWarning, about, catching_up_text
+from evertalk.protocol.frames import ServiceFrame
+from evertalk.protocol.replies import Ask, Compact, Error, Stopping
+from evertalk.protocol.requests import Answer, GetCompact
 from evertalk.terminal_text import escape_controls
 
 CLIENT: Final = "compact"
@@ -80,9 +83,8 @@ class _Progress:
     left: int | None = None
     line: str = ""
 
-    def update(self, reply: dict[str, Any]) -> None:
-        built, calls, cost = int(reply["built"]), int(reply["calls"]), float(reply["cost"])
-        left = int(reply["left"])
+    def update(self, reply: Compact) -> None:
+        built, calls, cost, left = reply.built, reply.calls, reply.cost, reply.left
         if self.base is None:
             self.base = (0, 0, 0.0) if self.started else (built, calls, cost)
             self.total = left + built - self.base[0]
@@ -91,18 +93,14 @@ class _Progress:
         self.done = max(self.done, self.total - left)
         self.total = max(self.total, self.done + left)
         self.left = left
-        rate = reply.get("rate")
-        eta = (
-            f"{about(left / rate)} left"
-            if isinstance(rate, int | float) and rate and left
-            else None
-        )
+        rate = reply.rate
+        eta = f"{about(left / rate)} left" if rate and left else None
         self.line = progress_line(
             self.done,
             self.total,
             calls - self.base[1],
             max(0.0, cost - self.base[2]),
-            reply.get("error"),
+            reply.error,
             eta,
         )
 
@@ -116,27 +114,25 @@ class _Watch:
     def follow(self, connection: Connection) -> int:
         first = True
         while True:
-            connection.send({"type": "compact"})
+            connection.send(GetCompact())
             reply = self._reply(connection)
             if reply is None:  # the service is reopening on new settings: ask again shortly
                 self._listen(connection, POLL_SECONDS)
                 continue
-            if reply.get("setup_error"):
-                raise _Ended(f"the compactor's model cannot be used: {reply['setup_error']}")
-            if reply.get("broken"):
-                raise _Ended(str(reply["broken"]))
+            if reply.setup_error:
+                raise _Ended(f"the compactor's model cannot be used: {reply.setup_error}")
+            if reply.broken:
+                raise _Ended(reply.broken)
             self.progress.update(reply)
-            behind = reply.get("catching_up")
-            if first and isinstance(behind, dict):
-                eta = behind.get("eta_seconds")
-                seconds = float(eta) if isinstance(eta, int | float) else None
-                said = CatchingUp(int(behind["to_go"]), seconds)
+            behind = reply.catching_up
+            if first and behind is not None:
+                said = CatchingUp(behind.to_go, behind.eta_seconds)
                 self._say(catching_up_text(said))
             first = False
             if self.progress.left == 0:
-                merged_from = reply.get("merged_from")
-                if isinstance(merged_from, int):
-                    after = int(reply["view_bytes"])
+                merged_from = reply.merged_from
+                if merged_from is not None:
+                    after = reply.view_bytes
                     self._say(f"the view merged down from {merged_from:,} to {after:,} bytes")
                 self._say(self.progress.line)
                 return 0
@@ -158,18 +154,17 @@ class _Watch:
             file=sys.stderr,
         )
 
-    def _reply(self, connection: Connection) -> dict[str, Any] | None:
+    def _reply(self, connection: Connection) -> Compact | None:
         """The service's answer to `compact`, the frames before it handled; None when it has no
         chat open for a moment."""
         while True:
             frame = connection.receive()
-            kind = frame.get("type")
-            if kind == "compact":
+            if isinstance(frame, Compact):
                 return frame
-            if kind == "error":
-                if frame.get("kind") == "not_ready":
+            if isinstance(frame, Error):
+                if frame.kind == "not_ready":
                     return None
-                raise _Ended(str(frame.get("message")))
+                raise _Ended(frame.message)
             self._frame(connection, frame)
 
     def _listen(self, connection: Connection, seconds: float) -> None:
@@ -182,18 +177,16 @@ class _Watch:
                     return
             self._frame(connection, connection.receive())
 
-    def _frame(self, connection: Connection, frame: dict[str, Any]) -> None:
-        kind = frame.get("type")
-        if kind == "memory_warning":
-            text = str(frame.get("text"))
-            if not text.startswith(PAUSED):
-                self._say(text)
-        elif kind == "stopping":
-            raise _Ended(f"the service was stopped ({frame.get('reason')}); {KEPT}")
-        elif kind == "ask":
+    def _frame(self, connection: Connection, frame: ServiceFrame) -> None:
+        if isinstance(frame, MemoryWarning):
+            if not frame.text.startswith(PAUSED):
+                self._say(frame.text)
+        elif isinstance(frame, Stopping):
+            raise _Ended(f"the service was stopped ({frame.reason}); {KEPT}")
+        elif isinstance(frame, Ask):
             # a question the service had nobody else to put to: nobody here can answer it, and
             # left open it would hold that turn for as long as this command watches
-            connection.send({"type": "answer", "id": frame.get("id"), "decision": "deny"})
+            connection.send(Answer(id=frame.id, decision="deny"))
 
     def _say(self, line: str) -> None:
         """A line of its own, over the progress line, which the next tick draws again below."""

@@ -1,8 +1,9 @@
 """Settings: `<home>/config.toml`, overridden by the environment (SPEC §1.1, §4.7, §6.6).
 
-`load_config` reads the file with `tomllib`, checks every value, applies the environment and
-fills in the defaults; `save_config` changes the settings in the file with `tomlkit`, which keeps
-the user's comments and layout, and writes it private (0600 in a 0700 folder) and atomic.
+`load_config` reads the file with `tomllib`, checks every value by the types of
+`config_schema`, applies the environment and fills in the defaults; `save_config` changes the
+settings in the file with `tomlkit`, which keeps the user's comments and layout, and writes it
+private (0600 in a 0700 folder) and atomic.
 
 Precedence, highest first:
 
@@ -31,7 +32,6 @@ variable's value, out of what tools return and what errors say (the log is kept 
 from __future__ import annotations
 
 import hmac
-import math
 import os
 import re
 import stat
@@ -40,8 +40,23 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final, Literal, TypeAlias, cast, get_args
+from typing import Final, TypeAlias, cast
 
+from evertalk.config_schema import EFFORTS as EFFORTS
+from evertalk.config_schema import KEYS as KEYS
+from evertalk.config_schema import MAX_CONCURRENCY as MAX_CONCURRENCY
+from evertalk.config_schema import MIN_COMPACTION_TOKENS as MIN_COMPACTION_TOKENS
+from evertalk.config_schema import MIN_CONTEXT_WINDOW as MIN_CONTEXT_WINDOW
+from evertalk.config_schema import POLICIES as POLICIES
+from evertalk.config_schema import PROVIDERS as PROVIDERS
+from evertalk.config_schema import TABLES as TABLES
+from evertalk.config_schema import TOOL_SWITCH as TOOL_SWITCH
+from evertalk.config_schema import NetworkRule as NetworkRule
+from evertalk.config_schema import Policy as Policy
+from evertalk.config_schema import ProviderName as ProviderName
+from evertalk.config_schema import SandboxMode as SandboxMode
+from evertalk.config_schema import SettingProblem, check_setting, read_settings
+from evertalk.config_schema import ToolSwitch as ToolSwitch
 from evertalk.mcp_client.settings import McpSettings, parse_mcp
 from evertalk.redaction import REDACTED as REDACTED
 from evertalk.redaction import SECRET_MIN_LENGTH
@@ -49,14 +64,6 @@ from evertalk.redaction import redact as redact
 from evertalk.store.secure import make_dir, write_atomic
 from evertalk.terminal_text import escape_controls
 
-ProviderName = Literal["anthropic", "openai", "openrouter", "ollama", "llamacpp", "vllm"]
-Policy = Literal["allow", "ask", "deny"]
-ToolSwitch = Literal["on", "off"]
-
-PROVIDERS: Final[tuple[str, ...]] = get_args(ProviderName)
-POLICIES: Final[tuple[str, ...]] = get_args(Policy)
-TOOL_SWITCH: Final[tuple[str, ...]] = get_args(ToolSwitch)
-EFFORTS: Final = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 LOCAL_PROVIDERS: Final = ("ollama", "llamacpp", "vllm")
 
 CONFIG_FILE: Final = "config.toml"
@@ -98,8 +105,6 @@ LOCAL_API_KEY: Final = "local"
 """The key sent to a local server that needs none (the SDK insists on one). A placeholder, not a
 credential: it is never redacted (`localhost` would read `[redacted]host` in every error)."""
 PLACEHOLDER_KEYS: Final = frozenset({LOCAL_API_KEY})
-MAX_CONCURRENCY: Final = 8
-"""The most compaction calls in flight at once (SPEC §4.1)."""
 LOCAL_CONCURRENCY: Final = 1
 """The compactor's calls at once on a local server: it serves one request at a time, and a
 default llama-cpp-python server cuts the stream it is sending when another request arrives."""
@@ -107,10 +112,6 @@ MIN_SHARED_WORDS: Final = 0.5
 """The default `memory.min_shared_words` (`compactor.grounding.MIN_SHARED`, not imported)."""
 COMPACTION_TOKENS: Final = 1_000
 """The default `memory.max_tokens` (`compactor.window.REPLY_TOKENS`, not imported)."""
-MIN_COMPACTION_TOKENS: Final = 200
-"""The smallest `memory.max_tokens`: a line needs about 170 tokens."""
-MIN_CONTEXT_WINDOW: Final = 8_000
-"""The smallest `turn.context_window`: below it no system prompt and view fit."""
 
 # The SDKs' own base URL variables, each honoured for its own provider only.
 BASE_URL_VARIABLES: Final[Mapping[str, str]] = {
@@ -189,8 +190,7 @@ class MemoryConfig:
 @dataclass(frozen=True)
 class TurnConfig:
     """`[turn]`: None leaves the reasoning effort to the model, and `context_window` None means
-    the session's default (`CONTEXT_BUDGET` of `agent/turn.py`, which this module does not import:
-    the turn pulls in anyio and the tools, and `memory status` must start fast).
+    the session's default (`CONTEXT_BUDGET` of `context_budget.py`).
 
     `tools = "off"` offers the model no tools at all, in turns and compactions alike (they share
     one prompt prefix): for a small local model that never calls them and instead makes up what
@@ -199,10 +199,6 @@ class TurnConfig:
     effort: str | None = None
     context_window: int | None = None
     tools: ToolSwitch = "on"
-
-
-SandboxMode = Literal["auto", "require", "off"]
-NetworkRule = Literal["allow", "deny"]
 
 
 @dataclass(frozen=True)
@@ -307,42 +303,7 @@ def config_path(home: Path) -> Path:
 
 # --- reading -------------------------------------------------------------------------------
 
-# Every setting by dotted key. The tables are flat: `[memory]`, `[turn]`, `[tools]`.
-KEYS: Final = (
-    "provider",
-    "model",
-    "base_url",
-    "api_key",
-    "workdir",
-    "memory.model",
-    "memory.effort",
-    "memory.settle_timeout",
-    "memory.concurrency",
-    "memory.deadline",
-    "memory.context_window",
-    "memory.catch_up_timeout",
-    "memory.provider",
-    "memory.base_url",
-    "memory.yield_to_turns",
-    "memory.min_shared_words",
-    "memory.max_tokens",
-    "memory.search",
-    "turn.effort",
-    "turn.context_window",
-    "turn.tools",
-    "tools.shell",
-    "tools.read",
-    "tools.write",
-    "tools.edit",
-    "tools.fetch",
-    "tools.shell_sandbox",
-    "tools.shell_network",
-    "tools.fetch_private",
-    "budget.daily",
-    "undo.keep_days",
-    "undo.max_mb",
-)
-TABLES: Final = ("memory", "turn", "tools", "budget", "undo")
+# The settings' keys and types are `config_schema`'s (KEYS, TABLES).
 # The settings that belong to one provider: not carried over when the environment switches.
 PROVIDER_KEYS: Final = ("model", "memory.model", "base_url", "api_key", "memory.base_url")
 MEMORY_PROVIDER_KEYS: Final = ("memory.model", "memory.base_url")
@@ -455,23 +416,17 @@ def _read_file(path: Path, warn: Warn, tables: dict[str, object] | None = None) 
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
     if data is None:
         raise ConfigError(f"{path}: not valid TOML: {problem}")
-    key = data.get("api_key")
-    if isinstance(key, str):
-        data["api_key"] = Secret(key)
-    del key
-    flat: dict[str, Value] = {}
-    for name, value in data.items():
-        if name == "mcp":
-            if tables is not None:
-                tables[name] = value
-        elif name in TABLES:
-            if not isinstance(value, dict):
-                raise ConfigError(f"{path}: `{name}` must be a table ([{name}])")
-            for key, item in value.items():
-                dotted = _known(path, f"{name}.{key}")
-                flat[dotted] = _check(dotted, item, path)
-        else:
-            flat[_known(path, name)] = _check(_known(path, name), value, path)
+    try:
+        plain, mcp = read_settings(data)
+    except SettingProblem as refused:
+        raise ConfigError(refused.line(path)) from None
+    finally:
+        del data  # it may hold the key: keep it out of the frames of later errors
+    if tables is not None and mcp is not None:
+        tables["mcp"] = mcp
+    flat: dict[str, Value] = dict(plain)
+    if "api_key" in plain:
+        flat["api_key"] = Secret(cast(str, plain["api_key"]))
     return flat
 
 
@@ -521,111 +476,14 @@ def _parse_toml(text: str) -> tuple[dict[str, object] | None, str]:
     return None, f"{found.group(1)}: {reason}" if found else reason
 
 
-def _known(path: Path, key: str) -> str:
-    if key not in KEYS:
-        raise ConfigError(f"{path}: unknown setting `{key}`")
-    return key
-
-
-def _check(key: str, value: object, where: Path | str) -> Value:
-    """`value` if it is right for `key`; otherwise a ConfigError naming `where`."""
-
-    def fail(expected: str) -> ConfigError:
-        if key == "api_key":  # never repeat any part of it
-            return ConfigError(f"{where}: `api_key` must be {expected}")
-        # Short values (a misspelt name) are shown; a long one may be a key put in the wrong
-        # place, so only its kind is.
-        shown = repr(value)
-        if len(shown) > 24:
-            shown = f"a {len(value)}-character string" if isinstance(value, str) else "that"
-        return ConfigError(f"{where}: `{key}` must be {expected}, not {shown}")
-
-    if key == "api_key":
-        if not isinstance(value, Secret) or not value.reveal():
-            raise fail("a non-empty string")
-        return value
-    if key == "provider":
-        if value not in PROVIDERS:
-            raise fail("one of " + ", ".join(PROVIDERS))
-        return value
-    if key in _TOOL_SETTINGS:
-        if value not in _TOOL_SETTINGS[key]:
-            raise fail("one of " + ", ".join(_TOOL_SETTINGS[key]))
-        return value
-    if key.startswith("tools.") and key != "tools.fetch_private":
-        if value not in POLICIES:
-            raise fail("allow, ask or deny")
-        return value
-    if key == "turn.tools":
-        if value not in TOOL_SWITCH:
-            raise fail('"on" or "off"')
-        return value
-    if key.endswith(".effort"):
-        if value not in EFFORTS:
-            raise fail("one of " + ", ".join(EFFORTS))
-        return value
-    if key == "memory.provider":
-        if value not in PROVIDERS:
-            raise fail("one of " + ", ".join(PROVIDERS))
-        return value
-    if key in ("memory.yield_to_turns", "memory.search", "tools.fetch_private"):
-        if not isinstance(value, bool):
-            raise fail("true or false")
-        return value
-    if key == "memory.max_tokens":
-        if isinstance(value, bool) or not isinstance(value, int) or value < MIN_COMPACTION_TOKENS:
-            raise fail(f"a whole number of tokens >= {MIN_COMPACTION_TOKENS}")
-        return value
-    if key == "memory.min_shared_words":
-        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number_ok or not 0 <= cast(float, value) <= 1:
-            raise fail("a share from 0 to 1")
-        return float(cast(float, value))
-    if key in ("base_url", "memory.base_url"):
-        if not isinstance(value, str) or not re.match(r"https?://[^\s/]", value):
-            raise fail("an http:// or https:// address")
-        return value
-    if key in ("model", "memory.model"):
-        if not isinstance(value, str) or not value.strip() or value != value.strip():
-            raise fail("a model name")
-        return value
-    if key == "workdir":
-        if not isinstance(value, str) or not value.strip() or "\0" in value:
-            raise fail("a directory's path")
-        return value
-    if key in ("turn.context_window", "memory.context_window"):
-        if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CONTEXT_WINDOW:
-            raise fail(f"a whole number of tokens >= {MIN_CONTEXT_WINDOW}")
-        return value
-    if key == "memory.concurrency":
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or not 1 <= value <= MAX_CONCURRENCY
-        ):
-            raise fail(f"a whole number from 1 to {MAX_CONCURRENCY}")
-        return value
-    if key in ("memory.settle_timeout", "memory.deadline", "memory.catch_up_timeout"):
-        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number_ok or not math.isfinite(cast(float, value)):
-            raise fail("a number of seconds")
-        seconds = cast(float, value)
-        if key == "memory.deadline" and seconds <= 0:
-            raise fail("a positive number of seconds")
-        if seconds < 0:
-            raise fail("a number of seconds >= 0")
-        return seconds
-    if key == "budget.daily":
-        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number_ok or not math.isfinite(cast(float, value)) or cast(float, value) <= 0:
-            raise fail("a number of dollars > 0")
-        return float(cast(float, value))
-    if key in ("undo.keep_days", "undo.max_mb"):
-        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number_ok or not math.isfinite(cast(float, value)) or cast(float, value) < 0:
-            raise fail("a number >= 0")
-        return float(cast(float, value))
-    raise AssertionError(key)  # pragma: no cover - KEYS and this function go together
+def _check(key: str, value: Value, where: Path | str) -> Value:
+    """`value` if the setting's type takes it; otherwise a ConfigError naming `where`."""
+    try:
+        if isinstance(value, Secret):
+            return Secret(cast(str, check_setting(key, value.reveal())))
+        return check_setting(key, value)
+    except SettingProblem as refused:
+        raise ConfigError(refused.line(where)) from None
 
 
 def _build(values: Mapping[str, Value]) -> Config:
@@ -699,10 +557,6 @@ _POLICY_DEFAULTS: Final = (
     ("edit", "ask"),
     ("fetch", "ask"),
 )
-_TOOL_SETTINGS: Final[Mapping[str, tuple[str, ...]]] = {
-    "tools.shell_sandbox": get_args(SandboxMode),
-    "tools.shell_network": get_args(NetworkRule),
-}
 
 
 def _flatten(config: Config) -> dict[str, Value]:

@@ -24,15 +24,24 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
+from evertalk.client.connection import (
+    BadFrame,
+    Connection,
+    RequestFailed,
+    ServiceError,
+    ServiceGone,
+    connect,
+)
 from evertalk.importers import Imported, Reading, read_paths
 from evertalk.importers.pieces import sendable
 from evertalk.ledger import LedgerTally, ledger_path
 from evertalk.memory.budget import Budget
 from evertalk.memory.text import LINE_LIMIT, leaf_input, utf8_len
 from evertalk.protocol.events import about
+from evertalk.protocol.replies import Appended, Status
+from evertalk.protocol.requests import Append, GetStatus, Image, OutsideMessage
 from evertalk.protocol.wire import ProtocolError
 from evertalk.summary_cost import summary_calls
 from evertalk.terminal_text import confirmed, escape_controls, fail
@@ -181,7 +190,9 @@ def _append_all(home: Path, messages: list[Imported]) -> int:
                 ids, already = _append(connection, batch)
                 added, skipped = added + len(ids), skipped + already
                 _progress(connection, added + skipped, len(messages), began, spent.read())
-        except ProtocolError as error:  # no frame of ours should pass the limit; if one does
+        # no frame of ours should pass the limit, and the service should take every one; if
+        # not (or it sends what is no frame), this run stops with its line
+        except (ProtocolError, RequestFailed, BadFrame) as error:
             print(file=sys.stderr)
             return fail(f"stopped after {added + skipped:,} of {len(messages):,} messages: {error}")
         except ServiceGone:
@@ -199,17 +210,11 @@ def _append_all(home: Path, messages: list[Imported]) -> int:
     return 0
 
 
-def _batches(messages: list[Imported]) -> list[list[dict[str, Any]]]:
-    batches: list[list[dict[str, Any]]] = [[]]
+def _batches(messages: list[Imported]) -> list[list[OutsideMessage]]:
+    batches: list[list[OutsideMessage]] = [[]]
     size = 0
     for message in messages:
-        frame = {
-            "kind": message.kind,
-            "text": message.text,
-            "date": message.time.isoformat(),
-            "key": message.key,
-            "images": [{"media_type": kind, "data": data} for kind, data in message.images],
-        }
+        frame = outside_message(message)
         weight = len(message.text) + sum(len(data) for _, data in message.images)
         if batches[-1] and (len(batches[-1]) >= BATCH or size + weight > BATCH_BYTES):
             batches.append([])
@@ -219,33 +224,32 @@ def _batches(messages: list[Imported]) -> list[list[dict[str, Any]]]:
     return [batch for batch in batches if batch]
 
 
-def _append(connection: Connection, batch: list[dict[str, Any]]) -> tuple[list[int], int]:
+def outside_message(message: Imported) -> OutsideMessage:
+    """A message as an `append` carries it (`evertalk import`, `capture`)."""
+    return OutsideMessage(
+        kind=message.kind,
+        text=message.text,
+        date=message.time.isoformat(),
+        key=message.key,
+        images=[Image(kind, data) for kind, data in message.images],
+    )
+
+
+def _append(connection: Connection, batch: list[OutsideMessage]) -> tuple[list[int], int]:
     """Send one batch: the service logs it at once, a turn running or not."""
-    connection.send({"type": "append", "messages": batch, "rid": 1})
-    reply = _reply(connection)
-    if reply["type"] != "appended":
-        raise ServiceGone(str(reply.get("message")))  # not ours to fix: say it and stop
-    return list(reply["ids"]), int(reply["skipped"])
-
-
-def _reply(connection: Connection) -> dict[str, Any]:
-    """The reply to the request in flight (events that come meanwhile are not this client's)."""
-    while True:
-        frame = connection.receive()
-        if frame.get("rid") == 1:
-            return frame
+    reply = connection.request(Append(messages=batch), Appended)
+    return reply.ids, reply.skipped
 
 
 def _progress(connection: Connection, done: int, total: int, began: float, spent: float) -> None:
     """The progress line; `spent`: what the summaries cost since the import began."""
-    connection.send({"type": "status", "rid": 1})
-    status = _reply(connection)
+    status = connection.request(GetStatus(), Status)
     width = 24
     filled = width * done // total if total else width
     bar = "#" * filled + "-" * (width - filled)
     pace = done / max(time.monotonic() - began, 1e-6)
     left = f"{about((total - done) / pace)} left" if pace and done < total else "done"
-    queued = int(status.get("compactor_queued", 0)) + int(status.get("compactor_running", 0))
+    queued = status.compactor_queued + status.compactor_running
     line = (
         f"[{bar}] {done:,}/{total:,} messages · summaries to build {queued:,} · "
         f"${spent:.4f} spent on summaries · {left}"

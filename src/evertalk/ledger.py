@@ -30,13 +30,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
+from evertalk.store.closing import Closing
 from evertalk.store.secure import FILE_MODE, make_dir
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class UsageRecord:
         return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-class Ledger:
+class Ledger(Closing):
     """Appends records to the ledger at `path`; the file and its folder are made private (0600,
     0700) when created. Use as a context manager, or call `close()`.
 
@@ -186,17 +186,6 @@ class Ledger:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-    def __enter__(self) -> Ledger:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _tokens(value: int) -> int:
@@ -447,37 +436,25 @@ class Totals:
         """cache_read / (input + cache_read + cache_write); None without prompt tokens."""
         return self.cache_read / self.prompt if self.prompt else None
 
+    @classmethod
+    def of(cls, records: Sequence[UsageRecord]) -> Totals:
+        """The sums over `records`, the costs added in their order."""
+        costs = [record.cost for record in records if record.cost is not None]
+        return cls(
+            calls=len(records),
+            input=sum(record.input for record in records),
+            output=sum(record.output for record in records),
+            cache_read=sum(record.cache_read for record in records),
+            cache_write=sum(record.cache_write for record in records),
+            cost=sum(costs, 0.0),
+            unpriced=len(records) - len(costs),
+            unreported=sum(not record.reported for record in records),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         # Rounded to a millionth of a cent: sums of floats carry noise in the last digits.
         cost = round(self.cost, 8)
         return {**asdict(self), "cost": cost, "cache_read_share": self.cache_read_share}
-
-
-@dataclass
-class _Sum:
-    calls: int = 0
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    cost: float = 0.0
-    unpriced: int = 0
-    unreported: int = 0
-
-    def add(self, record: UsageRecord) -> None:
-        self.calls += 1
-        self.unreported += not record.reported
-        self.input += record.input
-        self.output += record.output
-        self.cache_read += record.cache_read
-        self.cache_write += record.cache_write
-        if record.cost is None:
-            self.unpriced += 1
-        else:
-            self.cost += record.cost
-
-    def freeze(self) -> Totals:
-        return Totals(**asdict(self))
 
 
 @dataclass(frozen=True)
@@ -537,19 +514,19 @@ class Summary:
 
 
 def summarize(records: Iterable[UsageRecord]) -> Summary:
-    total = _Sum()
-    days: dict[str, _Sum] = {}
-    roles: dict[str, _Sum] = {}
-    models: dict[str, _Sum] = {}
+    every: list[UsageRecord] = []
+    days: dict[str, list[UsageRecord]] = {}
+    roles: dict[str, list[UsageRecord]] = {}
+    models: dict[str, list[UsageRecord]] = {}
     compactions = 0
     nodes: set[str] = set()
     rejections: dict[str, list[int]] = {}  # model: [calls, rejected]
     for record in records:
         model = f"{record.provider}/{record.model}"
-        total.add(record)
-        days.setdefault(record.day, _Sum()).add(record)
-        roles.setdefault(record.role, _Sum()).add(record)
-        models.setdefault(model, _Sum()).add(record)
+        every.append(record)
+        days.setdefault(record.day, []).append(record)
+        roles.setdefault(record.role, []).append(record)
+        models.setdefault(model, []).append(record)
         if record.role == "compaction":
             compactions += 1
             counts = rejections.setdefault(model, [0, 0])
@@ -562,10 +539,10 @@ def summarize(records: Iterable[UsageRecord]) -> Summary:
         return (ROLES.index(role) if role in ROLES else len(ROLES), role)
 
     return Summary(
-        total=total.freeze(),
-        by_day={day: days[day].freeze() for day in sorted(days)},
-        by_role={role: roles[role].freeze() for role in sorted(roles, key=role_order)},
-        by_model={model: models[model].freeze() for model in sorted(models)},
+        total=Totals.of(every),
+        by_day={day: Totals.of(days[day]) for day in sorted(days)},
+        by_role={role: Totals.of(roles[role]) for role in sorted(roles, key=role_order)},
+        by_model={model: Totals.of(models[model]) for model in sorted(models)},
         compaction_calls=compactions,
         built_nodes=len(nodes),
         rejections={model: Rejections(*rejections[model]) for model in sorted(rejections)},

@@ -88,15 +88,14 @@ def _service_problems(home: Path) -> dict[str, str]:
     """What a running service says of the servers that do not run, by name; {} without one
     (or when it cannot be asked: the list is the file's either way)."""
     from evertalk.client.connection import ServiceError, connect, running
+    from evertalk.protocol.replies import Status
+    from evertalk.protocol.requests import GetStatus
 
     if not running(home):
         return {}
     try:
         with connect(home, "status") as connection:
-            connection.send({"type": "status"})
-            while (frame := connection.receive())["type"] != "status":
-                pass
+            status = connection.request(GetStatus(), Status)
     except (ServiceError, OSError):
         return {}
-    lines = [line for line in frame.get("mcp_problems") or () if isinstance(line, str)]
-    return dict(line.split(": ", 1) for line in lines if ": " in line)
+    return dict(line.split(": ", 1) for line in status.mcp_problems if ": " in line)

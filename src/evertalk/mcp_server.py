@@ -25,10 +25,34 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
-from evertalk.protocol.status_text import read_status, status_lines
+import msgspec
+from msgspec import UNSET
+from msgspec.structs import replace
+
+from evertalk.client.connection import (
+    BadFrame,
+    Connection,
+    RequestFailed,
+    ServiceError,
+    ServiceGone,
+    connect,
+    reply_as,
+    rid_of,
+)
+from evertalk.protocol.frames import ServiceFrame
+from evertalk.protocol.replies import Appended, Date, Error, Status, View, Zoom
+from evertalk.protocol.requests import (
+    Append,
+    GetDate,
+    GetStatus,
+    GetView,
+    GetZoom,
+    OutsideMessage,
+    Request,
+)
+from evertalk.protocol.status_text import status_lines
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -58,6 +82,9 @@ NOTE_MOST: Final = 20_000
 """Characters of one note: a note is a statement, not a document."""
 
 
+R = TypeVar("R", bound=msgspec.Struct)
+
+
 class Refused(Exception):
     """What the service answered instead (or why it could not be asked): one line, the tool
     call's error."""
@@ -76,9 +103,10 @@ class Memory:
         # are joined at exit)
         self.closed = threading.Event()
 
-    def ask(self, frame: dict[str, Any]) -> dict[str, Any]:
-        """The service's reply to `frame`. Refused when it answers with an error, or cannot be
-        reached or started. A `not_ready` reply is retried for at most READY_WAIT seconds."""
+    def ask(self, request: Request, kind: type[R]) -> R:
+        """The service's reply to `request`, of the type `kind`. Refused when it answers with
+        an error (or what is no frame), or cannot be reached or started. A `not_ready` reply is
+        retried for at most READY_WAIT seconds."""
         ready_by = time.monotonic() + READY_WAIT
         lost = 0
         while True:
@@ -87,48 +115,52 @@ class Memory:
             except ServiceError as error:
                 raise Refused(f"evertalk service: {error}") from None
             try:
-                return self._exchange(connection, frame, ready_by)
+                return self._exchange(connection, request, kind, ready_by)
             except ServiceGone:
                 lost += 1
                 if lost >= GONE_TRIES:
                     raise Refused(
                         "the evertalk service went away during the call: try again"
                     ) from None
+            except BadFrame as error:
+                raise Refused(str(error)) from None
             finally:
                 connection.close()
 
     def _exchange(
-        self, connection: Connection, frame: dict[str, Any], ready_by: float
-    ) -> dict[str, Any]:
+        self, connection: Connection, request: Request, kind: type[R], ready_by: float
+    ) -> R:
         while True:
             rid = next(self._rids)
-            connection.send({**frame, "rid": rid})
-            reply = _reply(connection, rid)
-            if reply.get("type") != "error":
-                return reply
-            kind, message = reply.get("kind"), _line(reply.get("message"))
-            # `not_ready`: the service is applying new settings, a matter of a moment
-            if kind != "not_ready" or time.monotonic() + RETRY_EVERY > ready_by:
-                raise Refused(message or f"the service refused the request ({kind})")
+            connection.send(replace(request, rid=rid))
+            try:
+                return reply_as(_reply(connection, rid), request, kind)
+            except RequestFailed as error:
+                # `not_ready`: the service is applying new settings, a matter of a moment
+                if error.kind != "not_ready" or time.monotonic() + RETRY_EVERY > ready_by:
+                    said = _line(str(error))
+                    raise Refused(
+                        said or f"the service refused the request ({error.kind})"
+                    ) from None
             if self.closed.wait(RETRY_EVERY):
                 raise Refused("the MCP client has gone")
 
 
-def _reply(connection: Connection, rid: int) -> dict[str, Any]:
+def _reply(connection: Connection, rid: int) -> ServiceFrame:
     """The reply that carries `rid`; the events that come first are skipped."""
     deadline = time.monotonic() + REPLY_WAIT
     while True:
         frame = _receive_by(connection, deadline)
         if frame is None:
             raise Refused(f"the evertalk service did not answer within {REPLY_WAIT:g} s")
-        if frame.get("rid") == rid:
+        if rid_of(frame) == rid:
             return frame
-        if frame.get("type") == "error" and "rid" not in frame:
+        if isinstance(frame, Error) and frame.rid is UNSET:
             # an error that answers no request ends the connection (a frame it could not read)
-            raise Refused(_line(frame.get("message")) or "the service refused the request")
+            raise Refused(_line(frame.message) or "the service refused the request")
 
 
-def _receive_by(connection: Connection, deadline: float) -> dict[str, Any] | None:
+def _receive_by(connection: Connection, deadline: float) -> ServiceFrame | None:
     """The next frame, or None when none comes before `deadline`. ServiceGone when the
     connection ends."""
     if not connection.pending:
@@ -268,7 +300,7 @@ def build_server(memory: Memory) -> "MCPServer":
     ) -> CallToolResult:
         def call() -> str:
             chosen = None if part is None else whole("part", part)
-            return view_part(str(memory.ask({"type": "view"})["text"]), chosen)
+            return view_part(memory.ask(GetView(), View).text, chosen)
 
         return answered(call)
 
@@ -277,18 +309,17 @@ def build_server(memory: Memory) -> "MCPServer":
         n: Annotated[Any, WithJsonSchema(integer(N_DESCRIPTION, 1))],
     ) -> CallToolResult:
         def call() -> str:
-            frame = {"type": "zoom", "id": whole("id", id), "n": whole("n", n)}
-            return str(memory.ask(frame)["text"])
+            return memory.ask(GetZoom(id=whole("id", id), n=whole("n", n)), Zoom).text
 
         return answered(call)
 
     def memory_date(
         id: Annotated[Any, WithJsonSchema(integer(DATE_ID_DESCRIPTION, 0))],
     ) -> CallToolResult:
-        return answered(lambda: str(memory.ask({"type": "date", "id": whole("id", id)})["text"]))
+        return answered(lambda: memory.ask(GetDate(id=whole("id", id)), Date).text)
 
     def memory_status() -> CallToolResult:
-        return answered(lambda: format_status(memory.ask({"type": "status"})))
+        return answered(lambda: format_status(memory.ask(GetStatus(), Status)))
 
     def memory_note(
         text: Annotated[str, Field(description=NOTE_TEXT_DESCRIPTION)], ctx: Context
@@ -353,9 +384,8 @@ def note(memory: Memory, text: str, client: str | None) -> str:
     # one key for all the tries of this call: a note resent after a lost connection is
     # recognized by the service and not logged twice
     key = f"mcp-note-{uuid.uuid4().hex}"
-    message = {"kind": "note", "text": f"{tag} {body}", "key": key}
-    reply = memory.ask({"type": "append", "messages": [message]})
-    ids = reply.get("ids") or []
+    message = OutsideMessage(kind="note", text=f"{tag} {body}", key=key)
+    ids = memory.ask(Append(messages=[message]), Appended).ids
     if ids:
         return f"noted: the note is message {ids[0]} of the chat"
     return "noted: the chat already had this note"
@@ -420,10 +450,9 @@ def view_part(view: str, part: int | None) -> str:
     return "\n".join([head, *parts[chosen - 1]])
 
 
-def format_status(frame: dict[str, Any]) -> str:
-    """The service's status frame as lines for a model, read as every client reads it: each
-    field in words, any other (from a newer service) as `name: value`."""
-    return "\n".join(status_lines(read_status(frame)))
+def format_status(status: Status) -> str:
+    """The service's status reply as lines for a model: each field in words."""
+    return "\n".join(status_lines(status))
 
 
 def run_mcp(home: Path) -> int:
@@ -440,7 +469,7 @@ def run_mcp(home: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from evertalk.cli import default_home
+    from evertalk.home import default_home
 
     parser = argparse.ArgumentParser(
         prog="python -m evertalk.mcp_server", description="evertalk's memory as an MCP server"

@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from evertalk.chat import Chat, Status, ToolInputError
-from evertalk.compactor.status import CompactorStatus, catch_up_seconds, read_status
-from evertalk.memory.coarse import summaries_to_go
-from evertalk.protocol.events import CatchingUp, catching_up_text, to_go
+from evertalk.store.compactor_status import CompactorStatus, catch_up_seconds, read_status
 from evertalk.store.errors import StoreError
 from evertalk.terminal_text import escape_controls
 
@@ -64,14 +62,14 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
     action = args.action
     if action == "status":
         status = chat.status()
-        live = read_status(chat.store.path)
+        live = read_status(chat.folder)
         to_go, behind = catching_up(chat)
         eta = catch_up_seconds(to_go, live.rate if live else None)
         if getattr(args, "json", False):
             compactor = asdict(live) if live else None
             catch_up = {
                 "to_go": to_go,
-                "view_after_batch": chat.core.catch_up().view_after_batch,
+                "view_after_batch": chat.catch_up().view_after_batch,
                 "behind": behind,
                 "eta_seconds": round(eta, 2),
             }
@@ -136,15 +134,17 @@ def catching_up(chat: Chat) -> tuple[int, bool]:
     said to be catching up: the figure and the rule of the service's status (`Agent.status`),
     which the app and a waiting turn show, for a turn model whose window holds the view's
     ceiling. Every node not built yet is another figure, the `nodes` line's `unbuilt`."""
-    core = chat.core
-    to_go = summaries_to_go(core.view, core.t, core.tree, core.budget.ceiling)
-    return to_go, bool(to_go) and core.catch_up().behind
+    to_go = chat.summaries_to_go(chat.view_ceiling)
+    return to_go, bool(to_go) and chat.catch_up().behind
 
 
 def format_catch_up(count: int, eta: float, live: CompactorStatus | None) -> str:
     """`catching up: 1,204 summaries to go, about 25 min`, in the words (and with the figure)
     of the app and `-p`; with no compactor running, how to start one; with one paused, no time
     (none is known)."""
+    # only a chat that is behind needs these words: a status of one caught up does not load them
+    from evertalk.protocol.events import CatchingUp, catching_up_text, to_go
+
     if live is not None and live.paused:
         return f"catching up: {to_go(count)}, paused"
     line = catching_up_text(CatchingUp(count, eta))

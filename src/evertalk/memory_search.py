@@ -7,16 +7,16 @@ view line that covers it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from evertalk.chat import Chat
 from evertalk.memory.nodes import Node, node_name
-from evertalk.memory.search_query import Where, covering, lines_text, tiers, tokens, where
 from evertalk.memory.text import flatten
+from evertalk.search.query import Where, covering, lines_text, tiers, tokens, where
 from evertalk.store.search_index import CANDIDATES, Report, SearchIndex
+from evertalk.store.sqlite_lib import sqlite3
 
 OWN_MOST = 100
 """Hits asked for beyond the limit, at most, to make up for those of the running turn."""
@@ -86,7 +86,7 @@ def search_index(chat: Chat) -> Iterator[SearchIndex]:
     if chat.search is not None:
         yield chat.search
         return
-    index = SearchIndex.open(chat.store.path, chat.warnings)
+    index = SearchIndex.open(chat.folder, chat.warnings)
     try:
         yield index
     finally:
@@ -122,7 +122,7 @@ def search(
         index.recover(error)
         index.catch_up(chat.store, report)
         found = index.search(matches, tokens(query), limit + own)
-    view = chat.core.view.nodes()
+    view = chat.view_nodes()
     hits = []
     for hit in found.hits:
         place = where(hit.rowid)

@@ -111,7 +111,7 @@ failures with their causes; next, findings, open questions and your answers; las
 - A minor item still earns a word or two. Exact strings (names, numbers, ids, paths, error
 messages) must come through unchanged; a line with one that `<input>` lacks is rejected. Tag
 every item with its kind. Attribute a quote to whoever truly said it. Never overstate progress.
-If told the line is too long, shorten it.
+A line over the limit comes back: rewrite it shorter.
 - Length counts UTF-8 bytes, and a non-ASCII character needs 2 to 4: 512 bytes is roughly 70
 English words or 170 Chinese characters.
 """

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from evertalk.chat import Chat, ToolInputError
-from evertalk.memory.search_query import words
 from evertalk.memory_cli import report_warnings
 from evertalk.memory_search import SearchResult, search, search_index
+from evertalk.search.query import words
 from evertalk.store.errors import StoreError
 from evertalk.store.search_index import SearchIndex
 from evertalk.terminal_text import escape_controls, fail

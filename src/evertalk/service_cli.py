@@ -20,7 +20,7 @@ from evertalk.client.connection import (
     running,
     stop_service,
 )
-from evertalk.service.paths import log, log_path, socket_path
+from evertalk.protocol.paths import log, log_path, socket_path
 from evertalk.terminal_text import fail
 
 LOCK_WAIT = 5.0
@@ -106,7 +106,12 @@ def _run_foreground(home: Path, idle: float) -> int:
 
 
 def _status(home: Path, as_json: bool) -> int:
-    from evertalk.protocol.status_text import read_status
+    from msgspec import UNSET
+    from msgspec.structs import replace
+
+    from evertalk.protocol.frames import to_dict
+    from evertalk.protocol.replies import Status
+    from evertalk.protocol.requests import GetStatus
     from evertalk.protocol.summaries_text import compactor_part
 
     if not running(home):
@@ -116,13 +121,11 @@ def _status(home: Path, as_json: bool) -> int:
             print(f"no evertalk service is running for {home}")
         return 0
     with connect(home, "status") as connection:
-        connection.send({"type": "status"})
-        while (frame := connection.receive())["type"] != "status":
-            pass
-    if as_json:
+        status = connection.request(GetStatus(), Status)
+    if as_json:  # the frame as the service sends it to a request with no id
+        frame = to_dict(replace(status, rid=UNSET))
         print(json.dumps({"running": True, **frame}, ensure_ascii=False))
         return 0
-    status = read_status(frame)
     agent = status.agent
     turn = "a turn runs" if agent.busy else "no turn runs"
     others = status.clients - 1  # this command is a client too

@@ -42,19 +42,22 @@ def run_undo(args: argparse.Namespace, home: Path) -> int:
 
 
 def _undo(connection: Connection, turn: int | None, *, yes: bool) -> int:
-    preview = connection.request({"type": "undo", "turn": turn, "preview": True})
-    for line in preview.get("lines", []):
-        _say(str(line))
-    if not preview.get("changes"):
+    from evertalk.protocol.replies import Undone, UndoPreview
+    from evertalk.protocol.requests import Undo
+
+    preview = connection.request(Undo(turn=turn, preview=True), UndoPreview)
+    for line in preview.lines:
+        _say(line)
+    if not preview.changes:
         _say("Nothing to restore.")
         return 1
     if not yes and not confirmed("Restore these files?"):
         _say("Nothing was changed.")
         return 1
-    done = connection.request({"type": "undo", "turn": preview.get("turn")})
-    for line in done.get("lines", []):
-        _say(str(line))
-    return 1 if done.get("refused") else 0
+    done = connection.request(Undo(turn=preview.turn), Undone)
+    for line in done.lines:
+        _say(line)
+    return 1 if done.refused else 0
 
 
 def _say(text: str) -> None:

@@ -103,6 +103,8 @@ def _asked(home: Path) -> UsageReport | None:
     """The running service's report; None when no service runs, or it cannot give one (an
     older one, one stopping, one that does not answer in time): the file is read here then."""
     from evertalk.client.connection import ServiceError, connect
+    from evertalk.protocol.replies import Error, Stopping, Usage
+    from evertalk.protocol.requests import GetUsage
 
     try:
         connection = connect(home, CLIENT)
@@ -110,7 +112,7 @@ def _asked(home: Path) -> UsageReport | None:
         return None
     with connection:
         try:
-            connection.send({"type": "usage"})
+            connection.send(GetUsage())
             deadline = time.monotonic() + ANSWER_SECONDS
             while True:
                 wait = deadline - time.monotonic()
@@ -119,25 +121,12 @@ def _asked(home: Path) -> UsageReport | None:
                 ):
                     return None
                 frame = connection.receive()
-                if frame.get("type") == "usage":
-                    return _report_of(frame)
-                if frame.get("type") in ("error", "stopping"):
+                if isinstance(frame, Usage):
+                    return UsageReport(frame.summary, frame.table, frame.skipped, frame.error)
+                if isinstance(frame, Error | Stopping):
                     return None
-        except ServiceError:  # it went away meanwhile
+        except ServiceError:  # it went away meanwhile, or sent what is no frame
             return None
-
-
-def _report_of(frame: dict[str, Any]) -> UsageReport | None:
-    summary, table = frame.get("summary"), frame.get("table")
-    skipped, error = frame.get("skipped"), frame.get("error")
-    if (
-        not isinstance(summary, dict)
-        or not isinstance(table, str | None)
-        or not isinstance(skipped, int)
-        or not isinstance(error, str | None)
-    ):
-        return None
-    return UsageReport(summary, table, skipped, error)
 
 
 LABEL_WIDTH = 33

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from test_turn_support import collect_turn, opened, records_of, script, turn_bodies
 
@@ -16,13 +17,9 @@ from evertalk.agent.permissions import CALL_WORKDIR, AskedInput
 from evertalk.client.asks import request, request_line
 from evertalk.client.headless import answered
 from evertalk.protocol.events import ToolFinished, TurnEnded
-from evertalk.store.records import (
-    REFUSED,
-    MessageRecord,
-    decode_message_line,
-    encode_message,
-    read_message_line,
-)
+from evertalk.protocol.replies import Ask
+from evertalk.store.fast_lines import REFUSED, decode_message_line
+from evertalk.store.records import MessageRecord, encode_message, read_message_line
 from fakes import AnthropicFake, ToolCall, reply
 from fakes import chat as answer
 
@@ -150,8 +147,10 @@ def test_the_ask_frame_of_a_write_carries_the_change_from_the_calls_folder(
 # -- how a question reads -------------------------------------------------------------------------
 
 
-def frame(tool: str, tool_input: dict[str, object], **more: object) -> dict[str, object]:
-    return {"type": "ask", "id": "q", "tool": tool, "input": tool_input, **more}
+def frame(tool: str, tool_input: dict[str, object], **more: object) -> Ask:
+    """An `ask` frame as a client reads it (`agent` and `outside` as the service says them)."""
+    fields = {"id": "q", "tool": tool, "input": tool_input, "agent": None, "outside": False}
+    return msgspec.convert({"type": "ask", **fields, **more}, Ask)
 
 
 def test_each_tool_has_its_own_words() -> None:

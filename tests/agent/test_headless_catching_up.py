@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 
-from evertalk.headless import CATCH_UP_EVERY, JsonPrinter, ReplyPrinter
+from evertalk.client.printers import CATCH_UP_EVERY, JsonPrinter, ReplyPrinter
 from evertalk.protocol.events import CatchingUp, ReplyLogged, TurnEnded, TurnStarted
 
 

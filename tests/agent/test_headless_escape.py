@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from evertalk.headless import ReplyPrinter
+from evertalk.client.printers import ReplyPrinter
 from evertalk.protocol.events import MemoryWarning, ReplyLogged, TurnEnded
 
 HOSTILE = "done \x1b[2J\x1b]0;pwned\x07 \x9b6n"

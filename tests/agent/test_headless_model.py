@@ -10,6 +10,9 @@ import pytest
 from test_turn_support import MODEL, script, turn_bodies
 
 from evertalk.client.connection import connect
+from evertalk.protocol.events import MessageSent
+from evertalk.protocol.replies import Accepted, Error
+from evertalk.protocol.requests import Send
 from fakes import AnthropicFake
 from fakes import chat as answer
 from served_home import run, served_home
@@ -43,11 +46,11 @@ def test_model_runs_one_turn_on_another_model(home: Path, fake: AnthropicFake) -
 def test_a_send_whose_model_is_no_name_is_refused(home: Path) -> None:
     with connect(home, "test", start=True) as connection:
         for model in ("", " spaced ", 42):
-            connection.send({"type": "send", "text": "hi", "model": model, "rid": 1})
-            while (frame := connection.receive())["type"] != "error":
-                assert frame["type"] not in ("accepted", "sent"), frame
-            assert frame["kind"] == "bad_request" and frame["rid"] == 1
-            assert frame["message"].startswith("send: 'model' is not a model name")
+            connection.send(Send(text="hi", model=model, rid=1))
+            while not isinstance(frame := connection.receive(), Error):
+                assert not isinstance(frame, Accepted | MessageSent), frame
+            assert frame.kind == "bad_request" and frame.rid == 1
+            assert frame.message.startswith("send: 'model' is not a model name")
 
 
 def test_model_goes_with_a_message_only(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """`evertalk -p` against a flaky server, and `evertalk -p --retry`: subprocesses against the fake
-served on loopback, and many runs in-process (`run_headless`, the same code without the
-interpreter's start-up)."""
+served on loopback, and many runs of the command line in this process (`main`, the same code
+without the interpreter's start-up), each a client of the one service the first run started."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from test_turn_support import is_compaction, log_of, workdir_beside, write_config
 
 from evertalk.cli import main
-from evertalk.headless import run_headless
+from evertalk.client.connection import stop_service
 from evertalk.providers.retry import DELAY_VARIABLE
 from fakes import AnthropicFake, Fail, Script, serve, summarizer
 from fakes import chat as answer
@@ -78,21 +78,17 @@ def test_the_retries_of_a_turn_are_said_on_stderr(home: Path, fake: AnthropicFak
     assert kinds(home) == ["user", "ever"] * 2
 
 
-def test_a_server_that_is_not_there_is_said_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_server_that_is_not_there_is_said_at_once(tmp_path: Path) -> None:
     """No retry, no backoff (the providers' tests count the connection attempts): one line
-    naming the address."""
-    monkeypatch.delenv(DELAY_VARIABLE, raising=False)  # the real backoff: seconds, if it ran
+    naming the address. The real backoff (no delay variable) would take seconds, if it ran."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     home = tmp_path / "home"
     write_config(home, base_url=f"http://127.0.0.1:{port}", settle=1)
-    monkeypatch.chdir(workdir_beside(home))
-    assert run_headless(home, "hello") == 1
-    err = capsys.readouterr().err
-    assert err.splitlines() == [
+    result = evertalk_run(home, "-p", "hello")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
         "evertalk: the turn stopped: the model call failed: Anthropic: could not connect "
         f"(at http://127.0.0.1:{port})" + RETRY_HINT
     ]
@@ -123,7 +119,8 @@ def test_fifty_runs_against_a_flaky_server_fail_no_turn(
     monkeypatch.chdir(workdir_beside(home))
     with serve(fake.app) as url:
         write_config(home, base_url=url)
-        statuses = [run_headless(home, f"note {n}") for n in range(50)]
+        statuses = [main(["--home", str(home), "-p", f"note {n}"]) for n in range(50)]
+        stop_service(home)  # its summaries in flight land before the fake goes
     out, err = capsys.readouterr()
     assert statuses == [0] * 50, err
     assert out == "Noted.\n" * 50

@@ -4,18 +4,16 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from test_turn_support import log_of, turn_bodies
 
 from fakes import AnthropicFake, ToolCall, reply
 from fakes import chat as answer
+from mcp_servers import TIME_SERVER
 from served_home import fake, home, run
 
 __all__ = ["fake", "home"]  # the fixtures, used by name
-
-TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
 
 
 def test_add_list_remove_keep_the_file_s_other_settings(home: Path) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,32 +30,11 @@ from evertalk.prompts import TOOLS
 from evertalk.protocol.events import TurnEnded
 from fakes import AnthropicFake, ToolCall, reply
 from fakes import chat as answer
+from mcp_servers import add_servers, flaky_server, time_server
 
 pytestmark = pytest.mark.anyio
 
-TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
-FLAKY = Path(__file__).parent.parent / "mcp_client" / "flaky_server.py"
 BUILT_IN = [tool.name for tool in TOOLS]
-
-
-def add_servers(home: Path, text: str) -> None:
-    with (home / "config.toml").open("a") as config:
-        config.write("\n" + text)
-
-
-def time_server(home: Path) -> None:
-    add_servers(
-        home,
-        f'[mcp.servers.time]\ncommand = "{TIME_SERVER}"\nargs = ["--local-timezone", "UTC"]\n',
-    )
-
-
-def flaky_server(home: Path, call_timeout: float = 30, env: str = "{}") -> None:
-    add_servers(
-        home,
-        f"[mcp]\ncall_timeout = {call_timeout}\n\n"
-        f'[mcp.servers.flaky]\ncommand = "{sys.executable}"\nargs = ["{FLAKY}"]\nenv = {env}\n',
-    )
 
 
 def tool_names(body: dict[str, Any]) -> list[str]:

@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 import pytest
 from test_turn_support import (
-    API_KEY,
     DAY_ONE,
     collect_turn,
     fixed_clock,
@@ -34,24 +33,22 @@ from evertalk.agent.session import Agent
 from evertalk.chat import Chat
 from evertalk.ledger import ledger_path, read_records
 from evertalk.protocol.events import Retrying, TurnEnded, TurnStarted
-from evertalk.providers.base import Image, Provider
-from evertalk.providers.factory import make_provider
+from evertalk.providers.base import Image
 from evertalk.providers.retry import RetryPolicy
 from evertalk.service import commands
 from evertalk.slash import CommandError
 from fakes import (
-    IN_PROCESS_URL,
     AnthropicFake,
     Fail,
     OpenAIFake,
     ToolCall,
-    async_client,
     reply,
     serve,
     summarizer,
 )
 from fakes import chat as answer
 from fakes.behaviours import cut_at_start, flaky, overloaded
+from fakes.sdk_providers import provider_for
 
 pytestmark = pytest.mark.anyio
 
@@ -59,14 +56,10 @@ FAST = RetryPolicy(base_delay=0.001)
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 32).decode()
 
 
-def provider_for(fake: AnthropicFake) -> Provider:
-    """As evertalk makes it: the SDK's retries off, ours on (fast, for the tests)."""
-    return make_provider("anthropic", API_KEY, IN_PROCESS_URL, async_client(fake.app), retry=FAST)
-
-
 @asynccontextmanager
 async def opened(home: Path, fake: AnthropicFake) -> AsyncIterator[Agent]:
-    provider = provider_for(fake)
+    # as evertalk makes it: the SDK's retries off, ours on (fast, for the tests)
+    provider = provider_for(fake, retry=FAST)
     try:
         async with Agent.open(
             home,

@@ -5,6 +5,7 @@ record of a turn's call that failed midway (SPEC §1.8)."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -14,6 +15,7 @@ from test_turn_support import collect_turn, opened, script, workdir_beside
 from evertalk.agent import session
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
+from evertalk.compactor.policy import Work
 from evertalk.ledger import ledger_path, read_records
 from evertalk.memory import Node
 from evertalk.protocol.events import AgentEvent, MemoryWarning, TurnEnded
@@ -86,16 +88,16 @@ async def test_a_compactor_stopped_by_a_bug_is_started_again(
     monkeypatch.setattr(session, "RESTART_SECONDS", 0.1)
     async with opened(home, AnthropicFake(script())) as agent:
         compactor = agent.compactor
-        pick = compactor._next
+        pick = compactor.policy._next
         armed = [True]
 
-        def once_broken(batch: list[Node]) -> Node | None:
+        def once_broken(work: Work, batch: Sequence[Node]) -> Node | None:
             if armed:
                 armed.clear()
                 raise RuntimeError("a bug in picking the next node")
-            return pick(batch)
+            return pick(work, batch)
 
-        monkeypatch.setattr(compactor, "_next", once_broken)
+        monkeypatch.setattr(compactor.policy, "_next", once_broken)
         compactor.wake()
         warning = await next_warning(agent)
         assert warning.text == (

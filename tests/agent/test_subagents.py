@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from test_turn_support import (
     collect_turn,
@@ -38,6 +37,7 @@ from evertalk.protocol.events import (
 )
 from fakes import AnthropicFake, Call, ToolCall, constant, reply, sequence, slow
 from fakes import chat as answer
+from polling import until
 
 pytestmark = pytest.mark.anyio
 
@@ -210,12 +210,6 @@ def master_calls(fake: AnthropicFake) -> int:
         "you are the subagent" not in texts(body["messages"][0]["content"])[-1]
         for body in turn_bodies(fake)
     )
-
-
-async def until(check, timeout: float = 10) -> None:  # type: ignore[no-untyped-def]
-    with anyio.fail_after(timeout):
-        while not check():
-            await anyio.sleep(0.02)
 
 
 async def next_turn_is_for(agent: Agent, home: Path, text: str) -> bool:

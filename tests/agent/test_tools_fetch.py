@@ -26,6 +26,7 @@ from evertalk.client.asks import request_line
 from evertalk.config import ToolPolicies
 from evertalk.memory.text import MESSAGE_LIMIT
 from evertalk.prompts import TOOLS
+from evertalk.protocol.replies import Ask
 
 pytestmark = pytest.mark.anyio
 
@@ -340,7 +341,9 @@ async def test_always_covers_the_host(ctx: ToolContext) -> None:
 
 
 def test_the_question_names_the_url() -> None:
-    frame = {"tool": "fetch", "input": {"url": "https://docs.example/a"}}
+    frame = Ask(
+        id="q", tool="fetch", input={"url": "https://docs.example/a"}, agent=None, outside=False
+    )
     assert request_line(frame) == "Ever wants to fetch https://docs.example/a"
 
 

@@ -14,7 +14,7 @@ from test_turn_support import collect_turn, is_compaction, opened, script, turn_
 
 from evertalk.agent.session import Agent
 from evertalk.agent.tool_watch import QUIET_TURNS, ToolWatch, unused_text
-from evertalk.headless import JsonPrinter, ReplyPrinter
+from evertalk.client.printers import JsonPrinter, ReplyPrinter
 from evertalk.prompts import NO_TOOLS_HEADING
 from evertalk.protocol.events import (
     AgentEvent,

@@ -13,7 +13,6 @@ from test_turn_support import (
     collect_turn,
     log_of,
     opened,
-    provider_for,
     records_of,
     script,
 )
@@ -21,8 +20,10 @@ from test_turn_support import (
 from evertalk.agent.tools import ToolContext
 from evertalk.chat import Chat
 from evertalk.protocol.events import CallUsage, ReplyLogged, ToolStarted, TurnEnded
-from fakes import AnthropicFake, OpenAIFake, Script, ToolCall, calls_tool, reply
+from evertalk.providers.base import Text
+from fakes import AnthropicFake, OpenAIFake, ToolCall, reply
 from fakes import chat as answer
+from fakes.scripted_provider import Reply, ScriptedProvider, says, uses
 
 pytestmark = pytest.mark.anyio
 
@@ -132,32 +133,26 @@ def messages_of(chat: Chat) -> list[tuple[str, str]]:
 async def test_re_sent_appends_and_a_rerun_turn_log_nothing_twice(
     chat: Chat, ctx: ToolContext, tmp_path: Path
 ) -> None:
-    fake = AnthropicFake(Script(calls_tool("date", {"id": 0}, then="Done.")))
-    provider = provider_for(fake)
-    try:
-        loop = bare_loop(provider, Resending(chat), ctx, tmp_path / "images")
-        ending = await loop.run("<chat></chat>", "when?", 7)
-        assert ending.event.reason == "done" and ending.final == "Done."
-        once = messages_of(chat)
-        assert [kind for kind, _ in once] == ["ever", "tool", "echo", "ever"]
-        assert once[0] == ("ever", "Let me check.")
-        # the same turn run again (a restart): every append is a known key
-        await loop.run("<chat></chat>", "when?", 7)
-        assert messages_of(chat) == once
-    finally:
-        await provider.aclose()
+    turn = (uses("date", {"id": 0}, text="Let me check."), says("Done."))
+    provider = ScriptedProvider(*turn, *turn)  # the turn, then the same turn run again
+    loop = bare_loop(provider, Resending(chat), ctx, tmp_path / "images")
+    ending = await loop.run("<chat></chat>", "when?", 7)
+    assert ending.event.reason == "done" and ending.final == "Done."
+    once = messages_of(chat)
+    assert [kind for kind, _ in once] == ["ever", "tool", "echo", "ever"]
+    assert once[0] == ("ever", "Let me check.")
+    # the same turn run again (a restart): every append is a known key
+    await loop.run("<chat></chat>", "when?", 7)
+    assert messages_of(chat) == once
+    assert provider.pending == 0 and len(provider.requests) == 4
 
 
 async def test_a_final_reply_of_several_blocks_is_the_whole_report(
     chat: Chat, ctx: ToolContext, tmp_path: Path
 ) -> None:
-    fake = AnthropicFake(Script().push(reply("One.", "Two.")))
-    provider = provider_for(fake)
-    try:
-        ending = await bare_loop(provider, Resending(chat), ctx, tmp_path / "images").run(
-            "<chat></chat>", "go", 1
-        )
-    finally:
-        await provider.aclose()
+    provider = ScriptedProvider(Reply((Text("One."), Text("Two."))))
+    ending = await bare_loop(provider, Resending(chat), ctx, tmp_path / "images").run(
+        "<chat></chat>", "go", 1
+    )
     assert ending.final == "One.\n\nTwo."
     assert messages_of(chat) == [("ever", "One."), ("ever", "Two.")]

@@ -25,37 +25,15 @@ from evertalk.chat import Chat
 from evertalk.config import ToolPolicies
 from evertalk.prompts import TOOLS
 from evertalk.protocol.events import AgentEvent, TurnEnded
-from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import Provider
-from evertalk.providers.openai import OpenAIProvider
-from fakes import (
-    IN_PROCESS_URL,
-    AnthropicFake,
-    Call,
-    OpenAIFake,
-    Script,
-    async_client,
-    summarizer,
-)
+from fakes import AnthropicFake, Call, OpenAIFake, Script, summarizer
+from fakes.sdk_providers import provider_for as provider_for
 
-API_KEY = "sk-ant-test-SECRET-0123456789"
-MODEL = "claude-sonnet-5-5"
-MEMORY_MODEL = "claude-haiku-5-5"
-
-
-def write_config(
-    home: Path, *, settle: float = 20, base_url: str | None = None, **extra: str
-) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    lines = ['provider = "anthropic"', f'model = "{MODEL}"', f'api_key = "{API_KEY}"']
-    if base_url is not None:
-        lines.append(f'base_url = "{base_url}"')
-    lines += ["", "[memory]", f'model = "{MEMORY_MODEL}"', f"settle_timeout = {settle}"]
-    tools = [f'{name} = "{policy}"' for name, policy in extra.items()]
-    if tools:
-        lines += ["", "[tools]", *tools]
-    (home / "config.toml").write_text("\n".join(lines) + "\n")
-    (home / "config.toml").chmod(0o600)  # as evertalk writes it: a key others can read is warned of
+# the names other tests import from here, defined once for every folder
+from home_config import API_KEY as API_KEY
+from home_config import MEMORY_MODEL as MEMORY_MODEL
+from home_config import MODEL as MODEL
+from home_config import write_config as write_config
 
 
 def is_compaction(call: Call) -> bool:
@@ -70,13 +48,6 @@ def script(summary: Any = None) -> Script:
     """A script whose compactions get `summary` (default: a 100-byte summarizer); turns are
     scripted with `push` or routes by the test."""
     return Script().route(is_compaction, summary if summary is not None else summarizer(100))
-
-
-def provider_for(fake: AnthropicFake | OpenAIFake) -> Provider:
-    client = async_client(fake.app)
-    if isinstance(fake, OpenAIFake):
-        return OpenAIProvider(API_KEY, f"{IN_PROCESS_URL}/v1", http_client=client)
-    return AnthropicProvider(API_KEY, IN_PROCESS_URL, http_client=client)
 
 
 def fixed_clock(moment: datetime) -> Callable[[], datetime]:

@@ -11,8 +11,8 @@ from forget_helpers import SMALL, build_all, files_holding, make_chat
 
 from evertalk.chat import Chat
 from evertalk.cli import main
-from evertalk.memory.search_query import tiers, tokens
 from evertalk.memory.tree import BUILT
+from evertalk.search.query import tiers, tokens
 from evertalk.store.search_index import SearchIndex
 
 WORD = "zqpelican4410"

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -31,9 +31,10 @@ from test_service import tree_records
 from evertalk.chat import Chat
 from evertalk.client.connection import stop_service
 from evertalk.ledger import ledger_path, read_records
-from evertalk.service.paths import log_path, socket_path
+from evertalk.protocol.paths import log_path, socket_path
 from fakes import AnthropicFake, Call, Script, empty, serve, slow, summarizer
 from fakes import chat as answer
+from polling import wait_until
 
 KEY = "sk-ant-api03-compact-cli-tests-SECRET-91b2e0"
 MODEL = "claude-haiku-4-5"
@@ -155,13 +156,6 @@ def memory_status(home: Path) -> dict[str, Any]:
 def service_pid(home: Path) -> int | None:
     found = json.loads(evertalk(home, UNUSED_URL, "service", "status", "--json").stdout)
     return int(found["pid"]) if found["running"] else None
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
-        time.sleep(0.05)
 
 
 def paced(seconds: float = 0.005) -> AnthropicFake:

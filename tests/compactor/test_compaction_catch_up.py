@@ -17,7 +17,7 @@ from test_service import (
     append_mixed,
     assert_built_once,
     compactor_for,
-    provider_for,
+    compactor_provider,
     text_of_size,
     tree_records,
 )
@@ -91,7 +91,7 @@ async def test_a_chat_with_no_tree_catches_up_within_the_window(home: Path) -> N
                 warnings.append(line)
                 scope.cancel()
 
-            await compactor(chat, provider_for(fake), stop).run(until_built=True)
+            await compactor(chat, compactor_provider(fake), stop).run(until_built=True)
         refused = [(r.index, prompt_tokens(r)) for r in fake.records if r.status != 200]
         assert refused == [] and warnings == []
         assert max(prompt_tokens(r) for r in fake.records) <= window
@@ -122,7 +122,7 @@ async def test_a_context_is_trimmed_to_fit_the_compactors_window(home: Path) -> 
     try:
         # one call at a time: the core's context is still the one the call was made from
         work = compactor(
-            chat, provider_for(fake), context_window=window, concurrency=1, max_tokens=4_000
+            chat, compactor_provider(fake), context_window=window, concurrency=1, max_tokens=4_000
         )
         with anyio.fail_after(60):
             await work.run(until_built=True)
@@ -147,7 +147,7 @@ async def test_a_node_whose_input_cannot_fit_is_cut_and_never_sent(home: Path) -
     warnings: list[str] = []
     fake = AnthropicFake(summarizer(300), context_window=8_000)
     try:
-        work = compactor(chat, provider_for(fake), warnings.append, context_window=8_000)
+        work = compactor(chat, compactor_provider(fake), warnings.append, context_window=8_000)
         with anyio.fail_after(30):
             await work.run(until_built=True)
         sent = [Call("anthropic", r.body or {}, r.index).input_text for r in fake.records]
@@ -172,7 +172,7 @@ async def test_a_follow_up_that_would_not_fit_ends_the_size_loop(home: Path) -> 
     chat.append("user", text_of_size(random.Random(33), 13_500, "m0"))
     fake = AnthropicFake(summarizer(7_000), context_window=8_000)
     try:
-        work = compactor(chat, provider_for(fake), context_window=8_000)
+        work = compactor(chat, compactor_provider(fake), context_window=8_000)
         with anyio.fail_after(30):
             await work.run(until_built=True)
         assert len(fake.records) == 1 and fake.records[0].status == 200
@@ -190,7 +190,7 @@ async def test_an_over_long_reply_goes_back_cut(home: Path) -> None:
     chat.append("user", text_of_size(random.Random(33), 3_000, "m0"))
     fake = AnthropicFake(summarizer([7_000, 400]), context_window=8_000)
     try:
-        work = compactor(chat, provider_for(fake), context_window=8_000)
+        work = compactor(chat, compactor_provider(fake), context_window=8_000)
         with anyio.fail_after(30):
             await work.run(until_built=True)
         assert [r.status for r in fake.records] == [200, 200]
@@ -220,7 +220,7 @@ async def test_the_status_says_how_fast_summaries_are_built(home: Path) -> None:
         clock.advance(2.0)
         return summarizer(300)(call)
 
-    work = compactor(chat, provider_for(AnthropicFake(ticking)), clock=clock, concurrency=1)
+    work = compactor(chat, compactor_provider(AnthropicFake(ticking)), clock=clock, concurrency=1)
     try:
         with anyio.fail_after(30):
             await work.run(until_built=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from test_service import compactor_for, one_message_chat, provider_for, settle, until
+from test_service import compactor_for, compactor_provider, one_message_chat, settle, until
 
 from evertalk.ledger import Ledger, ledger_path, read_records
 from evertalk.providers.retry import RetryingProvider, RetryPolicy
@@ -24,7 +24,7 @@ async def test_a_transient_fault_is_retried_and_a_billed_try_is_in_the_ledger(
     fake = AnthropicFake(flaky(summarizer(100), (fault,)))  # type: ignore[arg-type]
     chat = one_message_chat(home)
     ledger = Ledger(ledger_path(home))
-    provider = RetryingProvider(provider_for(fake), RetryPolicy(base_delay=0.001))
+    provider = RetryingProvider(compactor_provider(fake), RetryPolicy(base_delay=0.001))
     compactor = compactor_for(chat, provider, ledger=ledger)
     try:
         async with anyio.create_task_group() as group:

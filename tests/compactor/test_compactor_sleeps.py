@@ -18,10 +18,11 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import pytest
-from test_service import compactor_for, failed, provider_for, until
+from test_service import compactor_for, compactor_provider, failed, until
 from test_service_failures import long_chat
 
-from evertalk.compactor.service import PROBE_MOST, RETRY_SECONDS, Compactor
+from evertalk.compactor.policy import PROBE_MOST, RETRY_SECONDS
+from evertalk.compactor.service import Compactor
 from fakes import AnthropicFake, Call, Fail, FakeClock, Script, constant, slow, summarizer
 
 pytestmark = pytest.mark.anyio
@@ -59,7 +60,9 @@ async def test_a_failed_node_whose_slot_is_taken_sleeps_while_a_turn_waits(home:
     clock = FakeClock()
     script = Script(slow(NEVER, summarizer(300))).route(of_message(0), Fail(500))
     chat = long_chat(home, 2)
-    compactor = compactor_for(chat, provider_for(AnthropicFake(script)), clock=clock, concurrency=1)
+    compactor = compactor_for(
+        chat, compactor_provider(AnthropicFake(script)), clock=clock, concurrency=1
+    )
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(waits_on, compactor)
@@ -88,7 +91,7 @@ async def test_a_paused_compactor_sleeps_between_its_probes(home: Path, waited_o
     fake = AnthropicFake(refused)
     chat = long_chat(home, 8)  # eight leaves ready
     warnings: list[str] = []
-    compactor = compactor_for(chat, provider_for(fake), clock=clock, warn=warnings.append)
+    compactor = compactor_for(chat, compactor_provider(fake), clock=clock, warn=warnings.append)
     try:
         async with anyio.create_task_group() as group:
             if waited_on:
@@ -117,7 +120,7 @@ async def test_failed_nodes_sleep_until_a_message_when_nobody_waits(home: Path) 
     clock = FakeClock()
     fake = AnthropicFake(constant(Fail(500)))
     chat = long_chat(home, 2)
-    compactor = compactor_for(chat, provider_for(fake), clock=clock)
+    compactor = compactor_for(chat, compactor_provider(fake), clock=clock)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -142,7 +145,7 @@ async def test_only_a_call_that_can_start_is_work(home: Path) -> None:
     for k in range(8):
         script.route(of_message(k), Fail(500))
     chat = long_chat(home, 9)
-    compactor = compactor_for(chat, provider_for(AnthropicFake(script)), clock=clock)
+    compactor = compactor_for(chat, compactor_provider(AnthropicFake(script)), clock=clock)
     try:
         assert compactor.can_start()  # eight leaves ready, nothing run yet
         async with anyio.create_task_group() as group:
@@ -163,7 +166,7 @@ async def test_a_paused_compactor_is_not_work(home: Path) -> None:
     fake = AnthropicFake(constant(Fail(401, message="invalid x-api-key")))
     chat = long_chat(home, 3)
     warnings: list[str] = []
-    compactor = compactor_for(chat, provider_for(fake), warn=warnings.append)
+    compactor = compactor_for(chat, compactor_provider(fake), warn=warnings.append)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -183,7 +186,7 @@ async def test_a_wait_that_ends_leaves_the_timer_to_one_that_goes_on(home: Path)
     clock = FakeClock()
     fake = AnthropicFake(Script(summarizer(300)).push(Fail(500, should_retry=False)))
     chat = long_chat(home, 1)
-    compactor = compactor_for(chat, provider_for(fake), clock=clock)
+    compactor = compactor_for(chat, compactor_provider(fake), clock=clock)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(waits_on, compactor)  # the turn's

@@ -12,9 +12,9 @@ import pytest
 from test_service import (
     LONG,
     compactor_for,
+    compactor_provider,
     failed,
     one_message_chat,
-    provider_for,
     settle,
     tree_records,
     until,
@@ -44,7 +44,7 @@ async def test_an_invented_line_is_rejected_and_asked_for_again(home: Path) -> N
     fake = AnthropicFake(script)
     chat = one_message_chat(home)
     ledger = Ledger(ledger_path(home))
-    compactor = compactor_for(chat, provider_for(fake), ledger=ledger)
+    compactor = compactor_for(chat, compactor_provider(fake), ledger=ledger)
     try:
         with anyio.fail_after(20):
             await compactor.run(until_built=True)
@@ -74,7 +74,7 @@ async def test_a_model_that_only_invents_gets_its_node_cut_at_the_third_failure(
     chat = one_message_chat(home)
     ledger = Ledger(ledger_path(home))
     warnings: list[str] = []
-    compactor = compactor_for(chat, provider_for(fake), ledger=ledger, warn=warnings.append)
+    compactor = compactor_for(chat, compactor_provider(fake), ledger=ledger, warn=warnings.append)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -132,7 +132,7 @@ async def test_a_merge_may_draw_on_the_finer_lines_of_its_own_range(home: Path) 
 
     fake = AnthropicFake(behave)
     ledger = Ledger(ledger_path(home))
-    compactor = compactor_for(chat, provider_for(fake), ledger=ledger)
+    compactor = compactor_for(chat, compactor_provider(fake), ledger=ledger)
     try:
         with anyio.fail_after(30):
             await compactor.run(until_built=True)
@@ -153,7 +153,7 @@ async def test_a_key_the_model_repeats_is_judged_as_it_would_be_stored(home: Pat
     fake = AnthropicFake(
         constant(reply(f"user: the key was {secret}; restore drill took 40 minutes"))
     )
-    compactor = compactor_for(chat, provider_for(fake))
+    compactor = compactor_for(chat, compactor_provider(fake))
     compactor.secrets = [secret]
     try:
         with anyio.fail_after(20):
@@ -171,7 +171,7 @@ async def test_a_key_the_model_repeats_is_judged_as_it_would_be_stored(home: Pat
 async def test_a_compaction_asks_for_about_a_thousand_tokens(home: Path) -> None:
     fake = AnthropicFake(summarizer(300))
     chat = one_message_chat(home)
-    compactor = compactor_for(chat, provider_for(fake))
+    compactor = compactor_for(chat, compactor_provider(fake))
     try:
         with anyio.fail_after(20):
             await compactor.run(until_built=True)
@@ -222,7 +222,7 @@ async def test_a_model_that_keeps_inventing_is_asked_once_per_node_and_its_nodes
     for k in range(12):  # each over 512 bytes: a leaf that needs a call
         chat.append("user", f"note {k}: " + LONG[6:])
     warnings: list[str] = []
-    compactor = compactor_for(chat, provider_for(fake), warn=warnings.append, concurrency=1)
+    compactor = compactor_for(chat, compactor_provider(fake), warn=warnings.append, concurrency=1)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -261,7 +261,7 @@ async def test_a_model_whose_lines_pass_again_is_trusted_again(home: Path) -> No
     for k in range(14):
         chat.append("user", f"note {k}: " + LONG[6:])
     warnings: list[str] = []
-    compactor = compactor_for(chat, provider_for(fake), warn=warnings.append, concurrency=1)
+    compactor = compactor_for(chat, compactor_provider(fake), warn=warnings.append, concurrency=1)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)

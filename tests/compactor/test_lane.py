@@ -21,18 +21,16 @@ from evertalk.ledger import Ledger, ledger_path, read_records
 from evertalk.protocol.events import MemoryWarning, TurnEnded
 from evertalk.providers.base import Event, Message, Provider, Request, Text, collect
 from evertalk.providers.lane import TurnLane, TurnsFirst, Yielded, turns_first
-from evertalk.providers.openai import OpenAIProvider
 from fakes import (
-    IN_PROCESS_URL,
     Call,
     OpenAIFake,
     Script,
-    async_client,
     interrupted_by_next,
     slow,
     summarizer,
 )
 from fakes import chat as answer
+from fakes.sdk_providers import provider_for
 
 pytestmark = pytest.mark.anyio
 
@@ -48,13 +46,6 @@ def local_server(turn_reply: str = "The turn's answer, streamed slowly. " * 8) -
     summaries = interrupted_by_next(slow(0.0, summarizer(200), chunk_delay=PACE))
     turns = interrupted_by_next(slow(0.0, answer(turn_reply), chunk_delay=PACE))
     return OpenAIFake(Script(turns).route(is_compaction, summaries), text_chunk=8)
-
-
-def provider_for(fake: OpenAIFake) -> Provider:
-    client = async_client(fake.app)
-    return OpenAIProvider(
-        "local", f"{IN_PROCESS_URL}/v1", http_client=client, send_cache_key=False, name="llamacpp"
-    )
 
 
 def turn_request() -> Request:
@@ -128,7 +119,7 @@ async def test_the_lane_clears_when_the_last_turn_call_ends() -> None:
 
 async def test_without_a_lane_the_provider_is_left_as_it_is() -> None:
     fake = OpenAIFake(answer("hi"))
-    provider = provider_for(fake)
+    provider = provider_for(fake, kind="llamacpp", key="local")
     try:
         assert turns_first(provider, None) is provider
         wrapped = turns_first(provider, TurnLane())
@@ -182,7 +173,7 @@ async def test_a_turn_call_takes_the_server_from_a_compaction(home: Path) -> Non
     goes out, and sent again once the turn's call is over: the turn is never cut off, and the
     node has no failure."""
     fake = local_server()
-    provider = provider_for(fake)
+    provider = provider_for(fake, kind="llamacpp", key="local")
     lane = TurnLane()
     chat = one_message_chat(home)
     answered = Answered(provider)
@@ -207,7 +198,7 @@ async def test_a_turn_call_takes_the_server_from_a_compaction(home: Path) -> Non
 
 async def test_no_compaction_reaches_the_server_while_a_turn_call_streams(home: Path) -> None:
     fake = local_server()
-    provider = provider_for(fake)
+    provider = provider_for(fake, kind="llamacpp", key="local")
     lane = TurnLane()
     chat = one_message_chat(home)
     release = anyio.Event()
@@ -248,7 +239,7 @@ async def test_a_session_on_a_local_server_lets_its_turns_go_first(home: Path) -
     the turn's reply short."""
     local_home(home)
     fake = local_server()
-    provider = provider_for(fake)
+    provider = provider_for(fake, kind="llamacpp", key="local")
     seen: list[object] = []
     try:
         async with Agent.open(home, asker=None, provider=provider) as agent:

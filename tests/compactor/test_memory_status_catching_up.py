@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from test_compact_cli import UNUSED_URL, evertalk, free_message_chat
 
 from evertalk.client.connection import stop_service
-from evertalk.protocol.status_text import read_status
+from evertalk.protocol.replies import Status
 from evertalk.protocol.summaries_text import compactor_part
 from service.test_service_socket import wait_until
 
@@ -68,7 +69,7 @@ def test_memory_status_counts_what_the_service_counts_as_catching_up(home: Path)
     assert counted(text.stdout) == behind["to_go"]
     assert f"{data['unbuilt']:,} unbuilt" in text.stdout
 
-    part = compactor_part(read_status(frame).agent)
+    part = compactor_part(msgspec.convert(frame, Status).agent)  # as the command reads it
     assert part == f"summaries paused ({behind['to_go']:,} to go)"
     said = evertalk(home, UNUSED_URL, "service", "status")
     assert f"; no turn runs; {part}; log: " in said.stdout, said.stdout

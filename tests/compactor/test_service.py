@@ -26,19 +26,16 @@ from evertalk.ledger import Ledger, ledger_path, read_records
 from evertalk.memory import Budget, Node
 from evertalk.memory.text import PLACEHOLDER
 from evertalk.prompts import TOOLS, system_text
-from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import Provider, ProviderError
 from evertalk.providers.gate import GatedProvider, PrefixGate
 from evertalk.providers.layout import prefix_keys
 from fakes import (
-    IN_PROCESS_URL,
     AnthropicFake,
     Call,
     Fail,
     FakeClock,
     InFlight,
     Script,
-    async_client,
     constant,
     cut,
     empty,
@@ -52,6 +49,8 @@ from fakes import (
     thinking_only,
     with_head,
 )
+from fakes.sdk_providers import provider_for
+from polling import until as until
 
 KEY = "sk-ant-api03-compactor-tests-SECRET-7f3a9c"
 MODEL = "claude-haiku-4-5"
@@ -70,8 +69,10 @@ WORDS = _WORDS.split()
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def provider_for(app: ASGIApp, *, gated: bool = True, key: str = KEY) -> Provider:
-    inner = AnthropicProvider(key, IN_PROCESS_URL, http_client=async_client(app), max_retries=4)
+def compactor_provider(app: ASGIApp, *, gated: bool = True, key: str = KEY) -> Provider:
+    """The compactor's provider on the Anthropic SDK (its own retries on), behind the prefix
+    gate unless `gated` is False."""
+    inner = provider_for(app, key=key, max_retries=4)
     return GatedProvider(inner, PrefixGate(), prefix_keys) if gated else inner
 
 
@@ -175,12 +176,6 @@ def failed(chat: Chat, node: Node, times: int) -> Callable[[], bool]:
     return lambda: chat.core.failures.get(node) == times
 
 
-async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.01)
-
-
 async def went_round(compactor: Compactor) -> None:
     """Wakes the compactor and waits until its loop has gone round since: what that round
     starts is in `in_flight` by then (a call is there from its round until it lands). So a
@@ -240,7 +235,7 @@ async def test_two_thousand_messages_every_node_built_once(home: Path) -> None:
     counter = InFlight(fake)
     chat = Chat.open(home / "chat", budget=SMALL)
     ledger = Ledger(ledger_path(home))
-    compactor = compactor_for(chat, provider_for(counter), ledger=ledger)
+    compactor = compactor_for(chat, compactor_provider(counter), ledger=ledger)
     stopped = anyio.Event()
 
     async def service() -> None:
@@ -327,7 +322,7 @@ async def test_error_storms_end_with_every_node_built(home: Path) -> None:
     script.route(lambda call: call.input_text.startswith("user: POISON"), Fail(500))
     fake = AnthropicFake(script, text_chunk=256, ping=False)
     chat = Chat.open(home / "chat", budget=SMALL)
-    compactor = compactor_for(chat, provider_for(fake))
+    compactor = compactor_for(chat, compactor_provider(fake))
     rng = random.Random(7)
     stopped = anyio.Event()
 
@@ -391,7 +386,7 @@ async def test_an_unusable_reply_is_a_failure(home: Path, behaviour: Any) -> Non
     fake = AnthropicFake(script)
     chat = one_message_chat(home)
     ledger = Ledger(ledger_path(home))
-    compactor = compactor_for(chat, provider_for(fake), ledger=ledger)
+    compactor = compactor_for(chat, compactor_provider(fake), ledger=ledger)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -423,7 +418,7 @@ async def test_an_unusable_reply_is_a_failure(home: Path, behaviour: Any) -> Non
 async def test_a_model_that_never_shortens_gets_a_cut_line_after_two_calls(home: Path) -> None:
     fake = AnthropicFake(never_shortens(900))
     chat = one_message_chat(home)
-    compactor = compactor_for(chat, provider_for(fake))
+    compactor = compactor_for(chat, compactor_provider(fake))
     try:
         with anyio.fail_after(20):
             await compactor.run(until_built=True)
@@ -441,7 +436,7 @@ async def test_a_model_that_never_shortens_gets_a_cut_line_after_two_calls(home:
 async def test_a_copied_head_and_a_code_fence_are_cleaned(home: Path) -> None:
     fake = AnthropicFake(fenced(with_head(summarizer(300), head="7+1|"), lang="text"))
     chat = one_message_chat(home)
-    compactor = compactor_for(chat, provider_for(fake))
+    compactor = compactor_for(chat, compactor_provider(fake))
     try:
         with anyio.fail_after(20):
             await compactor.run(until_built=True)
@@ -457,7 +452,7 @@ async def test_a_cut_stream_and_the_deadline_are_failures_not_short_lines(home: 
     script = Script(summarizer(300)).push(cut(summarizer(300), after_events=4), slow(30, empty()))
     fake = AnthropicFake(script, text_chunk=16)
     chat = one_message_chat(home)
-    compactor = compactor_for(chat, provider_for(fake), deadline=0.5)
+    compactor = compactor_for(chat, compactor_provider(fake), deadline=0.5)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -494,7 +489,7 @@ async def test_while_waiting_a_failed_node_is_retried_ten_seconds_after_its_fail
     clock = FakeClock()
     fake = AnthropicFake(fail(500, times=5, then=summarizer(300)))  # one call's 5 tries fail
     chat = one_message_chat(home)
-    compactor = compactor_for(chat, provider_for(fake), clock=clock)
+    compactor = compactor_for(chat, compactor_provider(fake), clock=clock)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(_wait_on, compactor)
@@ -521,7 +516,7 @@ async def test_without_a_waiting_turn_only_a_new_message_retries(home: Path) -> 
     clock = FakeClock()
     fake = AnthropicFake(fail(500, times=5, then=summarizer(300)))
     chat = one_message_chat(home)
-    compactor = compactor_for(chat, provider_for(fake), clock=clock)
+    compactor = compactor_for(chat, compactor_provider(fake), clock=clock)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -551,7 +546,7 @@ async def test_a_failing_merge_does_not_hold_back_the_other_ready_merges(home: P
             chat.build((0, i), "y" * 300)
         script = Script(summarizer(300))
         script.route(lambda call: call.input_text.startswith("0+1|"), Fail(500))  # merge (1, 0)
-        compactor = compactor_for(chat, provider_for(AnthropicFake(script)), concurrency=1)
+        compactor = compactor_for(chat, compactor_provider(AnthropicFake(script)), concurrency=1)
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
             # (1, 0) fails and waits for the next message; (1, 1), (1, 2), (1, 3) must go on
@@ -576,7 +571,7 @@ async def test_eight_leaves_on_one_prefix_write_it_once_through_the_gate(
         # a built history, so that the eight leaves share a context as well as the system prompt
         for k in range(40):
             chat.append("user", text_of_size(rng, 300, f"old {k}"))
-        history = compactor_for(chat, provider_for(AnthropicFake(summarizer(300))))
+        history = compactor_for(chat, compactor_provider(AnthropicFake(summarizer(300))))
         with anyio.fail_after(20):
             await history.run(until_built=True)
         for k in range(8):
@@ -585,7 +580,7 @@ async def test_eight_leaves_on_one_prefix_write_it_once_through_the_gate(
 
         script = Script(slow(0.1, summarizer(300)))  # the response starts 0.1 s after the request
         fake = AnthropicFake(script)
-        compactor = compactor_for(chat, provider_for(fake, gated=gated))
+        compactor = compactor_for(chat, compactor_provider(fake, gated=gated))
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
             await until(lambda: all(chat.core.tree.is_built(leaf) for leaf in leaves), 20)
@@ -630,7 +625,7 @@ async def test_priority_urgent_nodes_then_leaves_then_merges_lower_level_first(
         assert chat.core.ready() == [(0, i) for i in range(8, 16)] + [(1, 2), (1, 3), (2, 0)]
 
         fake = AnthropicFake(summarizer(300))
-        compactor = compactor_for(chat, provider_for(fake), ledger=ledger, concurrency=1)
+        compactor = compactor_for(chat, compactor_provider(fake), ledger=ledger, concurrency=1)
         compactor.prioritize([(0, 15), (1, 3)])
         with anyio.fail_after(20):
             await compactor.run(until_built=True)
@@ -678,7 +673,7 @@ async def test_while_a_batch_waits_its_most_due_parents_go_before_new_leaves(hom
 
         # the 13th call never answers: the test sees what the first 12 were
         script = Script(sequence(*[summarizer(300)] * 12, then=slow(60, summarizer(300))))
-        provider = provider_for(AnthropicFake(script))
+        provider = compactor_provider(AnthropicFake(script))
         compactor = compactor_for(chat, provider, ledger=ledger, concurrency=1)
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -709,7 +704,7 @@ async def test_drain_starts_no_call_and_lets_the_running_ones_land(home: Path) -
         for k in range(20):
             chat.append("user", text_of_size(rng, 1_000, f"m{k}"))
         fake = AnthropicFake(slow(0.3, summarizer(300)), ping=False)
-        compactor = compactor_for(chat, provider_for(fake), ledger=ledger)
+        compactor = compactor_for(chat, compactor_provider(fake), ledger=ledger)
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
             await until(lambda: len(compactor.in_flight) == 8 and len(fake.records) >= 1)
@@ -753,7 +748,7 @@ async def test_a_setup_error_is_raised_and_cuts_no_node(
     try:
         for k in range(12):
             chat.append("user", text_of_size(rng, 1_000, f"m{k}"))
-        compactor = compactor_for(chat, provider_for(api))
+        compactor = compactor_for(chat, compactor_provider(api))
         for _ in range(4):  # more than three times: a setup error is never the node's failure
             compactor.message_logged()  # as a new message would: the failed nodes try again
             with anyio.fail_after(20), pytest.raises(ProviderError) as caught:

@@ -18,10 +18,10 @@ import pytest
 from test_service import (
     MODEL,
     compactor_for,
+    compactor_provider,
     failed,
     node_of_name,
     one_message_chat,
-    provider_for,
     settle,
     text_of_size,
     tree_records,
@@ -31,13 +31,13 @@ from test_service import (
 
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor, CompactorSettings
-from evertalk.compactor.status import read_status
 from evertalk.ledger import Ledger, ledger_path, read_records
 from evertalk.memory import Node
 from evertalk.memory.tree import BUILT
 from evertalk.prompts import TOOLS, system_text
 from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import ProviderError
+from evertalk.store.compactor_status import read_status
 from evertalk.store.errors import StoreError
 from fakes import AnthropicFake, Fail, Script, constant, cut, empty, slow, summarizer
 
@@ -60,7 +60,7 @@ def refused_setting(chat: Chat, fake: AnthropicFake, warnings: list[str]) -> Com
     # the adapter knows no effort "bogus" for this model: it refuses before sending anything
     return Compactor(
         chat,
-        provider_for(fake),
+        compactor_provider(fake),
         CompactorSettings(model=MODEL, effort="bogus"),
         system=system_text(""),
         tools=TOOLS,
@@ -160,7 +160,7 @@ async def test_a_server_that_cannot_be_reached_pauses_and_cuts_no_node(home: Pat
             assert warnings[0].startswith("memory: summaries are paused: the compactor's model")
             assert "cannot be reached" in warnings[0] and "could not connect" in warnings[0]
             assert compactor.status().paused
-            compactor.provider = provider_for(AnthropicFake(summarizer(300)))
+            compactor.provider = compactor_provider(AnthropicFake(summarizer(300)))
             compactor.message_logged()
             await until(lambda: compactor.unbuilt() == 0)
             group.cancel_scope.cancel()
@@ -175,7 +175,7 @@ async def test_a_bug_in_an_attempt_is_the_nodes_failure(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chat = one_message_chat(home)
-    compactor = compactor_for(chat, provider_for(AnthropicFake(summarizer(300))))
+    compactor = compactor_for(chat, compactor_provider(AnthropicFake(summarizer(300))))
     task = compactor._task
 
     def broken(node: Node) -> str:  # a bug in making the request of this one node
@@ -211,7 +211,7 @@ async def test_a_line_the_disk_cannot_take_counts_no_failure(
 ) -> None:
     chat = one_message_chat(home)
     fake = AnthropicFake(summarizer(300))
-    compactor = compactor_for(chat, provider_for(fake))
+    compactor = compactor_for(chat, compactor_provider(fake))
     append_node = chat.store.append_node
     refusals = [error] * 4
 
@@ -244,7 +244,7 @@ async def test_a_line_the_disk_cannot_take_counts_no_failure(
 async def test_a_nodes_first_failure_is_one_warning(home: Path) -> None:
     chat = one_message_chat(home)
     warnings: list[str] = []
-    compactor = compactor_for(chat, provider_for(AnthropicFake(empty())))
+    compactor = compactor_for(chat, compactor_provider(AnthropicFake(empty())))
     compactor.on_warning = warnings.append
     try:
         async with anyio.create_task_group() as group:
@@ -270,7 +270,9 @@ async def test_memory_status_shows_a_failure(home: Path) -> None:
     # a 400 is not retried by the SDK: the node fails at once, and the status file says so
     # once its rate allows (no stopwatch here: a loaded machine is slow, not wrong)
     chat = one_message_chat(home)
-    compactor = compactor_for(chat, provider_for(AnthropicFake(constant(Fail(400, "too odd")))))
+    compactor = compactor_for(
+        chat, compactor_provider(AnthropicFake(constant(Fail(400, "too odd"))))
+    )
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -296,7 +298,7 @@ async def test_queued_counts_every_leaf_that_waits_not_only_the_first_eight(home
     chat = long_chat(home, 20)
     script = Script(slow(30, summarizer(300)))
     # ungated: behind the prefix gate, seven would wait for the first response to begin
-    compactor = compactor_for(chat, provider_for(AnthropicFake(script), gated=False))
+    compactor = compactor_for(chat, compactor_provider(AnthropicFake(script), gated=False))
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -316,7 +318,7 @@ async def test_queued_counts_ready_merges_and_leaves_out_failed_nodes(home: Path
         script = Script(summarizer(300))
         script.route(lambda call: call.input_text.startswith("0+1|"), Fail(400))  # merge (1, 0)
         script.route(lambda call: True, slow(30, summarizer(300)))  # (1, 1) runs on
-        compactor = compactor_for(chat, provider_for(AnthropicFake(script), gated=False))
+        compactor = compactor_for(chat, compactor_provider(AnthropicFake(script), gated=False))
         chat.append("user", text_of_size(random.Random(1), 1_000, "m4"))  # leaf 4, unbuilt
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -337,7 +339,7 @@ async def test_an_urgent_leaf_waits_for_its_place_among_the_first_eight(home: Pa
     ledger = Ledger(ledger_path(home))
     try:
         compactor = compactor_for(
-            chat, provider_for(AnthropicFake(summarizer(300))), ledger=ledger, concurrency=1
+            chat, compactor_provider(AnthropicFake(summarizer(300))), ledger=ledger, concurrency=1
         )
         compactor.prioritize([(0, 12), (1, 7)])  # (1, 7)'s halves are unbuilt: not ready yet
         with anyio.fail_after(30):
@@ -365,7 +367,7 @@ async def test_a_cut_stream_and_the_deadline_leave_failed_records_in_the_ledger(
     fake = AnthropicFake(script, text_chunk=16)
     chat = one_message_chat(home)
     ledger = Ledger(ledger_path(home))
-    compactor = compactor_for(chat, provider_for(fake), ledger=ledger, deadline=0.5)
+    compactor = compactor_for(chat, compactor_provider(fake), ledger=ledger, deadline=0.5)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
@@ -400,7 +402,7 @@ async def test_a_call_refused_before_its_response_leaves_no_record(home: Path) -
     fake = AnthropicFake(constant(Fail(400, "bad")))  # an HTTP error: nothing was answered
     chat = one_message_chat(home)
     ledger = Ledger(ledger_path(home))
-    compactor = compactor_for(chat, provider_for(fake), ledger=ledger)
+    compactor = compactor_for(chat, compactor_provider(fake), ledger=ledger)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)

@@ -11,14 +11,13 @@ import pytest
 
 from evertalk.mcp_client.settings import McpServer, McpSettings
 from evertalk.mcp_client.tools import McpTools
+from mcp_servers import FLAKY
 
 pytestmark = pytest.mark.anyio
 
-FLAKY = str(Path(__file__).parent / "flaky_server.py")
-
 
 def flaky(name: str) -> McpServer:
-    return McpServer(name, command=sys.executable, args=(FLAKY,))
+    return McpServer(name, command=sys.executable, args=(str(FLAKY),))
 
 
 async def test_tools_are_offered_by_server_then_tool_name(tmp_path: Path) -> None:

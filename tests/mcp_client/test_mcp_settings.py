@@ -17,6 +17,7 @@ from evertalk.grants import covers, parse_grants
 from evertalk.mcp_client.names import NAME_MOST, offered_name
 from evertalk.mcp_client.results import outcome_of
 from evertalk.mcp_client.settings import McpServer
+from evertalk.protocol.replies import Ask
 from evertalk.providers.base import Image, Text
 
 
@@ -87,7 +88,9 @@ def test_grants_of_a_server_s_tools() -> None:
 
 
 def test_the_question_names_the_server_and_shows_the_arguments() -> None:
-    frame = {"type": "ask", "tool": "time__get_current_time", "input": {"timezone": "UTC"}}
+    frame = Ask(
+        id="q", tool="time__get_current_time", input={"timezone": "UTC"}, agent=None, outside=False
+    )
     assert request(frame) == "Ever wants to call get_current_time of the MCP server time"
     assert request_line(frame) == (
         'Ever wants to call get_current_time of the MCP server time with {"timezone": "UTC"}'

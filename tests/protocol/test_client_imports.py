@@ -15,7 +15,7 @@ CLIENT_MODULES = (
     "evertalk.client.printers",
     "evertalk.grants",
     "evertalk.image_files",
-    "evertalk.service.paths",
+    "evertalk.protocol.paths",
     "evertalk.protocol.wire",
 )
 FORBIDDEN_PACKAGES = ("anthropic", "openai", "httpx", "textual", "anyio")

@@ -4,13 +4,15 @@ one part of its line, the lines starting their summaries with that same part."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
-
+import msgspec
 import pytest
+from msgspec import to_builtins as asdict
+from msgspec.structs import replace
 
 from evertalk.protocol.events import CatchingUp
+from evertalk.protocol.replies import Status
 from evertalk.protocol.status import AgentStatus
-from evertalk.protocol.status_text import read_status, status_lines
+from evertalk.protocol.status_text import status_lines
 from evertalk.tui.status import status_line
 
 BASE = AgentStatus(
@@ -55,7 +57,7 @@ STATES: dict[str, dict[str, object]] = {
 
 def lines_of(agent: AgentStatus) -> list[str]:
     frame = {"type": "status", "pid": 4100, "version": "0.1.0", "clients": 1, "messages": 9}
-    return status_lines(read_status(frame | asdict(agent)))
+    return status_lines(msgspec.convert(frame | asdict(agent), Status))
 
 
 def bar_part(agent: AgentStatus) -> str:

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from evertalk.providers.server_info import ServerInfoError, list_models
+from evertalk.server_info import ServerInfoError, list_models
 from fakes import OpenAIFake, serve
 
 KEY = "sk-local-SECRET-4242424242"

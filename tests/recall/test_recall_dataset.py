@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from recall_fakes import script
-from test_recall_run import OWN, write_config
+from test_recall_run import OWN, configure
 
 from evertalk.recall import dataset
 from evertalk.recall.client import BenchError
@@ -72,7 +72,7 @@ def test_each_item_is_a_fresh_chat_imported_at_its_dates(tmp_path: Path) -> None
     fake = AnthropicFake(script(["Ostravel", "Quirrel"], 1 << 30))
     user = tmp_path / "user-home"
     with serve(fake.app) as url:
-        write_config(user, url)
+        configure(user, url)
         options = Options(user_home=user, keep=True, scratch_root=tmp_path)
         report = new_report(options, None, str(path), 2)
         report.notes.append(JUDGE_NOTE)

@@ -27,6 +27,7 @@ from evertalk.recall.generator import Chat, generate
 from evertalk.recall.report import Report
 from evertalk.recall.runner import Options, new_report, run
 from fakes import AnthropicFake, serve
+from home_config import write_config as shared_config
 
 API_KEY = "sk-ant-recall-tests-SECRET-4c1d"
 OWN = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
@@ -34,24 +35,11 @@ MESSAGES, FACTS, SEED = 240, 16, 4
 WINDOW = 24_000  # tokens: a view of 28,800 bytes, which a chat of 240 messages passes
 
 
-def write_config(home: Path, url: str) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(
-        "\n".join(
-            [
-                'provider = "anthropic"',
-                'model = "claude-sonnet-5-5"',
-                f'api_key = "{API_KEY}"',
-                f'base_url = "{url}"',
-                "[memory]",
-                'model = "claude-haiku-5-5"',
-                "[turn]",
-                f"context_window = {WINDOW}",
-            ]
-        )
-        + "\n"
+def configure(home: Path, url: str) -> None:
+    """A home on the fake at `url`, its view sized by a small context window."""
+    shared_config(
+        home, base_url=url, api_key=API_KEY, more=("[turn]", f"context_window = {WINDOW}")
     )
-    (home / "config.toml").chmod(0o600)
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +64,7 @@ def bench(
     fake = AnthropicFake(script(names, chat.size, drop_numbers=drop_numbers))
     user = tmp_path / "user-home"
     with serve(fake.app) as url:
-        write_config(user, url)
+        configure(user, url)
         options = Options(
             user_home=user, baseline_bytes=baseline_bytes, keep=True, scratch_root=tmp_path
         )
@@ -150,7 +138,7 @@ def test_the_scratch_home_goes_unless_kept(tmp_path: Path) -> None:
     fake = AnthropicFake(script(names, chat.size))
     user = tmp_path / "user-home"
     with serve(fake.app) as url:
-        write_config(user, url)
+        configure(user, url)
         options = Options(user_home=user, baseline_bytes=10_000, scratch_root=tmp_path)
         report = new_report(options, chat.seed, None, len(chat.questions))
         root = run([generated_case(chat)], options, report, lambda line: None)
@@ -174,7 +162,7 @@ def test_the_command_line_prints_the_table_and_writes_out(tmp_path: Path) -> Non
     fake = AnthropicFake(script(names, chat.size))
     user, out = tmp_path / "user-home", tmp_path / "out"
     with serve(fake.app) as url:
-        write_config(user, url)
+        configure(user, url)
         done = subprocess.run(
             _bench_command(user, 11, "--out", str(out), "--json"),
             capture_output=True,
@@ -223,7 +211,7 @@ def test_ctrl_c_while_building_stops_cleanly_and_reports_what_it_had(tmp_path: P
     fake = AnthropicFake(script(names, chat.size, compaction_delay=1.0))
     user = tmp_path / "user-home"
     with serve(fake.app) as url:
-        write_config(user, url)
+        configure(user, url)
         bench = subprocess.Popen(
             _bench_command(user, 13),
             stdout=subprocess.PIPE,

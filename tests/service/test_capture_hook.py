@@ -17,7 +17,7 @@ import pytest
 from agent.test_turn_support import turn_bodies, workdir_beside
 from evertalk.chat import Chat
 from evertalk.importers import read_paths
-from evertalk.service.paths import log_path
+from evertalk.protocol.paths import log_path
 from fakes import AnthropicFake, slow
 from fakes import chat as answer
 from service.test_service_socket import environment, fake, home, run, start_p, wait_until

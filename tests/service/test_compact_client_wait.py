@@ -10,6 +10,8 @@ import anyio
 import pytest
 
 from evertalk.client.remote import open_remote
+from evertalk.protocol.replies import Compact
+from evertalk.protocol.requests import GetCompact
 from fakes import AnthropicFake
 from tui.tui_support import fake_opener, hosted, script, write_config
 
@@ -29,9 +31,9 @@ async def test_a_compact_client_that_leaves_ends_only_its_own_wait(tmp_path: Pat
                 for _ in range(2):  # two compact clients, one after the other
                     client = await open_remote(home, "compact", start=False)
                     group.start_soon(client.run)
-                    reply = await client.request({"type": "compact"})
-                    assert reply["type"] == "compact" and compactor.waited_on
-                    await client.request({"type": "compact"})  # asked again: one wait still
+                    await client.request(GetCompact(), Compact)
+                    assert compactor.waited_on
+                    await client.request(GetCompact(), Compact)  # asked again: one wait still
                     await client.aclose()
                     with anyio.fail_after(15):
                         while service.compacting:
@@ -42,7 +44,7 @@ async def test_a_compact_client_that_leaves_ends_only_its_own_wait(tmp_path: Pat
         client = await open_remote(home, "compact", start=False)
         async with anyio.create_task_group() as group:
             group.start_soon(client.run)
-            await client.request({"type": "compact"})
+            await client.request(GetCompact(), Compact)
             assert compactor.waited_on  # the client's own wait
             await client.aclose()
         with anyio.fail_after(15):

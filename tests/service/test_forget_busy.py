@@ -19,6 +19,9 @@ from agent.test_turn_support import is_compaction, log_of, write_config
 from evertalk.chat import Chat
 from evertalk.client.remote import RequestFailed
 from evertalk.memory.tree import BUILT
+from evertalk.protocol.events import MemoryWarning, TurnEnded
+from evertalk.protocol.replies import Accepted, Compact, ForgetPreview, Forgotten, Reopened
+from evertalk.protocol.requests import Forget, GetCompact, Send
 from evertalk.service.forget_requests import STOPS_TURN
 from fakes import AnthropicFake, Call, Reply, Script, Text, chat, slow
 from fakes.behaviours import Outcome, sized_line
@@ -73,30 +76,30 @@ async def test_a_forget_cancels_the_turn_and_the_compaction_and_no_stale_line_la
     fake = AnthropicFake(script)
     async with client(home, fake) as (remote, seen):
         await _until(lambda: any(_compaction(r) and _holds_word(r) for r in fake.records))
-        await remote.request({"type": "send", "text": "what was the plan?", "key": "q1"})
+        await remote.request(Send(text="what was the plan?", key="q1"), Accepted)
         await _until(lambda: any(r.body and not _compaction(r) for r in fake.records))
 
-        preview = await remote.request({"type": "forget", "range": "2", "preview": True})
-        assert preview["changes"] and not [f for f in seen if f["type"] == "turn_ended"]
+        preview = await remote.request(Forget(range="2", preview=True), ForgetPreview)
+        assert preview.changes and not [f for f in seen if isinstance(f, TurnEnded)]
         with pytest.raises(RequestFailed, match="no message 99"):  # nothing to forget there:
-            await remote.request({"type": "forget", "range": "99"})
-        assert not [f for f in seen if f["type"] == "turn_ended"]  # the turn went on
-        done = await remote.request({"type": "forget", "range": "2", "reason": "a key"})
-        assert done["messages"] == 1
-        await _until(lambda: any(f["type"] == "turn_ended" for f in seen))
-        ended = [f for f in seen if f["type"] == "turn_ended"]
-        assert [f["reason"] for f in ended] == ["cancelled"]
-        await _until(lambda: any(f["type"] == "reopened" for f in seen))
+            await remote.request(Forget(range="99"), Forgotten)
+        assert not [f for f in seen if isinstance(f, TurnEnded)]  # the turn went on
+        done = await remote.request(Forget(range="2", reason="a key"), Forgotten)
+        assert done.messages == 1
+        await _until(lambda: any(isinstance(f, TurnEnded) for f in seen))
+        ended = [f for f in seen if isinstance(f, TurnEnded)]
+        assert [f.reason for f in ended] == ["cancelled"]
+        await _until(lambda: any(isinstance(f, Reopened) for f in seen))
         with anyio.fail_after(30):
-            while (await remote.request({"type": "compact"}))["left"]:
+            while (await remote.request(GetCompact(), Compact)).left:
                 await anyio.sleep(0.05)
 
         before = len(fake.records)
-        await remote.request({"type": "send", "text": "and now?", "key": "q2"})
-        await _until(lambda: len([f for f in seen if f["type"] == "turn_ended"]) == 2)
+        await remote.request(Send(text="and now?", key="q2"), Accepted)
+        await _until(lambda: len([f for f in seen if isinstance(f, TurnEnded)]) == 2)
         turns = [r for r in fake.records[before:] if r.body and not _compaction(r)]
         assert turns and not [r for r in turns if _holds_word(r)]  # the next turn's request
-        warned = [f["text"] for f in seen if f["type"] == "memory_warning"]
+        warned = [f.text for f in seen if isinstance(f, MemoryWarning)]
         assert not [w for w in warned if "could not be summarized" in w], warned
 
     kinds = log_of(home)

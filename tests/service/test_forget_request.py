@@ -14,6 +14,8 @@ from evertalk.chat import Chat
 from evertalk.cli import main
 from evertalk.client.remote import RequestFailed
 from evertalk.mcp_server import Memory, build_server
+from evertalk.protocol.replies import ForgetPreview, Forgotten, Reopened, View, Zoom
+from evertalk.protocol.requests import Forget, GetView, GetZoom
 from evertalk.tui.forget import forget_in_app
 from fakes import AnthropicFake
 from tui.tui_support import script, write_config
@@ -35,19 +37,19 @@ def home(tmp_path: Path) -> Path:
 
 async def test_a_forget_through_the_service_reopens_the_chat_without_the_text(home: Path) -> None:
     async with client(home, AnthropicFake(script())) as (remote, seen):
-        preview = await remote.request({"type": "forget", "range": "2", "preview": True})
-        assert preview["changes"] and any("prompt cache" in line for line in preview["lines"])
-        assert WORD in (await remote.request({"type": "view"}))["text"]  # nothing changed yet
-        done = await remote.request({"type": "forget", "range": "2", "reason": "a key"})
-        assert done["messages"] == 1 and done["summaries"] >= 1
+        preview = await remote.request(Forget(range="2", preview=True), ForgetPreview)
+        assert preview.changes and any("prompt cache" in line for line in preview.lines)
+        assert WORD in (await remote.request(GetView(), View)).text  # nothing changed yet
+        done = await remote.request(Forget(range="2", reason="a key"), Forgotten)
+        assert done.messages == 1 and done.summaries >= 1
         with anyio.fail_after(10):
-            while not any(frame["type"] == "reopened" for frame in seen):
+            while not any(isinstance(frame, Reopened) for frame in seen):
                 await anyio.sleep(0.01)
-        zoom = await remote.request({"type": "zoom", "id": 2, "n": 1})
-        assert zoom["text"].startswith("2+1|user: [forgotten on ") and "a key" in zoom["text"]
-        assert WORD not in (await remote.request({"type": "view"}))["text"]
+        zoom = await remote.request(GetZoom(id=2, n=1), Zoom)
+        assert zoom.text.startswith("2+1|user: [forgotten on ") and "a key" in zoom.text
+        assert WORD not in (await remote.request(GetView(), View)).text
         with pytest.raises(RequestFailed, match="no message 9"):
-            await remote.request({"type": "forget", "range": "9"})
+            await remote.request(Forget(range="9"), Forgotten)
     for path in home.rglob("*"):
         if path.is_file():
             assert WORD.encode() not in path.read_bytes(), path
@@ -58,10 +60,10 @@ async def test_the_command_goes_through_a_running_service(home: Path) -> None:
         argv = ["memory", "redact", WORD, "--yes", "--home", str(home)]
         assert await anyio.to_thread.run_sync(main, argv) == 0
         with anyio.fail_after(10):
-            while not any(frame["type"] == "reopened" for frame in seen):
+            while not any(isinstance(frame, Reopened) for frame in seen):
                 await anyio.sleep(0.01)
-        zoom = await remote.request({"type": "zoom", "id": 2, "n": 1})
-        assert zoom["text"] == "2+1|user: message 2 about the backups, the key is [redacted]"
+        zoom = await remote.request(GetZoom(id=2, n=1), Zoom)
+        assert zoom.text == "2+1|user: message 2 about the backups, the key is [redacted]"
 
 
 async def test_the_command_says_what_the_service_refused(
@@ -88,11 +90,11 @@ async def test_slash_forget_previews_then_forgets_on_yes(home: Path) -> None:
     async with client(home, AnthropicFake(script())) as (remote, seen):
         rows = await forget_in_app(remote, ("2", "the", "key"))
         assert rows[-1] == "Type `/forget 2 yes the key` to forget this for good."
-        assert WORD in (await remote.request({"type": "zoom", "id": 2, "n": 1}))["text"]
+        assert WORD in (await remote.request(GetZoom(id=2, n=1), Zoom)).text
         rows = await forget_in_app(remote, ("2", "yes", "the", "key"))
         assert rows[0].startswith("Forgotten: 1 messages")
         with anyio.fail_after(10):
-            while not any(frame["type"] == "reopened" for frame in seen):
+            while not any(isinstance(frame, Reopened) for frame in seen):
                 await anyio.sleep(0.01)
-        zoom = await remote.request({"type": "zoom", "id": 2, "n": 1})
-        assert zoom["text"].endswith(": the key]")
+        zoom = await remote.request(GetZoom(id=2, n=1), Zoom)
+        assert zoom.text.endswith(": the key]")

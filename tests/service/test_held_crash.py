@@ -17,7 +17,7 @@ from test_service_socket import gone, run, service_pid, wait_until
 from agent.test_turn_support import log_of, turn_bodies, workdir_beside
 from evertalk import __version__
 from evertalk.protocol import wire
-from evertalk.service.paths import socket_path
+from evertalk.protocol.paths import socket_path
 from fakes import AnthropicFake, slow
 from fakes import chat as answer
 from served_home import fake, served_home

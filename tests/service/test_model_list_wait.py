@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
+from evertalk.protocol.replies import Output, Status
+from evertalk.protocol.requests import Command, GetStatus
 from fakes import AnthropicFake
 from tui.tui_support import fake_opener, hosted, script, write_config
 
@@ -26,12 +27,11 @@ async def test_other_windows_are_answered_while_the_model_list_is_asked(tmp_path
         fake = AnthropicFake(script())
         async with hosted(home, fake_opener(home, fake)) as host:
             asking, other = await host.connect(), await host.connect()
-            answered: dict[str, Any] = {}
+            answered: dict[str, Output] = {}
             done = anyio.Event()
 
             async def ask_for_models() -> None:
-                command = {"type": "command", "name": "/model", "args": []}
-                answered["model"] = await asking.request(command)
+                answered["model"] = await asking.request(Command(name="/model"), Output)
                 done.set()
 
             with anyio.fail_after(30):
@@ -40,13 +40,12 @@ async def test_other_windows_are_answered_while_the_model_list_is_asked(tmp_path
                     group.start_soon(other.run)
                     group.start_soon(ask_for_models)
                     connection, _ = await anyio.to_thread.run_sync(stalling.accept)
-                    status = await other.request({"type": "status"})
+                    status = await other.request(GetStatus(), Status)
                     still_asking = "model" not in answered
                     connection.close()  # the server hangs up: `/model` goes on without a list
                     await done.wait()
                     await asking.aclose()
                     await other.aclose()
-    assert status["type"] == "status"
+    assert isinstance(status, Status)
     assert still_asking  # answered while the list was still awaited, not after it
-    assert answered["model"]["type"] == "output"
-    assert answered["model"]["texts"][0].startswith("turn model: ")
+    assert answered["model"].texts[0].startswith("turn model: ")

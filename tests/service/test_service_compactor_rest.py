@@ -21,8 +21,8 @@ import pytest
 
 from agent.test_turn_support import write_config
 from evertalk.chat import Chat
-from evertalk.compactor.status import read_status
-from evertalk.service.paths import socket_path
+from evertalk.protocol.paths import socket_path
+from evertalk.store.compactor_status import read_status
 from fakes import AnthropicFake, Fail, constant, serve
 from service.test_service_socket import environment, wait_until
 

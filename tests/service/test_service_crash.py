@@ -20,7 +20,7 @@ from test_service_socket import gone, run, service_pid, wait_until
 from agent.test_turn_support import is_compaction, log_of
 from evertalk import __version__
 from evertalk.protocol import wire
-from evertalk.service.paths import socket_path
+from evertalk.protocol.paths import socket_path
 from fakes import AnthropicFake, Call, Script, slow, summarizer
 from fakes import chat as answer
 from fakes.behaviours import Outcome

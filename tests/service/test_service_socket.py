@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,9 +27,10 @@ from agent.test_turn_support import (
 from evertalk import __version__
 from evertalk.processes import process_alive
 from evertalk.protocol import wire
-from evertalk.service.paths import socket_path
+from evertalk.protocol.paths import socket_path
 from fakes import AnthropicFake, ToolCall, reply, serve, slow
 from fakes import chat as answer
+from polling import wait_until
 from served_home import environment, fake, run, served_home, start
 
 __all__ = ["fake"]  # the fixture, used by name (here and by the modules that import it)
@@ -50,14 +50,6 @@ def gone(pid: int) -> bool:
 def start_p(home: Path, message: str) -> subprocess.Popen[str]:
     """`evertalk -p MESSAGE` started, its output piped."""
     return start(home, "-p", message)
-
-
-def wait_until(condition: object, what: str, timeout: float = 30) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
-        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent.test_turn_support import write_config
-from evertalk.service.paths import peer_uid, socket_folder_problem, socket_path
+from evertalk.protocol.paths import peer_uid, socket_folder_problem, socket_path
 
 NOBODY = 65534
 

@@ -20,12 +20,11 @@ from store_helpers import lock_held
 
 from budget import examples
 from evertalk.store import ChatStore, CorruptLog, jsonl
+from evertalk.store.fast_lines import REFUSED, decode_message_line
 from evertalk.store.jsonl import TORN, Line, Scan
 from evertalk.store.pages import verdicts
 from evertalk.store.records import (
-    REFUSED,
     MessageRecord,
-    decode_message_line,
     decode_node,
     encode_message,
     encode_node,

@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evertalk.chat import Chat
-from evertalk.memory.search_query import (
+from evertalk.memory_search import SearchResult, search
+from evertalk.search.query import (
     END,
     MARK,
     EmptyQuery,
@@ -31,7 +32,6 @@ from evertalk.memory.search_query import (
     tokens,
     where,
 )
-from evertalk.memory_search import SearchResult, search
 from evertalk.store import search_index
 from evertalk.store.search_index import SEARCH_NAME, SearchIndex
 

@@ -3,7 +3,6 @@ the arguments, and "always" lets the tool's next call run unasked."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,15 +12,13 @@ from tui_support import agent_of, app_of, enter_line, running, script, wait_unti
 from evertalk.tui.widgets import ReplyView, ToolRow
 from fakes import AnthropicFake, ToolCall, reply
 from fakes import chat as answer
+from mcp_servers import add_servers, flaky_entry
 
 pytestmark = pytest.mark.anyio
 
-FLAKY = Path(__file__).parent.parent / "mcp_client" / "flaky_server.py"
-
 
 async def test_the_dialog_names_the_server_and_shows_the_arguments(home: Path) -> None:
-    with (home / "config.toml").open("a") as config:
-        config.write(f'\n[mcp.servers.flaky]\ncommand = "{sys.executable}"\nargs = ["{FLAKY}"]\n')
+    add_servers(home, flaky_entry())
     calls = [ToolCall("flaky__echo", {"text": "first"}), ToolCall("flaky__echo", {"text": "again"})]
     fake = AnthropicFake(script().push(reply(*calls), answer("Both echoed.")))
     async with running(home, fake) as pilot:

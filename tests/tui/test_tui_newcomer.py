@@ -10,6 +10,7 @@ from tui_support import app_of, running, script, wait_until
 from tui_support import enter_line as send_line
 
 from evertalk.protocol.events import Recorded
+from evertalk.protocol.replies import Reopened
 from evertalk.tui.app import applied
 from evertalk.tui.turn_rows import recorded_text
 from evertalk.tui.widgets import OutputRow
@@ -45,7 +46,7 @@ def test_a_row_of_logged_messages_names_the_program_without_its_process_id() -> 
 def test_setup_says_a_key_variable_wins_only_over_a_key_the_file_has(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    frame = {"type": "reopened", "provider": "anthropic", "model": "claude-sonnet-5-5"}
+    frame = Reopened(provider="anthropic", model="claude-sonnet-5-5", base_url=None)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-environment-0123")
     assert applied(frame, file_key=False) == "settings applied: anthropic, model claude-sonnet-5-5"
     assert applied(frame, file_key=True).endswith(

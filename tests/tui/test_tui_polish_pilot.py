@@ -23,6 +23,8 @@ from tui_support import (
     write_config,
 )
 
+from evertalk.protocol.replies import Ok
+from evertalk.protocol.requests import Reopen
 from evertalk.tui.status import dollars
 from evertalk.tui.widgets import NoteRow, ReplyView, StatusBar
 from fakes import AnthropicFake
@@ -123,7 +125,7 @@ async def test_the_cost_stays_when_the_service_reopens_the_chat(home: Path) -> N
         await wait_until(pilot, lambda: at_least(bar, spent))
 
         assert app.remote is not None
-        await app.remote.request({"type": "reopen"})  # as /setup has it, once it saved
+        await app.remote.request(Reopen(), Ok)  # as /setup has it, once it saved
         await wait_until(
             pilot,
             lambda: any(row.text.startswith("settings applied") for row in app.query(NoteRow)),

@@ -23,6 +23,7 @@ from tui_support import (
 )
 
 from evertalk.client.remote import open_remote
+from evertalk.protocol.requests import Stop
 from evertalk.tui.app import ChatApp
 from evertalk.tui.widgets import NoteRow
 from fakes import AnthropicFake, serve
@@ -43,7 +44,7 @@ async def stop_from_another_client(home: Path) -> None:
     """As `evertalk service stop` asks it."""
     remote = await open_remote(home, "stop", start=False)
     try:
-        await remote.post({"type": "stop"})
+        await remote.post(Stop())
     finally:
         await remote.aclose()
 

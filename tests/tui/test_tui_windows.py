@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -23,7 +22,10 @@ from tui_support import (
     write_config,
 )
 
-from evertalk.client.remote import Remote, open_remote
+from evertalk.client.remote import Received, Remote, open_remote
+from evertalk.protocol.events import MessageSent
+from evertalk.protocol.replies import Accepted, Ask, AskClosed
+from evertalk.protocol.requests import Answer, Send
 from evertalk.tui.app import ChatApp
 from evertalk.tui.widgets import NoteRow, PermissionScreen, ReplyView, ToolRow, UserRow
 from fakes import AnthropicFake, ToolCall, reply, slow
@@ -50,17 +52,17 @@ class Window:
 
     def __init__(self, remote: Remote) -> None:
         self.remote = remote
-        self.frames: list[dict[str, Any]] = []
+        self.frames: list[Received] = []
 
     async def read(self) -> None:
         async for frame in self.remote.frames():
             self.frames.append(frame)
 
-    def asks(self) -> list[dict[str, Any]]:
-        return [frame for frame in self.frames if frame["type"] == "ask"]
+    def asks(self) -> list[Ask]:
+        return [frame for frame in self.frames if isinstance(frame, Ask)]
 
-    async def send(self, text: str) -> dict[str, Any]:
-        return await self.remote.request({"type": "send", "text": text, "key": text})
+    async def send(self, text: str) -> Accepted:
+        return await self.remote.request(Send(text=text, key=text), Accepted)
 
 
 @asynccontextmanager
@@ -85,17 +87,17 @@ async def test_a_message_from_another_window_shows_held_then_delivered(tmp_path:
         await enter_line(pilot, "the first question")
         await wait_until(pilot, lambda: agent_of(app).busy)
         accepted = await other.send("from the other window")
-        assert accepted["held"] is True
+        assert accepted.held is True
         await wait_until(pilot, lambda: len(users(app)) == 2)
         assert users(app) == [("the first question", False), ("from the other window", True)]
         await wait_until(pilot, lambda: replies(app) == ["First.", "Second."], timeout=20)
         assert users(app) == [("the first question", False), ("from the other window", False)]
-        sent = [f for f in other.frames if f["type"] == "sent"]
-        assert [(f["text"], f["held"]) for f in sent] == [
+        sent = [f for f in other.frames if isinstance(f, MessageSent)]
+        assert [(f.text, f.held) for f in sent] == [
             ("the first question", False),
             ("from the other window", True),
         ]
-        assert sent[0]["client"].startswith("app ") and sent[1]["client"].startswith("other ")
+        assert sent[0].client.startswith("app ") and sent[1].client.startswith("other ")
     assert log_of(home) == [
         ("user", "the first question"),
         ("ever", "First."),
@@ -120,17 +122,17 @@ async def test_a_permission_request_goes_to_the_window_that_sent_the_message(
         await other.send("run it for me")
         await wait_until(pilot, lambda: bool(other.asks()))
         (ask,) = other.asks()
-        assert ask["tool"] == "shell" and ask["input"] == {"command": "echo from-the-other"}
+        assert ask.tool == "shell" and ask.input == {"command": "echo from-the-other"}
         assert not isinstance(app.screen, PermissionScreen)  # not this window's message
         # this window says where the turn waits, until the question is answered
         await wait_until(pilot, lambda: bool(waits_elsewhere(app)))
         assert waits_elsewhere(app) == ["Ever waits for an answer in another window (other): shell"]
-        await other.remote.post({"type": "answer", "id": ask["id"], "decision": "once"})
+        await other.remote.post(Answer(id=ask.id, decision="once"))
         await wait_until(pilot, lambda: replies(app) == ["It ran there."])
         await wait_until(pilot, lambda: not waits_elsewhere(app))
         row = app.query_one(ToolRow)
         assert not row.is_error and "from-the-other" in row.output_text
-        assert {"type": "ask_closed", "id": ask["id"]} in other.frames
+        assert AskClosed(id=ask.id) in other.frames
         assert not isinstance(app.screen, PermissionScreen)
 
 

@@ -28,25 +28,13 @@ from evertalk.service.server import AgentOpener, Service, serve
 from evertalk.tui.app import ChatApp
 from evertalk.tui.widgets import OutputRow
 from fakes import IN_PROCESS_URL, AnthropicFake, Call, Script, async_client, summarizer
+from home_config import API_KEY as API_KEY
+from home_config import MEMORY_MODEL as MEMORY_MODEL
+from home_config import MODEL as MODEL
+from home_config import write_config as write_config
+from polling import until
 
-API_KEY = "sk-ant-test-SECRET-0123456789"
-MODEL = "claude-sonnet-5-5"
-MEMORY_MODEL = "claude-haiku-5-5"
 SIZE = (120, 40)
-
-
-def write_config(
-    home: Path, *, base_url: str | None = None, api_key: str = API_KEY, **tools: str
-) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    lines = ['provider = "anthropic"', f'model = "{MODEL}"', f'api_key = "{api_key}"']
-    if base_url is not None:
-        lines.append(f'base_url = "{base_url}"')
-    lines += ["", "[memory]", f'model = "{MEMORY_MODEL}"']
-    if tools:
-        lines += ["", "[tools]", *(f'{name} = "{policy}"' for name, policy in tools.items())]
-    (home / "config.toml").write_text("\n".join(lines) + "\n")
-    (home / "config.toml").chmod(0o600)  # as evertalk writes it: a key others can read is warned of
 
 
 def is_compaction(call: Call) -> bool:
@@ -192,9 +180,7 @@ async def wait_until(
     pilot: Pilot[Any], ready: Callable[[], object], *, timeout: float = 10, what: str = ""
 ) -> None:
     """Let the app run until `ready()` holds."""
-    with anyio.fail_after(timeout):
-        while not ready():
-            await pilot.pause(0.02)
+    await until(ready, timeout, pause=pilot.pause)
     del what
 
 

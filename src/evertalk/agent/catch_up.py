@@ -32,7 +32,7 @@ import anyio
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
 from evertalk.memory import Node
-from evertalk.memory.coarse import Fitted, fit, rendered_size, shown_size
+from evertalk.memory.coarse import Fitted
 from evertalk.protocol.events import (
     AgentEvent,
     CatchingUp,
@@ -177,7 +177,7 @@ class ViewWait:
                 if shown.figures is None or now - shown.counted_at >= SHOW_EVERY:
                     # a walk of the view: once a second is enough
                     to_go = self.summaries_to_go(room)
-                    sent = rendered_size(fitted.lines, shown_size(self.chat.core.tree))
+                    sent = self.chat.sent_size(fitted.lines)
                     shown.figures = (to_go, pace.eta(now, to_go), self.tokens(sent))
                     shown.counted_at = now
                 figures = shown.figures
@@ -193,20 +193,19 @@ class ViewWait:
         """The count `CatchingUp` gives, now, for the bound of the last fit (before any, for
         `room`): the status shows the same figure as a waiting turn, with the same meaning."""
         if self._room is None:
-            self._room = min(room(), self.chat.core.budget.ceiling)
+            self._room = min(room(), self.chat.view_ceiling)
         return self.to_go(self._room)
 
     def _fit(self, room: int) -> tuple[Fitted, bool]:
         """The view fitted to `room`, and whether it fits (not even the coarsest may)."""
-        core = self.chat.core
-        self._room = min(room, core.budget.ceiling)
-        fitted = fit(core.view, core.t, core.tree, room, core.budget, self._keep)
-        fits = rendered_size(fitted.lines, shown_size(core.tree)) <= room
+        self._room = min(room, self.chat.view_ceiling)
+        fitted = self.chat.fit_view(room, self._keep)
+        fits = self.chat.sent_size(fitted.lines) <= room
         return (fitted if fits else replace(fitted, fits=False)), fits
 
     def _unbuilt(self, fitted: Fitted) -> list[Node]:
-        tree = self.chat.core.tree
-        return [node for node in fitted.lines if not tree.is_built(node)]
+        is_built = self.chat.is_built
+        return [node for node in fitted.lines if not is_built(node)]
 
     def _settling(self, emit: Emit, shown: _Shown, unbuilt: list[Node]) -> None:
         """Say how many lines are still unbuilt when that changes; they go first in the

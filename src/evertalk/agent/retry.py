@@ -81,7 +81,7 @@ def _last_unanswered(chat: Chat) -> MessageRecord:
     back over what a failed turn leaves; NothingToRetry at a reply, or with no message."""
     i = chat.t - 1
     while i >= 0:
-        record = chat.store.read_message(i)
+        record = chat.record(i)
         if record.kind == "ever" and _cut_off(record.text):  # over all its pages
             i = record.i - (record.page.part if record.page is not None else 0) - 1
             continue
@@ -104,7 +104,7 @@ def _whole(chat: Chat, last: MessageRecord, images: Path) -> Retried:
     """The message whose last page is `last`: a long one was logged as consecutive pages, its
     images on the first."""
     first = last.i - last.page.part if last.page is not None else last.i
-    pages = [chat.store.read_message(i) for i in range(first, last.i)] + [last]
+    pages = [*chat.records(first, last.i), last]
     # an image whose file is gone stays behind: the words are what the turn is for
     loaded, _ = load_images(images, pages[0].images or ())
     return Retried(

@@ -27,7 +27,6 @@ Toolbox redacts every tool result, and every append of the session goes through 
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, closing, suppress
 from dataclasses import dataclass, replace
@@ -39,6 +38,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evertalk.agent.catch_up import ViewWait
+from evertalk.agent.held_queue import HeldQueue, Quiet
 from evertalk.agent.images import ImageStore
 from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
@@ -48,7 +48,6 @@ from evertalk.agent.tokens import TokenEstimate
 from evertalk.agent.tool_watch import ToolWatch
 from evertalk.agent.tools import Toolbox, ToolContext
 from evertalk.agent.tools.checkpoints import Checkpoints, TurnCheckpoint, limits_of
-from evertalk.agent.tools.memory import load_images
 from evertalk.agent.tools.sandbox import Sandbox
 from evertalk.agent.turn import (
     BY_THE_USER,
@@ -56,7 +55,6 @@ from evertalk.agent.turn import (
     Ending,
     Held,
     Limits,
-    MessageLog,
     TurnLoop,
     discard,
     explain,
@@ -64,7 +62,6 @@ from evertalk.agent.turn import (
 from evertalk.budget import compactor_pause
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
-from evertalk.compactor.status import catch_up_seconds
 from evertalk.config import (
     Config,
     redact,
@@ -77,7 +74,7 @@ from evertalk.ledger import DaySpending, Ledger, ledger_path
 from evertalk.mcp_client.settings import McpSettings
 from evertalk.mcp_client.tools import McpTools
 from evertalk.memory.budget import Budget
-from evertalk.memory.coarse import Fitted, render, summaries_to_go
+from evertalk.memory.coarse import Fitted, render
 from evertalk.memory.text import valid_unicode
 from evertalk.prompts import turn_header
 from evertalk.protocol.events import (
@@ -93,8 +90,9 @@ from evertalk.providers.base import Image, Provider, Tool
 from evertalk.providers.lane import turns_first
 from evertalk.runtime import Runtime, cache_key
 from evertalk.runtime import configuration_problem as configuration_problem
+from evertalk.store.compactor_status import catch_up_seconds
 from evertalk.store.errors import StoreError
-from evertalk.store.held import HeldEntry, HeldFile
+from evertalk.store.message_log import MessageLog, NewMessage
 from evertalk.terminal_text import one_line
 
 RESTART_SECONDS = 5.0
@@ -124,7 +122,7 @@ def limits_for(config: Config) -> Limits:
 
 
 @dataclass(frozen=True)
-class GuardedLog:
+class GuardedLog(MessageLog):
     """A log as the session's loops write to it. Every text has the known secrets replaced
     first: tool calls (the model may repeat a key it was shown), results and replies alike (SPEC
     §1.7: the log holds everything, forever). With a compactor (the main chat), each message
@@ -135,21 +133,8 @@ class GuardedLog:
     secrets: Sequence[str]
     compactor: Compactor | None = None
 
-    def append(
-        self,
-        kind: str,
-        text: str,
-        *,
-        key: str | None = None,
-        images: list[str] | None = None,
-        agent: str | None = None,
-        date: datetime | None = None,
-        failed: bool = False,
-    ) -> list[int]:
-        text = redact(text, self.secrets)
-        ids = self.inner.append(
-            kind, text, key=key, images=images, agent=agent, date=date, failed=failed
-        )
+    def log_message(self, message: NewMessage) -> list[int]:
+        ids = self.inner.log_message(replace(message, text=redact(message.text, self.secrets)))
         if self.compactor is not None:
             self.compactor.message_logged()
         return ids
@@ -221,11 +206,11 @@ class Agent:
         self.chat = chat
         self.provider = provider
         self.compactor = compactor
-        compactor.on_warning = self._memory_warning
+        compactor.warn_to(self._memory_warning)
         self.toolbox = toolbox
         self.mcp = mcp or McpTools(McpSettings())  # the other MCP servers' tools
         self.mcp.on_change = self._tools_changed
-        compactor.tools = self.tools()  # a server may have listed its tools already
+        compactor.use_tools(self.tools())  # a server may have listed its tools already
         self.mcp.on_warning = self._memory_warning
         self.ledger = ledger
         self.workdir = workdir
@@ -247,11 +232,11 @@ class Agent:
                 if catch_up_timeout is None
                 else catch_up_timeout
             ),
-            to_go=self._summaries_to_go,
+            to_go=chat.summaries_to_go,
             tokens=self.estimate.tokens,
         )
-        self.agents_dir = chat.store.path / "agents"
-        self.images = ImageStore(chat.store.path / "images")
+        self.agents_dir = chat.folder / "agents"
+        self.images = ImageStore(chat.folder / "images")
         self.cache_key = cache_key(home, "turn")  # per chat and role (SPEC §7)
         self.subagent_cache_key = cache_key(home, "subagent")
         # what write and edit replace, for undo; a subagent's go with the turn that started it
@@ -269,9 +254,8 @@ class Agent:
         self.turn_cost = 0.0
         # the status's cost: the day's, from the ledger, so that a restart does not reset it
         self.spent_today = None if ledger is None else DaySpending(ledger.path)
-        compactor.budget_pause = compactor_pause(self._spent, runtime.config.budget_daily)
-        self._held: list[Held] = []
-        self.held_file = HeldFile(chat.store.path)  # what `_held` holds, durable (SPEC §6.4)
+        compactor.follow_budget(compactor_pause(self._spent, runtime.config.budget_daily))
+        self.held = HeldQueue(chat.folder, self.images, self.clock)  # durable (SPEC §6.4)
         self._sender, self._receiver = anyio.create_memory_object_stream[AgentEvent](math.inf)
         self._wake = anyio.Event()
         self._change = anyio.Event()
@@ -372,11 +356,11 @@ class Agent:
         self._sender.close()
         self._receiver.close()
         try:
-            if self._held:
-                self._log_held(self._take_held())
-            self._settle_held()
+            if self.held:
+                self._log_held(self.held.take())
+            self.held.settle(self.chat.logged)
         finally:
-            self.held_file.close()
+            self.held.close()
 
     # -- what the user interface calls ------------------------------------------------------
 
@@ -426,7 +410,7 @@ class Agent:
         skipped = 0
         with self.chat.one_sync():
             for message in messages:
-                if message.key is not None and self.chat.store.logged(message.key):
+                if message.key is not None and self.chat.logged(message.key):
                     skipped += 1
                     continue
                 ids += self.log.append(
@@ -440,7 +424,7 @@ class Agent:
 
     def holds_key(self, key: str) -> bool:
         """Whether a message with this idempotency key is held for a turn or was logged."""
-        return any(held.key == key for held in self._held) or self.chat.store.logged(key)
+        return self.held.holds(key) or self.chat.logged(key)
 
     def retry(self) -> list[int]:
         """Try the last unanswered message again: a new turn for it, as `submit` would start,
@@ -479,14 +463,20 @@ class Agent:
         self.model = model
         self._changed()
 
+    def carry_costs(self, turns: float, summaries: float) -> None:
+        """Add what the agents closed before this one spent (a reopen brings a new agent):
+        on turns and subagents, and on summaries. Its status says what the whole session
+        cost."""
+        self.turn_cost += turns
+        self.compactor.carry_cost(summaries)
+
     def use_memory_model(self, model: str, effort: str | None) -> None:
         """The compactor uses `model` (and `effort`; None keeps the current one) from its next
         call on, and config.toml keeps them for the next start. A ConfigError (one line), and
         no change, for a bad value or a file that cannot be written."""
         save_models(self.home, memory_model=model, memory_effort=effort)
-        settings = self.compactor.settings
-        effort = settings.effort if effort is None else effort
-        self.compactor.settings = replace(settings, model=model, effort=effort)
+        effort = self.compactor.settings.effort if effort is None else effort
+        self.compactor.use_model(model, effort)
         self._changed()
 
     def cancel(self, why: str = BY_THE_USER) -> None:
@@ -506,7 +496,7 @@ class Agent:
     @property
     def busy(self) -> bool:
         """A turn runs, or messages are held for one."""
-        return self._turning or bool(self._held)
+        return self._turning or bool(self.held)
 
     @property
     def turning(self) -> bool:
@@ -560,7 +550,7 @@ class Agent:
         """How far the memory is behind, when it is far (`MemoryCore.catch_up`): the summaries
         before a turn's view is whole, the figure a waiting turn shows (`ViewWait`), with a time
         at the compactor's measured pace (or a conservative default)."""
-        if not self.chat.core.catch_up().behind:
+        if not self.chat.catch_up().behind:
             return None
         to_go = self.view_wait.summaries_to_go(self._bare_room)
         if not to_go:  # the rest of the work is the compactor's queue, which the bar shows
@@ -604,77 +594,22 @@ class Agent:
         """Hold a message for a turn, written to the held file first. `strict`: a message that
         cannot be made durable is refused (StoreError), as a client must not hear `accepted`
         for it; otherwise (a subagent's report) it is held all the same, in memory only."""
-        try:
-            held = self._keep(held)
-        except StoreError:
-            if strict:
-                raise
-        self._held.append(held)
+        self.held.add(held, strict=strict)
         self._wake.set()
         self._changed()
-
-    def _keep(self, held: Held) -> Held:
-        """Write a message to the held file, with a key of its own if it has none (the log
-        keeps the key, which is how the next open knows it was logged). A retried message is
-        in the log already."""
-        if isinstance(held, Retried):
-            return held
-        if held.key is None:
-            held = replace(held, key=_new_key())
-        assert held.key is not None
-        try:
-            images = self.images.save_all(held.images) or []
-        except OSError as error:
-            raise StoreError(f"cannot keep the message's images: {explain(error)}") from None
-        entry = HeldEntry(
-            held.key,
-            held.kind,
-            held.text,
-            self.clock().isoformat(timespec="seconds"),
-            tuple(images),
-            workdir=str(held.workdir) if held.workdir is not None else None,
-            agent=held.agent,
-            model=held.model,
-            quiet=isinstance(held, _Quiet),
-        )
-        self.held_file.add(entry)
-        return held
 
     def _recover_held(self) -> None:
         """At open: the messages accepted before the last owner stopped and not logged yet are
         held again, in order, and open the first turn (a stop report alone is logged now)."""
-        entries = self.held_file.load(self.chat.warnings)
-        waiting = [entry for entry in entries if not self.chat.store.logged(entry.key)]
-        for entry in waiting:
-            loaded, _ = load_images(self.images.folder, entry.images)
-            kind = _Quiet if entry.quiet else Held
-            self._held.append(
-                kind(
-                    entry.kind,
-                    entry.text,
-                    agent=entry.agent,
-                    images=tuple(image for _, image in loaded),
-                    key=entry.key,
-                    workdir=Path(entry.workdir) if entry.workdir is not None else None,
-                    model=entry.model,
-                )
-            )
+        waiting = self.held.recover(self.chat.warnings, self.chat.logged)
         if waiting:
-            count = f"{len(waiting)} message" + ("s" if len(waiting) > 1 else "")
+            count = f"{waiting} message" + ("s" if waiting > 1 else "")
             self.chat.warnings.append(
                 f"{count} accepted before evertalk stopped had not been answered: "
                 "answered now, first"
             )
         self._log_quiet_left()
-        self._settle_held()
-
-    def _settle_held(self) -> None:
-        """Empty the held file once the log has all of it."""
-        self.held_file.settle(self.chat.store.logged)
-
-    def _take_held(self) -> list[Held]:
-        held, self._held = self._held, []
-        return held
+        self.held.settle(self.chat.logged)
 
     def _add_cost(self, cost: float) -> None:
         self.turn_cost += cost
@@ -692,7 +627,7 @@ class Agent:
     def _tools_changed(self) -> None:
         """A server's tools came (or changed): compactions carry the turns' list too, so that
         both keep one prefix (SPEC §4.2)."""
-        self.compactor.tools = self.tools()
+        self.compactor.use_tools(self.tools())
 
     async def _compact(self) -> None:
         """The compactor, for the whole session. A bug that stops it is reported (once for
@@ -714,20 +649,14 @@ class Agent:
     async def _drive(self) -> None:
         """Start a turn whenever messages are held and none runs."""
         while True:
-            if not self._held:
+            if not self.held:
                 self._wake = anyio.Event()
                 await self._wake.wait()
                 continue
             await self._turn()
             self._log_quiet_left()
-            self._settle_held()
+            self.held.settle(self.chat.logged)
             self._changed()
-
-    def _summaries_to_go(self, room: int) -> int:
-        """About how many summaries are still to be built before the view fits `room` bytes
-        (the progress of catching up). An estimate of our own until the core offers one."""
-        core = self.chat.core
-        return summaries_to_go(core.view, core.t, core.tree, room)
 
     def _loop(
         self, log: MessageLog, context: ToolContext, *, master: bool, model: str | None = None
@@ -745,7 +674,7 @@ class Agent:
             ledger=self.ledger,
             role="turn" if master else "subagent",
             emit=self._emit if master else discard,
-            take_held=self._take_held if master else _nothing,
+            take_held=self.held.take if master else _nothing,
             on_cost=self._add_cost,
             limits=self.limits,
             cache_key=self.cache_key if master else self.subagent_cache_key,
@@ -779,21 +708,21 @@ class Agent:
         it is logged at once and starts none: the user chose to end the work, a turn would
         only spend money on it, and the next turn reads it in the view all the same."""
         if self._turning:
-            self._hold(_Quiet(held.kind, held.text, held.agent))
+            self._hold(Quiet(held.kind, held.text, held.agent))
         else:
             self._log_quietly([held])
 
     def _log_quiet_left(self) -> None:
         """After a turn: stop reports it ended without taking are logged now rather than
         starting a turn. Held messages of any other kind start the next turn, with them."""
-        if self._held and all(isinstance(message, _Quiet) for message in self._held):
-            self._log_quietly(self._take_held())
+        if self.held.only_quiet():
+            self._log_quietly(self.held.take())
 
     def _log_quietly(self, held: list[Held]) -> None:
         try:
             self._log_held(held)
         except Exception:  # the log failed (a full disk): a turn tries again, and says why
-            self._held[:0] = held
+            self.held.put_back(held)
             self._wake.set()
             self._changed()
 
@@ -822,7 +751,7 @@ class Agent:
                 ended = await self._open_turn()
             if ended is None:  # cancelled
                 if not self._opened:  # still settling: what the user said is kept all the same
-                    self._log_held(self._take_held())
+                    self._log_held(self.held.take())
                 ended = TurnEnded("cancelled")
         except Exception as error:  # the log failed (a full disk): say so, keep the session
             ended = TurnEnded("error", explain(error))
@@ -845,18 +774,19 @@ class Agent:
         room they leave."""
         log = self.log
         await self.mcp.started()  # their tools from the first turn: each start is bounded
-        sent_from = [held.workdir for held in self._held if held.workdir is not None]
+        sent_from = [held.workdir for held in self.held if held.workdir is not None]
         if sent_from:  # the tools work where the client that sent the message does
             self.workdir = sent_from[-1]
         # fixed here: what joins the opening or the turn later cannot switch the model mid-turn
-        asked = [held.model for held in self._held if held.model is not None]
+        asked = [held.model for held in self.held if held.model is not None]
         loop = self._loop(log, self._context(), master=True, model=asked[-1] if asked else None)
 
         def room() -> int:
-            return loop.view_room(self._opening(self._held), _images(self._held))
+            waiting = list(self.held)
+            return loop.view_room(self._opening(waiting), _images(waiting))
 
         fitted = await self.view_wait.ready(self._emit, room)
-        held = self._take_held()
+        held = self.held.take()
         self._opened = True
         if not fitted.fits:
             return self._unanswerable(held)
@@ -913,11 +843,6 @@ class Agent:
         return await loop.run(view, opening, name)
 
 
-@dataclass(frozen=True)
-class _Quiet(Held):
-    """A held stop report: it rides with a turn but must not start one (`_report_stopped`)."""
-
-
 def _images(held: Sequence[Held]) -> list[Image]:
     return [image for message in held for image in message.images]
 
@@ -931,9 +856,3 @@ def _describe(error: BaseException) -> str:
 
 def _nothing() -> list[Held]:
     return []
-
-
-def _new_key() -> str:
-    """A key for a message its client sent without one: the held file needs one to tell,
-    at the next open, whether the log has it."""
-    return f"held-{uuid.uuid4().hex}"

@@ -18,7 +18,6 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -30,6 +29,7 @@ from evertalk.agent.turn import Ending, Held, explain
 from evertalk.memory.text import split_text, valid_unicode
 from evertalk.store.days import day_file_name, iso, local_now
 from evertalk.store.jsonl import Appender
+from evertalk.store.message_log import MessageLog, NewMessage
 from evertalk.store.records import encode_message
 from evertalk.store.secure import make_dir
 
@@ -41,7 +41,7 @@ class SubagentError(ToolError):
     makes it the `agent` call's error result)."""
 
 
-class AgentLog:
+class AgentLog(MessageLog):
     """A subagent's own log: the message records of SPEC §1.2, appended and fsynced one by one,
     with ids from 0. Only a new subagent writes one, so it never needs to be read back here."""
 
@@ -60,25 +60,22 @@ class AgentLog:
             )
         return cls(folder)
 
-    def append(
-        self,
-        kind: str,
-        text: str,
-        *,
-        key: str | None = None,
-        images: list[str] | None = None,
-        agent: str | None = None,
-        date: datetime | None = None,
-        failed: bool = False,
-    ) -> list[int]:
+    def log_message(self, message: NewMessage) -> list[int]:
         """Log a message, split into pages when long; returns the ids. Keys are not kept: a
         subagent's log is never appended to again after a restart."""
         ids = []
-        for number, piece in enumerate(split_text(valid_unicode(text))):
-            when = date or local_now()
-            first = images if number == 0 else None
+        for number, piece in enumerate(split_text(valid_unicode(message.text))):
+            when = message.date or local_now()
+            first = message.images if number == 0 else None
             data = encode_message(
-                self.count, kind, piece, iso(when), None, first, agent, failed=failed
+                self.count,
+                message.kind,
+                piece,
+                iso(when),
+                None,
+                first,
+                message.agent,
+                failed=message.failed,
             )
             self._appender.append(self.folder / day_file_name(when), data)
             ids.append(self.count)

@@ -35,12 +35,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import anyio
 
@@ -48,6 +46,7 @@ from evertalk.agent.images import ImageStore
 from evertalk.agent.permissions import CALL_WORKDIR
 from evertalk.agent.tokens import Streamed, TokenEstimate
 from evertalk.agent.tools import Toolbox, ToolContext, ToolOutcome
+from evertalk.context_budget import CONTEXT_BUDGET as CONTEXT_BUDGET
 from evertalk.ledger import Ledger
 from evertalk.protocol import events
 from evertalk.providers.base import (
@@ -69,20 +68,15 @@ from evertalk.providers.base import (
     ToolResult,
     ToolUse,
     ToolUseStarted,
-    Usage,
 )
+from evertalk.providers.call import Call, Meter
 from evertalk.providers.layout import turn_request
-from evertalk.providers.prices import cost as price_of
 from evertalk.store.errors import StoreError, describe
+from evertalk.store.message_log import MessageLog
 from evertalk.terminal_text import one_line
 
 TURN_MAX_TOKENS = 16_000
 """Output cap of one call of a turn (a manual thinking budget is added on top by the adapter)."""
-
-CONTEXT_BUDGET = 200_000
-"""Tokens a call may use, prompt and output cap together: the context window of the current
-Anthropic models (OpenAI's are larger). A turn stops its loop, and says so, before a call that
-would need more (SPEC §6.2); its steps are logged and reach the next turn through the view."""
 
 REPLY_CUT = "[the reply was cut off here: "
 """How the last line of a reply logged as it stood at a cancel begins (then why, and `]`)."""
@@ -118,22 +112,6 @@ class Held:
     model: str | None = None  # the turn it opens runs on this model (`-p --model`), not the set one
 
 
-class MessageLog(Protocol):
-    """Where a loop logs: the main chat (`Chat`) or a subagent's own log."""
-
-    def append(
-        self,
-        kind: str,
-        text: str,
-        *,
-        key: str | None = None,
-        images: list[str] | None = None,
-        agent: str | None = None,
-        date: datetime | None = None,
-        failed: bool = False,
-    ) -> list[int]: ...
-
-
 @dataclass(frozen=True)
 class Ending:
     """How a loop ended: the event for the UI, and the text of the last reply (a subagent's
@@ -154,6 +132,7 @@ class _Step:
     replies: list[str] = field(default_factory=list)  # texts logged since the last tool call
     block: list[str] = field(default_factory=list)  # the deltas of the text block that streams
     unlogged: list[str] = field(default_factory=list)  # texts shown whole but not logged yet
+    streamed: Streamed = field(default_factory=Streamed)  # to bill a call cancelled midway
 
 
 def discard(event: events.AgentEvent) -> None:
@@ -248,10 +227,10 @@ class TurnLoop:
             if running is not None:  # a call cut short failed; a stop is no call's echo
                 name, key = running
                 text = f"{name}: {why} before it finished; the turn stopped there"
-                self._append("echo", text, key=key, failed=True)
+                self.log.append("echo", text, key=key, failed=True)
             self._log_shown(why, after_tool=running is not None)
             if running is None:
-                self._append("echo", f"turn stopped: {why}", key=f"turn-{turn_id}-stop")
+                self.log.append("echo", f"turn stopped: {why}", key=f"turn-{turn_id}-stop")
 
     def _log_shown(self, why: str, *, after_tool: bool) -> None:
         """The reply text the user saw stream and the log has not, as `ever`, its last line
@@ -265,7 +244,7 @@ class TurnLoop:
         if shown:
             slot = step.logged + (2 if after_tool else 0)  # the running tool has two slots
             text = f"{shown}\n\n{REPLY_CUT}{why}]"
-            self._append("ever", text, key=f"{step.key}-{slot}")
+            self.log.append("ever", text, key=f"{step.key}-{slot}")
 
     def _end(
         self,
@@ -277,19 +256,8 @@ class TurnLoop:
     ) -> Ending:
         """Stop the turn, saying why in the log (once per turn: the key is the turn's)."""
         with contextlib.suppress(Exception):  # the log itself failed: nothing more can be written
-            self._append("echo", f"turn stopped: {why}", key=f"turn-{turn_id}-stop")
+            self.log.append("echo", f"turn stopped: {why}", key=f"turn-{turn_id}-stop")
         return Ending(events.TurnEnded(reason, why, kind), final)
-
-    def _append(
-        self,
-        kind: str,
-        text: str,
-        key: str | None = None,
-        images: list[str] | None = None,
-        agent: str | None = None,
-        failed: bool = False,
-    ) -> list[int]:
-        return self.log.append(kind, text, key=key, images=images, agent=agent, failed=failed)
 
     def _request(self, view: str, tail: list[Part], steps: list[Message]) -> Request:
         return turn_request(
@@ -354,7 +322,7 @@ class TurnLoop:
         for n, held in enumerate(self.take_held()):
             key = held.key or f"turn-{turn_id}-{step}-m{n}"
             names = self.images.save_all(held.images)
-            self._append(held.kind, held.text, key=key, agent=held.agent, images=names)
+            self.log.append(held.kind, held.text, key=key, agent=held.agent, images=names)
             self.emit(events.Delivered(held.kind, held.text))
             extra += [Text(held.text), *held.images]
         return Message("user", [*results.parts, *extra])
@@ -412,37 +380,18 @@ class TurnLoop:
         return self.estimate.bytes_for(allowed) - bare
 
     async def _call(self, request: Request, turn_id: int | str, step: _Step) -> Finished:
-        started = time.monotonic()
-        finished: Finished | None = None
-        answered = False  # whether anything of the response came: it may be billed from then
-        streamed = Streamed()
+        call = Call(self.provider, request, self._meter(turn_id))
         try:
-            async for event in self.provider.stream(request):
-                if isinstance(event, Retrying):  # a try failed before any output: another goes
-                    self._retrying(event, started, turn_id)
-                    started, answered, streamed = time.monotonic(), False, Streamed()
-                    continue
-                answered = True
-                streamed.observe(event)
-                if isinstance(event, Finished):
-                    finished = event
-                else:
-                    self._streamed(event, step)
-            if finished is None:
-                raise ProviderError("cut", "the reply stream ended before the reply was complete")
-        except ProviderError as error:
-            if answered:  # a cut stream, an error event: a call all the same (SPEC §1.8)
-                self._account(error.usage or Usage(reported=False), started, turn_id, failed=True)
-            raise
+            finished = await call.run(lambda event: self._observed(event, step))
         except anyio.get_cancelled_exc_class():
-            if answered:  # cancelled mid-stream (Ctrl+C): the input is billed all the same
-                usage = streamed.usage(_request_bytes(request), self.estimate)
-                self._account(usage, started, turn_id, failed=True, estimated=True)
+            if call.answered:  # cancelled mid-stream (Ctrl+C): the input is billed all the same
+                usage = step.streamed.usage(_request_bytes(request), self.estimate)
+                call.record(usage, failed=True, estimated=True)
             raise
         usage = finished.usage
         if usage.reported:
             self.estimate.observe(_request_bytes(request), usage.prompt)
-        cost = self._account(usage, started, turn_id)
+        cost = call.record(usage)
         self.emit(
             events.CallUsage(
                 usage.input, usage.output, usage.cache_read, usage.cache_write, cost, usage.reported
@@ -450,38 +399,21 @@ class TurnLoop:
         )
         return finished
 
-    def _retrying(self, event: Retrying, started: float, turn_id: int | str) -> None:
-        """A failed try that is sent again: in the ledger if its response had begun (it was
-        billed), and said to the user."""
-        if event.usage is not None:
-            self._account(event.usage, started, turn_id, failed=True)
-        self.emit(event)
+    def _meter(self, turn_id: int | str) -> Meter:
+        """Where the turn's calls are accounted: the ledger, under its role and id, and the
+        session's cost."""
+        return Meter(self.role, self.ledger, turn=turn_id, on_cost=self.on_cost)
 
-    def _account(
-        self,
-        usage: Usage,
-        started: float,
-        turn_id: int | str,
-        *,
-        failed: bool = False,
-        estimated: bool = False,
-    ) -> float | None:
-        """One model call: priced, written to the ledger, added to the session's cost."""
-        cost = price_of(self.provider.name, self.model, usage)
-        if self.ledger is not None:
-            self.ledger.record(
-                role=self.role,
-                provider=self.provider.name,
-                model=self.model,
-                usage=usage,
-                cost=cost,
-                duration_ms=(time.monotonic() - started) * 1e3,
-                turn=turn_id,
-                failed=failed,
-                estimated=estimated,
-            )
-        self.on_cost(cost or 0.0)
-        return cost
+    def _observed(self, event: Event, step: _Step) -> None:
+        """An event of the call: a try sent again is said to the user (the call has recorded
+        it if it was billed), and starts the step's figures afresh."""
+        if isinstance(event, Retrying):
+            step.streamed = Streamed()
+            self.emit(event)
+            return
+        step.streamed.observe(event)
+        if not isinstance(event, Finished):
+            self._streamed(event, step)
 
     def _streamed(self, event: Event, step: _Step) -> None:
         """Show a delta; log a text block that completes before the reply's first tool call
@@ -508,7 +440,7 @@ class TurnLoop:
         text = text.strip()
         if not text:
             return
-        self._append("ever", text, key=f"{step.key}-{step.logged}")
+        self.log.append("ever", text, key=f"{step.key}-{step.logged}")
         step.logged += 1
         step.replies.append(text)
         self.emit(events.ReplyLogged(text))
@@ -538,7 +470,7 @@ class TurnLoop:
         return results
 
     async def _tool(self, use: ToolUse, key: str, n: int) -> ToolResult:
-        self._append("tool", tool_text(use.name, use.input), key=f"{key}-{n}")
+        self.log.append("tool", tool_text(use.name, use.input), key=f"{key}-{n}")
         self.emit(events.ToolStarted(use.id, use.name, use.input))
         self._running = (use.name, f"{key}-{n + 1}")
         asked_in = CALL_WORKDIR.set(self.context.workdir)  # what a question about it shows
@@ -556,7 +488,7 @@ class TurnLoop:
         logged = outcome.log_text(use.name)
         names = list(outcome.image_names) or self.images.save_all(outcome.images)
         failed = not outcome.succeeded
-        self._append("echo", logged, key=f"{key}-{n + 1}", images=names or None, failed=failed)
+        self.log.append("echo", logged, key=f"{key}-{n + 1}", images=names or None, failed=failed)
         shown = logged.removeprefix(f"{use.name}: ")
         self.emit(events.ToolFinished(use.id, use.name, shown, outcome.is_error, failed))
         return ToolResult(use.id, content, is_error=outcome.is_error)

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from evertalk.chat import Chat, ToolInputError, format_date
-from evertalk.compactor.status import catch_up_seconds, read_status
 from evertalk.image_files import MAX_IMAGE_BYTES, sniff
 from evertalk.memory import Node
 from evertalk.memory.text import flatten
 from evertalk.memory.tree import UNBUILT, Tree
+from evertalk.store.compactor_status import catch_up_seconds, read_status
 from evertalk.store.errors import StoreError
 
 IMAGE_NAME = re.compile(r"[0-9a-f]{64}\.(?:png|jpg|jpeg|gif|webp)")
@@ -120,7 +120,7 @@ class ChatData:
 
     @staticmethod
     def _message(chat: Chat, i: int) -> Json:
-        record = chat.store.read_message(i)
+        record = chat.record(i)
         return {
             "id": i,
             "kind": record.kind,
@@ -142,7 +142,7 @@ class ChatData:
         with self._lock:
             chat = self._current()
             core = chat.core
-            status = {**asdict(chat.status()), "path": str(chat.store.path)}
+            status = {**asdict(chat.status()), "path": str(chat.folder)}
             live = read_status(self.chat_dir)
             catch_up = core.catch_up()
             eta = catch_up_seconds(catch_up.to_go, live.rate if live else None)

@@ -262,19 +262,25 @@
     }
   }
 
-  // -- the sawtooth ------------------------------------------------------------------------
-
-  async function showSawtooth() {
-    const found = await get("api/sawtooth");
+  // Show what `api/<what>` answers, in the element of that id, once the server has it ready
+  // (asking again each second until then); or the error it gives instead.
+  async function showWhenReady(what, show) {
+    const found = await get(`api/${what}`);
     if (!found.ready) {
-      setTimeout(() => showSawtooth().catch(fail("sawtooth")), 1000);
+      setTimeout(() => showWhenReady(what, show).catch(fail(what)), 1000);
       return;
     }
-    const place = document.getElementById("sawtooth");
+    const place = document.getElementById(what);
     if (found.error) {
       place.replaceChildren(el("p", "error", found.error));
       return;
     }
+    show(found, place);
+  }
+
+  // -- the sawtooth ------------------------------------------------------------------------
+
+  function showSawtooth(found, place) {
     const [ceiling, floor, cceiling, cfloor] = found.budget;
     place.replaceChildren(...sawChart(found, 2, "view", [floor, ceiling], `the view: ${number(found.batches)} batches over ${number(found.t)} messages`));
     document.getElementById("csawtooth").replaceChildren(...sawChart(found, 5, "cview", [cfloor, cceiling], `the compaction view: ${number(found.fits)} fits`));
@@ -304,17 +310,7 @@
 
   // -- usage -------------------------------------------------------------------------------
 
-  async function showUsage() {
-    const found = await get("api/usage");
-    if (!found.ready) {
-      setTimeout(() => showUsage().catch(fail("usage")), 1000);
-      return;
-    }
-    const place = document.getElementById("usage");
-    if (found.error) {
-      place.replaceChildren(el("p", "error", found.error));
-      return;
-    }
+  function showUsage(found, place) {
     const summary = found.summary;
     if (!summary.total || !summary.total.calls) {
       place.replaceChildren(el("p", "note", "No model calls yet."));
@@ -362,7 +358,7 @@
   // The view and the status first; the sawtooth and the usage only once the lines are shown.
   Promise.all([showView().catch(fail("view")), showStatus().catch(fail("status"))]).then(([, status]) => {
     if (status) markPending(status.summarizing);
-    showSawtooth().catch(fail("sawtooth"));
-    showUsage().catch(fail("usage"));
+    showWhenReady("sawtooth", showSawtooth).catch(fail("sawtooth"));
+    showWhenReady("usage", showUsage).catch(fail("usage"));
   });
 })();

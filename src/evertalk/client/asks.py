@@ -4,9 +4,10 @@ wording per tool that can ask, from the `ask` frame (docs/protocol.md)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Final
 
 from evertalk.grants import is_mcp_tool
+from evertalk.protocol.replies import Ask
 from evertalk.terminal_text import one_line
 
 REQUESTS: Final[dict[str, str]] = {
@@ -23,12 +24,12 @@ ANYTHING: Final = "use the {tool} tool"
 """A tool the table lacks: a newer service's."""
 
 
-def request(frame: dict[str, Any]) -> str:
+def request(ask: Ask) -> str:
     """`Ever wants to replace src/app.py (a file that exists)`: the question's first line."""
-    tool, tool_input = str(frame.get("tool")), _input(frame)
+    tool, tool_input = ask.tool, ask.input
     key = tool
-    if tool == "write" and isinstance(frame.get("exists"), bool):
-        key = "write exists" if frame["exists"] else "write new"
+    if tool == "write" and isinstance(ask.exists, bool):
+        key = "write exists" if ask.exists else "write new"
     path, url = tool_input.get("path"), tool_input.get("url")
     known = isinstance(path, str) or tool == "shell" or (tool == "fetch" and isinstance(url, str))
     wording = REQUESTS.get(key, ANYTHING) if known else ANYTHING
@@ -36,24 +37,18 @@ def request(frame: dict[str, Any]) -> str:
     if is_mcp_tool(tool):  # the server's tool, by the names the user gave and the server did
         server, _, name = tool.partition("__")
         words = f"call {name} of the MCP server {server}"
-    if frame.get("outside"):
+    if ask.outside:
         words += ", outside the working directory"
-    agent = frame.get("agent")
-    who = f"Ever's subagent {agent}" if isinstance(agent, str) and agent else "Ever"
+    who = f"Ever's subagent {ask.agent}" if ask.agent else "Ever"
     return f"{who} wants to {words}"
 
 
-def request_line(frame: dict[str, Any]) -> str:
+def request_line(ask: Ask) -> str:
     """The question on one line, the command included: `Ever wants to run a shell command: ls`."""
-    command = _input(frame).get("command")
-    line = request(frame)
-    if frame.get("tool") == "shell" and isinstance(command, str):
+    command = ask.input.get("command")
+    line = request(ask)
+    if ask.tool == "shell" and isinstance(command, str):
         line += " " + command
-    elif is_mcp_tool(str(frame.get("tool"))):
-        line += " with " + json.dumps(_input(frame), ensure_ascii=False)
+    elif is_mcp_tool(ask.tool):
+        line += " with " + json.dumps(ask.input, ensure_ascii=False)
     return one_line(line)
-
-
-def _input(frame: dict[str, Any]) -> dict[str, Any]:
-    tool_input = frame.get("input")
-    return tool_input if isinstance(tool_input, dict) else {}

@@ -15,13 +15,19 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
+
+import msgspec
+from msgspec import UNSET
 
 from evertalk import __version__
 from evertalk.client.hold import held_by
 from evertalk.processes import process_alive as process_alive
-from evertalk.protocol import environment, wire
-from evertalk.service.paths import log_path, peer_uid, socket_folder_problem, socket_path
+from evertalk.protocol import environment, frames, wire
+from evertalk.protocol.frames import ServiceFrame
+from evertalk.protocol.paths import log_path, peer_uid, socket_folder_problem, socket_path
+from evertalk.protocol.replies import Error, Welcome
+from evertalk.protocol.requests import Hello, Request, Stop
 from evertalk.service.startup import opening
 
 CANNOT_SERVE = "evertalk: cannot serve: "
@@ -49,6 +55,17 @@ class ServiceGone(ServiceError):
     """The connection ended: the service stopped or died."""
 
 
+class BadFrame(ServiceError):
+    """The service sent a line that is no frame of this protocol, or a known frame with a
+    field missing or wrong: the FrameError's one line. `problem` is the FrameError's
+    (`not_a_frame`, or `bad_fields`; also `not_a_frame` for a line over the limit)."""
+
+    def __init__(self, line: str, problem: frames.Problem, rid: Any = UNSET) -> None:
+        super().__init__(f"the service sent a broken frame: {line}")
+        self.problem: frames.Problem = problem
+        self.rid = rid  # the line's, when it had one: the request it answers fails with it
+
+
 class RequestFailed(ServiceError):
     """The service answered a request with an error: its one line, and its kind."""
 
@@ -57,49 +74,109 @@ class RequestFailed(ServiceError):
         self.kind = kind
 
 
+R = TypeVar("R", bound=msgspec.Struct)
+
+
+def read_frame(line: bytes) -> ServiceFrame | None:
+    """The frame on one line; None for a frame of a type this client does not know, which is
+    skipped (a newer service may send frames an older client has no use for). Every client
+    decides that here. BadFrame for a line that is no frame, or a known one that is wrong."""
+    try:
+        return frames.decode_frame(line)
+    except frames.FrameError as error:
+        if error.problem == "unknown_type":
+            return None
+        raise BadFrame(str(error), error.problem, error.rid) from None
+
+
+def split_lines(reader: wire.FrameReader, data: bytes) -> list[bytes]:
+    """The lines `data` completes; BadFrame for one over the limit (the connection is lost
+    then: where the next frame starts is unknown)."""
+    try:
+        return reader.lines(data)
+    except wire.ProtocolError as error:
+        raise BadFrame(str(error), "not_a_frame") from None
+
+
+def rid_of(frame: ServiceFrame) -> Any:
+    """The request id a frame carries; UNSET for an event or a frame that answers none."""
+    return getattr(frame, "rid", UNSET)
+
+
+def frame_name(frame: object) -> str:
+    """The wire name of a typed frame (its tag), else its class's name."""
+    config = getattr(frame, "__struct_config__", None)
+    tag = getattr(config, "tag", None)
+    return tag if isinstance(tag, str) else type(frame).__name__
+
+
+def reply_as(reply: ServiceFrame, request: Request, kind: type[R]) -> R:
+    """`reply`, the reply to `request`, as the `kind` the request has. RequestFailed for an
+    error; BadFrame for a reply of another type."""
+    if isinstance(reply, Error):
+        raise RequestFailed(reply.kind, reply.message)
+    if not isinstance(reply, kind):
+        said = f"{frame_name(reply)!r} to {frame_name(request)!r}"
+        raise BadFrame(f"a reply of {said}", "bad_fields", rid_of(reply))
+    return reply
+
+
 class Connection:
     """One connection, after the handshake: frames out with `send`, in with `receive`."""
 
-    def __init__(self, sock: socket.socket, welcome: dict[str, Any]) -> None:
+    def __init__(self, sock: socket.socket, welcome: Welcome | None = None) -> None:
         self.sock = sock
-        self.welcome = welcome
+        self._welcome = welcome  # None until the handshake is over
         self.reader = wire.FrameReader()
-        self.pending: list[dict[str, Any]] = []  # frames read, not yet received
+        self.pending: list[bytes] = []  # lines read, not yet received
         self._rids = 0  # the requests sent, for each one's own id
 
     @property
-    def pid(self) -> int:
-        return int(self.welcome.get("pid", 0))
+    def welcome(self) -> Welcome:
+        if self._welcome is None:
+            raise ServiceError("the service has not welcomed this client")
+        return self._welcome
 
-    def send(self, frame: dict[str, Any]) -> None:
+    @welcome.setter
+    def welcome(self, welcome: Welcome) -> None:
+        self._welcome = welcome
+
+    @property
+    def pid(self) -> int:
+        return self.welcome.pid
+
+    def send(self, frame: msgspec.Struct) -> None:
         try:
-            self.sock.sendall(wire.encode(frame))
+            self.sock.sendall(frames.encode_frame(frame))
         except OSError:
             raise ServiceGone("the service went away") from None
 
-    def receive(self) -> dict[str, Any]:
-        """The next frame; ServiceGone when the service closed the connection."""
-        while not self.pending:
-            try:
-                data = self.sock.recv(1 << 16)
-            except OSError:
-                data = b""
-            if not data:
-                raise ServiceGone("the service went away")
-            self.pending = self.reader.feed(data)
-        return self.pending.pop(0)
+    def receive(self) -> ServiceFrame:
+        """The next frame (one of a type this client does not know is skipped); ServiceGone
+        when the service closed the connection, BadFrame for a line that is no frame."""
+        while True:
+            while not self.pending:
+                try:
+                    data = self.sock.recv(1 << 16)
+                except OSError:
+                    data = b""
+                if not data:
+                    raise ServiceGone("the service went away")
+                self.pending = split_lines(self.reader, data)
+            frame = read_frame(self.pending.pop(0))
+            if frame is not None:
+                return frame
 
-    def request(self, frame: dict[str, Any]) -> dict[str, Any]:
-        """Send a request and wait for its reply; the events that come meanwhile are passed
-        over. RequestFailed for an error reply, ServiceGone when the connection ends first."""
+    def request(self, request: Request, kind: type[R]) -> R:
+        """Send a request and wait for its reply, of the type `kind`; the frames that come
+        meanwhile are passed over. RequestFailed for an error reply, BadFrame for another
+        reply, ServiceGone when the connection ends first."""
         self._rids += 1
         rid = f"{os.getpid()}-{self._rids}"
-        self.send(frame | {"rid": rid})
-        while (reply := self.receive()).get("rid") != rid:
+        self.send(msgspec.structs.replace(request, rid=rid))
+        while rid_of(reply := self.receive()) != rid:
             pass
-        if reply.get("type") == "error":
-            raise RequestFailed(str(reply.get("kind")), str(reply.get("message")))
-        return reply
+        return reply_as(reply, request, kind)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -287,27 +364,27 @@ def _log_tail(log: Path, start_at: int) -> list[str]:
 
 
 def _handshake(sock: socket.socket, client: str) -> Connection:
-    hello = {
-        "type": "hello",
-        "protocol": wire.PROTOCOL,
-        "version": __version__,
-        "client": client,
-        "pid": os.getpid(),
-        "env": environment.digest(),  # which provider variables it sees, never their values
-    }
-    connection = Connection(sock, {})
-    connection.send(hello)
+    hello = Hello(
+        protocol=wire.PROTOCOL,
+        version=__version__,
+        client=client,
+        pid=os.getpid(),
+        env=environment.digest(),  # which provider variables it sees, never their values
+    )
+    connection = Connection(sock)
     try:
+        connection.send(hello)
         answer = connection.receive()
-    except ServiceGone:
+    except ServiceError:
         connection.close()
         raise
-    if answer.get("type") == "error" and answer.get("kind") == "restart":
+    if isinstance(answer, Error) and answer.kind == "restart":
         connection.close()
-        raise ServiceGone(str(answer.get("message")))  # it stops: the next try starts anew
-    if answer.get("type") != "welcome":
+        raise ServiceGone(answer.message)  # it stops: the next try starts anew
+    if not isinstance(answer, Welcome):
         connection.close()
-        raise ServiceError(str(answer.get("message") or "the service refused this client"))
+        refused = answer.message if isinstance(answer, Error) else ""
+        raise ServiceError(refused or "the service refused this client")
     connection.welcome = answer
     return connection
 
@@ -327,10 +404,10 @@ def stop_service(home: Path, client: str = "stop") -> int | None:
     pid = connection.pid
     with connection:
         try:
-            connection.send({"type": "stop"})
+            connection.send(Stop())
             while True:
                 connection.receive()
-        except ServiceGone:
+        except ServiceError:  # gone, as asked (or past reading: its pid is awaited all the same)
             pass
     deadline = time.monotonic() + STOP_SECONDS
     while process_alive(pid) and time.monotonic() < deadline:

@@ -1,5 +1,5 @@
-"""`evertalk -p MESSAGE` as a client of the service: the same output and exit status as `-p` in
-its own process (`evertalk/headless.py`), with the turn run by the service.
+"""`evertalk -p MESSAGE` as a client of the service: the turn runs in the service, and its reply
+(or its events, with `--json`) and its exit status come out here.
 
 The message goes with an idempotency key and the working directory; the printer shows the events
 from the service's acceptance on, and the run ends at the first `quiet` after a turn ended (no
@@ -19,7 +19,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from evertalk.budget import OVER_BUDGET_FLAG, today
 from evertalk.client.asks import request_line
@@ -32,9 +31,9 @@ from evertalk.client.printers import (
     ReplyPrinter,
 )
 from evertalk.grants import covers
-from evertalk.protocol import wire
 from evertalk.protocol.events import (
     Delivered,
+    Event,
     MemoryWarning,
     MessageSent,
     Quiet,
@@ -42,6 +41,9 @@ from evertalk.protocol.events import (
     TurnEnded,
     TurnStarted,
 )
+from evertalk.protocol.frames import ServiceFrame
+from evertalk.protocol.replies import Accepted, Ask, Error, Stopping
+from evertalk.protocol.requests import Answer, Cancel, Image, Retry, Send
 from evertalk.terminal_text import escape_controls, fail
 
 CLIENT = "-p"
@@ -72,18 +74,16 @@ def run_via_service(
     runs though the day's spending is past the daily budget (else it is refused)."""
     if not retry and not message.strip():
         return fail("the message is empty")
-    request: dict[str, Any] = {"type": "retry"}
+    request: Send | Retry = Retry()
     if not retry:
-        request = {
-            "type": "send",
-            "text": message,
-            "key": f"p-{uuid.uuid4().hex}",
-            "cwd": str(Path.cwd().resolve()),
-            "workdir": str(workdir.resolve()) if workdir is not None else None,
-            "images": [{"media_type": kind, "data": data} for kind, data in images],
-        }
-        if model is not None:
-            request["model"] = model
+        request = Send(
+            text=message,
+            key=f"p-{uuid.uuid4().hex}",
+            cwd=str(Path.cwd().resolve()),
+            workdir=str(workdir.resolve()) if workdir is not None else None,
+            images=[Image(kind, data) for kind, data in images],
+            model=model,
+        )
     from evertalk.config import ConfigError, load_config
 
     try:
@@ -103,23 +103,22 @@ def _say(line: str) -> None:
     print(f"evertalk: {line}", file=sys.stderr, flush=True)
 
 
-def answered(frame: dict[str, Any], allowed: bool) -> str:
+def answered(ask: Ask, allowed: bool) -> str:
     """What `-p` says of a permission question it answered (standard output stays the reply)."""
-    tool = frame.get("tool")
     if allowed:
-        how = f"allowed once (--allow {tool})"
-    elif frame.get("outside"):
+        how = f"allowed once (--allow {ask.tool})"
+    elif ask.outside:
         how = "denied (outside the working directory, only the app can allow it)"
     else:
-        how = f"denied (-p --allow {tool} allows it)"
-    return f"evertalk: {request_line(frame)} — {how}"
+        how = f"denied (-p --allow {ask.tool} allows it)"
+    return f"evertalk: {request_line(ask)} — {how}"
 
 
 class _Run:
     def __init__(
         self,
         home: Path,
-        request: dict[str, Any],
+        request: Send | Retry,
         as_json: bool,
         grants: frozenset[str],
         start: bool,
@@ -134,6 +133,7 @@ class _Run:
         self.replied = False  # a reply of this turn was logged: nothing to retry
         self.retry_works = False  # the service found the message left without a reply
         self.accepted = False  # the service took the request on this connection
+        self.ended = False  # a turn ended on this connection: the next `quiet` ends the run
         printer = JsonPrinter if as_json else ReplyPrinter
         self.printer = printer(sys.stdout, sys.stderr, hint=self._hint)
 
@@ -175,79 +175,87 @@ class _Run:
     def _cancel(self, connection: Connection, deadline: float) -> str:
         """Cancel this message's turn and wait for its end; what the line says of it."""
         while not self.accepted:  # cancelled before the service took it, its turn would run
-            if self._frame(connection, deadline)["type"] in ("error", "stopping"):
+            if isinstance(self._frame(connection, deadline), Error | Stopping):
                 return "interrupted"
         if self.waiting:  # the turn that runs is another client's: it is not ours to stop
             return "interrupted; the message stays, and is answered after the turn now running"
-        connection.send({"type": "cancel"})
+        connection.send(Cancel())
         while True:
             frame = self._frame(connection, deadline)
-            if frame["type"] == "stopping":
+            if isinstance(frame, Stopping):
                 return "interrupted; the service is stopping"
-            event = wire.event_of(frame)
-            if isinstance(event, TurnStarted):  # it began as the cancel went: once more
-                connection.send({"type": "cancel"})
-            if event is not None and not isinstance(event, Quiet):
-                self.printer.show(event)  # type: ignore[arg-type]
-            if isinstance(event, TurnEnded):
+            if isinstance(frame, TurnStarted):  # it began as the cancel went: once more
+                connection.send(Cancel())
+            if isinstance(frame, Event) and not isinstance(frame, Quiet):
+                self.printer.show(frame)
+            if isinstance(frame, TurnEnded):
                 return "interrupted; the turn was cancelled"
 
     @staticmethod
-    def _frame(connection: Connection, deadline: float) -> dict[str, Any]:
+    def _frame(connection: Connection, deadline: float) -> ServiceFrame:
         """The next frame before `deadline`; ServiceGone when none comes by then."""
         connection.sock.settimeout(max(0.01, deadline - time.monotonic()))
         return connection.receive()
 
     def _turn(self, connection: Connection) -> int:
-        self.accepted, ended = False, False
+        self.accepted, self.ended = False, False
         connection.send(self.request)
         while True:
             frame = connection.receive()
-            kind = frame["type"]
-            if kind == "accepted":
-                self.accepted = True
-                self.waiting = bool(frame.get("held"))  # a turn runs: the next one is ours
-                if frame.get("duplicate") and self.request["type"] == "send":
-                    # logged before the service went away: a turn for it, unless one answered
-                    self.request, self.resent = {"type": "retry"}, True
-                    connection.send(self.request)
-                    self.accepted = False
-            elif kind == "error":
-                if frame.get("kind") == "nothing_to_retry" and self.resent:
+            if isinstance(frame, Accepted):
+                self._accepted(connection, frame)
+            elif isinstance(frame, Error):
+                if frame.kind == "nothing_to_retry" and self.resent:
                     return fail(CUT_SHORT)
-                status = EXIT_USAGE if frame.get("kind") == "nothing_to_retry" else EXIT_FAILED
-                return fail(str(frame.get("message")), status)
-            elif kind == "stopping":
-                why = frame.get("reason")
+                status = EXIT_USAGE if frame.kind == "nothing_to_retry" else EXIT_FAILED
+                return fail(frame.message, status)
+            elif isinstance(frame, Stopping):
+                why = frame.reason
                 return fail(f"the service was stopped ({why}) during the turn; {LOGGED_STAYS}")
-            elif kind == "ask":
+            elif isinstance(frame, Ask):
                 # outside the working directory a file tool needs a yes that --allow is not
-                allowed = covers(self.grants, str(frame.get("tool"))) and not frame.get("outside")
+                allowed = covers(self.grants, frame.tool) and not frame.outside
                 print(escape_controls(answered(frame, allowed)), file=sys.stderr, flush=True)
-                answer = {"type": "answer", "id": frame.get("id")}
-                connection.send(answer | {"decision": "once" if allowed else "deny"})
-            elif self.accepted or frame["type"] == "memory_warning":
-                event = wire.event_of(frame)
-                if isinstance(event, Quiet) and ended:
-                    return self.printer.status
-                if self.waiting and not self._reached(event):
-                    continue  # another client's turn, running when this message came
-                if isinstance(event, TurnEnded):
-                    ended = True
-                    self.retry_works = event.retry
-                if isinstance(event, TurnStarted):
-                    self.replied = False
-                elif isinstance(event, ReplyLogged):
-                    self.replied = True
-                if event is not None and not isinstance(event, Quiet):
-                    self.printer.show(event)  # type: ignore[arg-type]
+                connection.send(Answer(id=frame.id, decision="once" if allowed else "deny"))
+            elif isinstance(frame, Event) and self._event(frame):
+                return self.printer.status
+
+    def _accepted(self, connection: Connection, accepted: Accepted) -> None:
+        self.accepted = True
+        self.waiting = accepted.held is True  # a turn runs: the next one is ours
+        if accepted.duplicate and isinstance(self.request, Send):
+            # logged before the service went away: a turn for it, unless one answered
+            self.request, self.resent = Retry(), True
+            connection.send(self.request)
+            self.accepted = False
+
+    def _event(self, event: Event) -> bool:
+        """Show an event (of this request's turn, or a warning, which always shows); whether
+        the run is over (quiet after the turn ended)."""
+        if not self.accepted and not isinstance(event, MemoryWarning):
+            return False  # before the service took the request: another client's
+        if isinstance(event, Quiet) and self.ended:
+            return True
+        if self.waiting and not self._reached(event):
+            return False  # another client's turn, running when this message came
+        if isinstance(event, TurnEnded):
+            self.ended = True
+            self.retry_works = event.retry
+        if isinstance(event, TurnStarted):
+            self.replied = False
+        elif isinstance(event, ReplyLogged):
+            self.replied = True
+        if not isinstance(event, Quiet):
+            self.printer.show(event)
+        return False
 
     def _reached(self, event: object) -> bool:
         """Whether the message, held while another turn ran, has reached the model: that
         turn took it (`delivered`), or the next turn starts with it. Warnings always show."""
         if isinstance(event, MessageSent):
             return False  # its own message it knows; another's is not its turn
-        taken = isinstance(event, Delivered) and event.text == self.request.get("text")
+        sent = self.request.text if isinstance(self.request, Send) else None
+        taken = isinstance(event, Delivered) and event.text == sent
         if taken or isinstance(event, TurnStarted):
             self.waiting = False
         return not self.waiting or isinstance(event, MemoryWarning)

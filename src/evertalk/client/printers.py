@@ -10,10 +10,9 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from evertalk.protocol import wire
 from evertalk.protocol.events import (
-    AgentEvent,
     CatchingUp,
+    Event,
     MemoryWarning,
     ReplyLogged,
     Retrying,
@@ -25,6 +24,7 @@ from evertalk.protocol.events import (
     TurnStarted,
     catching_up_text,
 )
+from evertalk.protocol.frames import to_dict
 from evertalk.terminal_text import escape_controls
 
 EXIT_OK = 0
@@ -78,7 +78,7 @@ class ReplyPrinter:
         self.parted = False  # a tool call came since the last text printed
         self.caught_up_at: float | None = None  # when the running wait's last line was printed
 
-    def show(self, event: AgentEvent) -> None:
+    def show(self, event: Event) -> None:
         if isinstance(event, TurnStarted):
             self._turn_over()
             self.caught_up_at = None
@@ -168,7 +168,7 @@ class JsonPrinter:
         self.hint = hint
         self.status = EXIT_OK
 
-    def show(self, event: AgentEvent) -> None:
+    def show(self, event: Event) -> None:
         print(event_json(event), file=self.out, flush=True)
         if isinstance(event, TurnEnded) and event.reason != "done":
             self.status = EXIT_INTERRUPTED if event.reason == "cancelled" else EXIT_FAILED
@@ -178,6 +178,6 @@ class JsonPrinter:
                 print(stopped, file=self.err, flush=True)
 
 
-def event_json(event: object) -> str:
+def event_json(event: Event) -> str:
     """`{"type":"text_delta","text":"…"}`: the event as the protocol frames it."""
-    return json.dumps(wire.event_frame(event), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(to_dict(event), ensure_ascii=False, separators=(",", ":"))

@@ -14,25 +14,47 @@ import contextlib
 import itertools
 import math
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import msgspec
 from anyio.abc import SocketStream
 
 from evertalk.client.connection import (
+    BadFrame,
     Connection,
     RequestFailed,
     ServiceError,
     ServiceGone,
     Starting,
     connect,
+    read_frame,
+    reply_as,
+    rid_of,
+    split_lines,
 )
-from evertalk.protocol import wire
+from evertalk.protocol.frames import ServiceFrame, encode_frame
+from evertalk.protocol.replies import RecordItem, Records, Welcome
+from evertalk.protocol.requests import GetRecords, Request
 
-__all__ = ["Message", "Remote", "RequestFailed", "ServiceError", "ServiceGone", "open_remote"]
+__all__ = [
+    "BadFrame",
+    "Message",
+    "Received",
+    "Remote",
+    "RequestFailed",
+    "ServiceError",
+    "ServiceGone",
+    "open_remote",
+]
+
+R = TypeVar("R", bound=msgspec.Struct)
+
+Received = ServiceFrame | BadFrame
+"""What `frames()` gives: a frame, or the line that was none (said, and passed over)."""
 
 
 @dataclass(frozen=True)
@@ -53,29 +75,30 @@ class Remote:
 
     def __init__(self, stream: SocketStream, connection: Connection) -> None:
         self.stream = stream
-        self.welcome = connection.welcome
+        self.welcome: Welcome = connection.welcome
         self._reader = connection.reader  # bytes the handshake read past the welcome
-        self._early = list(connection.pending)
+        self._early = list(connection.pending)  # … and its lines
         self._rids = itertools.count(1)
-        self._waiting: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
-        self._in, self._out = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
+        self._waiting: dict[int, tuple[anyio.Event, list[Received]]] = {}
+        self._in, self._out = anyio.create_memory_object_stream[Received](math.inf)
         self.gone = anyio.Event()
         self._send_lock = anyio.Lock()
 
     @property
     def name(self) -> str:
         """This client as the service names it in `sent` events."""
-        return str(self.welcome.get("name", ""))
+        return self.welcome.name
 
     @property
     def pid(self) -> int:
-        return int(self.welcome.get("pid", 0))
+        return self.welcome.pid
 
     async def run(self) -> None:
-        """Read until the service closes the connection (or this side does)."""
+        """Read until the service closes the connection (or this side does, or the service
+        sends a line that is not a frame at all: where the next one starts is not known)."""
         try:
-            for frame in self._early:
-                self._dispatch(frame)
+            if not self._take(self._early):
+                return
             while True:
                 try:
                     data = await self.stream.receive()
@@ -84,16 +107,33 @@ class Remote:
                 except OSError:
                     return
                 try:
-                    frames = self._reader.feed(data)
-                except wire.ProtocolError:
+                    lines = split_lines(self._reader, data)
+                except BadFrame as bad:
+                    self._dispatch(bad)
                     return
-                for frame in frames:
-                    self._dispatch(frame)
+                if not self._take(lines):
+                    return
         finally:
             self._closed()
 
-    def _dispatch(self, frame: dict[str, Any]) -> None:
-        rid = frame.get("rid")
+    def _take(self, lines: Iterable[bytes]) -> bool:
+        """Each line's frame to whoever waits for it; False once a line that is no frame at
+        all ends the connection. A known frame with a wrong field is passed on as BadFrame,
+        and the next line read."""
+        for line in lines:
+            try:
+                frame = read_frame(line)
+            except BadFrame as bad:
+                self._dispatch(bad)
+                if bad.problem == "not_a_frame":
+                    return False
+                continue
+            if frame is not None:
+                self._dispatch(frame)
+        return True
+
+    def _dispatch(self, frame: Received) -> None:
+        rid = frame.rid if isinstance(frame, BadFrame) else rid_of(frame)
         waiting = self._waiting.pop(rid, None) if isinstance(rid, int) else None
         if waiting is not None:
             event, answer = waiting
@@ -110,60 +150,56 @@ class Remote:
             event.set()  # with no answer: ServiceGone in `request`
         self._waiting.clear()
 
-    async def frames(self) -> AsyncIterator[dict[str, Any]]:
-        """Every frame that is not a reply, in order; it ends when the connection does."""
+    async def frames(self) -> AsyncIterator[Received]:
+        """Every frame that is not a reply, in order, and each line that was no frame (as
+        BadFrame, its one line); it ends when the connection does."""
         async with self._out:
             async for frame in self._out:
                 yield frame
 
-    async def post(self, frame: dict[str, Any]) -> None:
+    async def post(self, frame: msgspec.Struct) -> None:
         """Send a frame that gets no reply (an answer, a cancel). ServiceGone when gone."""
-        data = wire.encode(frame)
+        data = encode_frame(frame)
         try:
             async with self._send_lock:
                 await self.stream.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             raise ServiceGone("the service went away") from None
 
-    async def request(self, frame: dict[str, Any]) -> dict[str, Any]:
-        """Send a request and wait for its reply. RequestFailed for an error reply,
-        ServiceGone when the connection ends first."""
+    async def request(self, request: Request, kind: type[R]) -> R:
+        """Send a request and wait for its reply, of the type `kind`. RequestFailed for an
+        error reply, BadFrame for another reply or one that is no frame, ServiceGone when
+        the connection ends first."""
         if self.gone.is_set():
             raise ServiceGone("the service went away")
         rid = next(self._rids)
-        event, answer = anyio.Event(), list[dict[str, Any]]()
+        event, answer = anyio.Event(), list[Received]()
         self._waiting[rid] = (event, answer)
         try:
-            await self.post({**frame, "rid": rid})
+            await self.post(msgspec.structs.replace(request, rid=rid))
             await event.wait()
         finally:
             self._waiting.pop(rid, None)
         if not answer:
             raise ServiceGone("the service went away")
-        reply: dict[str, Any] = answer[0]
-        if reply.get("type") == "error":
-            raise RequestFailed(str(reply.get("kind")), str(reply.get("message")))
-        return reply
+        reply = answer[0]
+        if isinstance(reply, BadFrame):
+            raise reply
+        return reply_as(reply, request, kind)
 
     async def records(self, **query: Any) -> list[Message]:
         """Messages of the log (the `records` request): `start`/`end`, or `last`/`kind`/`scan`."""
-        reply = await self.request({"type": "records", **query})
-        return [message_of(item) for item in reply["records"]]
+        reply = await self.request(GetRecords(**query), Records)
+        return [message_of(item) for item in reply.records]
 
     async def aclose(self) -> None:
         await self.stream.aclose()
 
 
-def message_of(item: dict[str, Any]) -> Message:
+def message_of(item: RecordItem) -> Message:
     """A message of a `records` reply."""
     return Message(
-        int(item["id"]),
-        str(item["kind"]),
-        str(item["text"]),
-        item.get("key"),
-        str(item.get("date", "")),
-        tuple(item.get("images") or ()),
-        item.get("failed") is True,
+        item.id, item.kind, item.text, item.key, item.date, tuple(item.images), item.failed
     )
 
 

@@ -1,4 +1,6 @@
 """The compactor: an anyio service that builds the nodes the memory core says are ready.
+What starts when (slots, order, failures, the pause and its probes, trust) is decided by the
+pure `Policy` of `policy.py`; this module makes the calls, writes the lines, and keeps time.
 
 At most `concurrency` calls run at once (SPEC §4.1). Work is taken from the core's queues
 in priority order: the nodes a waiting turn needs; while a batch waits for parents (the view or
@@ -31,17 +33,17 @@ import contextlib
 import math
 import os
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass, replace
 
 import anyio
 from anyio.abc import TaskGroup
 
 from evertalk.chat import Chat, broken_error
 from evertalk.compactor.grounding import MIN_SHARED, source_of
-from evertalk.compactor.line import MAX_REJECTIONS, Done, FollowUp, SizeLoop, Unusable
-from evertalk.compactor.status import CompactorStatus, write_status
+from evertalk.compactor.line import Done, FollowUp, SizeLoop, Unusable
+from evertalk.compactor.policy import RETRY_SECONDS as RETRY_SECONDS
+from evertalk.compactor.policy import TRUST_WINDOW, Policy, State, Trust
 from evertalk.compactor.tasks import leaf_task, merge_task
 from evertalk.compactor.window import (
     REPLY_TOKENS,
@@ -62,17 +64,16 @@ from evertalk.providers.base import (
     Provider,
     ProviderError,
     Request,
-    Retrying,
     Thinking,
     Tool,
     Usage,
 )
+from evertalk.providers.call import Call, Meter
 from evertalk.providers.lane import TurnLane, Yielded
 from evertalk.providers.layout import compaction_request
-from evertalk.providers.prices import cost as price_of
+from evertalk.store.compactor_status import CompactorStatus, write_status
 from evertalk.store.errors import StoreError
 
-RETRY_SECONDS = 10.0  # while a turn waits, a failed node is tried again this long after (§4.5)
 PUBLISH_SECONDS = 1.0  # compactor.json is written at most this often, and at most this late
 RATE_AFTER = 8  # summaries built before a rate is given: the first ones start and land together
 
@@ -80,10 +81,6 @@ RATE_AFTER = 8  # summaries built before a rate is given: the first ones start a
 # failure would cut every node after three tries. Such errors pause the node instead, and so
 # does a server that cannot be reached at all (`unreached`).
 SETUP_ERRORS = frozenset({"auth", "not_found"})
-PROBE_FIRST = 2.0
-"""Seconds after a setup error before one call probes the setup again without a new message;
-the gap doubles at each failed probe, up to PROBE_MOST."""
-PROBE_MOST = 60.0
 
 Warn = Callable[[str], None]
 """Takes one line for the user, such as `memory: 12+1 could not be summarized (…); …`."""
@@ -136,22 +133,6 @@ def stored(end: Done | Unusable) -> str:
     raise UnusableReply("the model gave no usable line")
 
 
-TRUST_WINDOW = 10
-"""The compactor's latest lines judged against their input (SPEC §4.8) that say whether its
-model can be trusted to summarize."""
-
-DISTRUST_AT = 8
-"""Rejected lines among the latest TRUST_WINDOW that make the model untrusted: each node is then
-asked once, and cut from its input when its line is rejected, rather than asked up to six times
-(a follow-up for each of two rejections, three failures). A model that invents nearly every
-time wastes minutes a call on a local server, and its node ends cut all the same."""
-
-TRUST_AGAIN_BELOW = 5
-"""An untrusted model is trusted again once fewer of the latest TRUST_WINDOW lines than this
-were rejected: a margin below DISTRUST_AT, so that a lucky line or two does not flip it back
-and forth (a small model measured at 89% rejected did, at 8 of 10 both ways)."""
-
-
 def _no_budget_pause() -> str | None:
     """No daily budget: the compactor never pauses for one."""
     return None
@@ -173,6 +154,26 @@ class CompactorSettings:
     min_shared: float = MIN_SHARED  # of a line's content words, in its input (SPEC §4.8)
 
 
+class CoreWork:
+    """What may be built now, from the chat's memory core (the policy's `Work`): read afresh
+    each time, since a reopen after a forget brings a new core."""
+
+    def __init__(self, chat: Chat) -> None:
+        self.chat = chat
+
+    def ready_leaves(self) -> list[int]:
+        return self.chat.ready_leaves()
+
+    def batch_parents(self) -> list[Node]:
+        return self.chat.batch_parents()
+
+    def first_merge(self, skip: Set[Node]) -> Node | None:
+        return self.chat.first_merge(set(skip))
+
+    def may_build(self, node: Node) -> bool:
+        return self.chat.may_build(node)
+
+
 class Compactor:
     def __init__(
         self,
@@ -189,6 +190,8 @@ class Compactor:
         lane: TurnLane | None = None,
     ) -> None:
         self.chat = chat
+        self.policy = Policy(settings.concurrency)  # what starts when: the pure part
+        self.work = CoreWork(chat)
         self.lane = lane  # turns go first on a server that serves one request at a time
         self.secrets = secrets  # never in a line: a model (or a proxy) may repeat a key
         self.provider = provider
@@ -198,45 +201,63 @@ class Compactor:
         self.ledger = ledger
         self.clock = clock
         self.on_warning = on_warning  # each node's first failure (SPEC §4.5), a paused setup
-        self.in_flight: set[Node] = set()
         self._scopes: dict[Node, anyio.CancelScope] = {}  # of the calls in flight
-        self.failed_at: dict[Node, float] = {}
-        self._held: set[Node] = set()  # of `failed_at`: paused, not failed (a probe may take one)
-        self.urgent: list[Node] = []
-        self._waiters = 0  # open `waiting()` scopes: failed nodes retry on a timer meanwhile
         self.last_error: str | None = None
-        self.setup_error: ProviderError | None = None
-        self._probe_at = -math.inf  # after a setup error: no probe before this time
-        self._probe_gap = PROBE_FIRST
         self.calls = 0
         self.built = 0
         self.rejected = 0  # replies whose line was not true to its input (SPEC §4.8)
         self.cost = 0.0
         self._wake = anyio.Event()
         self._landed = anyio.Event()  # set (and replaced) each time a call ends
-        self._draining = False
         self._status_at = -math.inf
         self._published: CompactorStatus | None = None
-        self._warned: set[Node] = set()
         self._until_built = False
         self._busy = 0.0  # seconds of the clock with a call in flight, up to `_busy_since`
         self._busy_since: float | None = None  # since when, while calls are in flight
         self._measured = (0, 0.0)  # (summaries built, busy seconds) at the latest landing
-        self._verdicts: deque[bool] = deque(maxlen=TRUST_WINDOW)  # each judged line: true?
-        self.untrusted = False  # its model's lines keep failing the check (see `_judged`)
         self.rounds = 0  # times the run loop went round: a loop that never sleeps shows here
         # the daily budget (`budget.py`): why no call may start today, or None
         self.budget_pause: Callable[[], str | None] = _no_budget_pause
         self.budget_paused: str | None = None
 
+    @property
+    def settings(self) -> CompactorSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: CompactorSettings) -> None:
+        self._settings = settings
+        self.policy.concurrency = settings.concurrency
+
     # -- what the outside tells the service -----------------------------------------------
+
+    def warn_to(self, on_warning: Warn) -> None:
+        """Where its warnings go from now on (a session's `memory:` lines)."""
+        self.on_warning = on_warning
+
+    def use_tools(self, tools: list[Tool]) -> None:
+        """The tools every compaction carries from its next call on: the turns' list, so that
+        both keep one cached prefix (SPEC §4.2)."""
+        self.tools = tools
+
+    def use_model(self, model: str, effort: str | None) -> None:
+        """The model (and effort) of its next call on; the calls in flight keep theirs."""
+        self.settings = replace(self.settings, model=model, effort=effort)
+
+    def follow_budget(self, pause: Callable[[], str | None]) -> None:
+        """`pause` says, each time the loop wakes, why no call may start today (the daily
+        budget, `budget.py`), or None."""
+        self.budget_pause = pause
+
+    def carry_cost(self, cost: float) -> None:
+        """Add what the compactors before this one cost (a reopen brings a new one): the
+        status says what the whole session cost."""
+        self.cost += cost
 
     def message_logged(self) -> None:
         """A new message: every failed node may be tried again (SPEC §4.5), and a paused
         setup probed at once."""
-        self.failed_at.clear()
-        self._held.clear()
-        self._probe_at = -math.inf
+        self.policy.message()
         self.wake()
 
     def wake(self) -> None:
@@ -248,21 +269,21 @@ class Compactor:
         while any is open, a failed node is tried again RETRY_SECONDS after its failure (SPEC
         §4.5). Counted, since the waits begin and end independently: one that ends must not
         take the timer from another."""
-        self._waiters += 1
+        self.policy.wait_began()
         self.wake()  # asleep until a message, it now times the retry of failed nodes
         try:
             yield
         finally:
-            self._waiters -= 1
+            self.policy.wait_ended()
 
     @property
     def waited_on(self) -> bool:
         """Whether a `waiting()` scope is open."""
-        return self._waiters > 0
+        return self.policy.waited_on
 
     def prioritize(self, nodes: Iterable[Node]) -> None:
         """The nodes a waiting turn needs go first (SPEC §4.1)."""
-        self.urgent = list(nodes)
+        self.policy.prioritize(nodes)
         self.wake()
 
     def cancel_in_flight(self) -> list[Node]:
@@ -278,14 +299,34 @@ class Compactor:
         line built, or its failure counted. A process about to exit drains first, since a call
         it cut off would be paid for, its line lost, and its node sent again by the next run.
         From the call on (before its first await), `in_flight` is the whole wait."""
-        self._draining = True
-        while self.in_flight:
+        self.policy.drain()
+        while self.policy.in_flight:
             await self._landed.wait()
 
     # -- state ----------------------------------------------------------------------------
 
+    @property
+    def in_flight(self) -> frozenset[Node]:
+        """The nodes whose calls run."""
+        return self.policy.in_flight
+
+    @property
+    def failed_at(self) -> Mapping[Node, float]:
+        """The nodes that wait for a message (or a retry), failed or held by a pause."""
+        return self.policy.failed_at
+
+    @property
+    def setup_error(self) -> ProviderError | None:
+        """Why its model cannot be used or reached (summaries are paused), or None."""
+        return self.policy.setup_error
+
+    @property
+    def untrusted(self) -> bool:
+        """Whether its model's lines keep failing the check against their input (SPEC §4.8)."""
+        return self.policy.trust is Trust.DISTRUSTED
+
     def unbuilt(self) -> int:
-        return self.chat.core.tree.unbuilt_count()
+        return self.chat.unbuilt_count()
 
     def rate(self) -> float | None:
         """Summaries built per second of the time with calls in flight (idle time, waiting for
@@ -298,30 +339,22 @@ class Compactor:
         return round(built / busy, 4)
 
     def _judged(self, grounded: bool) -> None:
-        """A size loop ended on a line judged against its input; say when trust changes: lost
-        at DISTRUST_AT rejected of the latest TRUST_WINDOW, won back below TRUST_AGAIN_BELOW."""
-        before = self.untrusted
-        self._verdicts.append(grounded)
-        rejected = self._verdicts.count(False)
-        if len(self._verdicts) == TRUST_WINDOW and rejected >= DISTRUST_AT:
-            self.untrusted = True
-        elif rejected < TRUST_AGAIN_BELOW:
-            self.untrusted = False
-        if self.untrusted and not before:
+        """A size loop ended on a line judged against its input; say when trust changes."""
+        changed = self.policy.judged(grounded)
+        if changed is Trust.DISTRUSTED:
             self._warn(
                 f"memory: the compactor model's lines failed the check against their input "
-                f"{self._verdicts.count(False)} times of the latest {TRUST_WINDOW}: each node "
+                f"{self.policy.rejected_of_latest} times of the latest {TRUST_WINDOW}: each node "
                 "is now asked once and cut from its input (a true excerpt) when its line "
                 "fails; a stronger [memory] model would summarize them"
             )
-        elif before and not self.untrusted:
+        elif changed is Trust.TRUSTED:
             self._warn("memory: the compactor model's lines pass the check again")
 
     def status(self) -> CompactorStatus:
-        core = self.chat.core
-        # every node that will need a model call: all unbuilt leaves (free ones are built at
-        # their append), not just the 8 that may start, and the merges whose halves are built
-        waiting = core.tree.unbuilt_count(0) + core.queues.merge_count()
+        # all unbuilt leaves (free ones are built at their append), not just the 8 that may
+        # start, and the merges whose halves are built
+        waiting = self.chat.builds_to_go()
         busy = len(self.in_flight | self.failed_at.keys())  # a paused node is briefly both
         return CompactorStatus(
             pid=os.getpid(),
@@ -349,7 +382,8 @@ class Compactor:
                 self._wake = anyio.Event()
                 self._start(group)
                 publish_in = self._publish()
-                if until_built and not self.in_flight and (self._draining or self._done()):
+                draining = self.policy.state is State.DRAINING
+                if until_built and not self.in_flight and (draining or self._done()):
                     break
                 # a status whose write was put off for rate is written when its time comes
                 with anyio.move_on_after(min(self._timer(), publish_in)):
@@ -364,31 +398,17 @@ class Compactor:
     def _start(self, group: TaskGroup) -> None:
         if self._stopped() or self._over_budget():
             return
-        # after a setup error, one call at a time probes whether the setup works again, at
-        # growing intervals until the next message: not every ready node in a burst
-        if self.setup_error is not None and self.clock() < self._probe_at:
-            return
-        limit = self._limit()
-        if len(self.in_flight) >= limit:
-            return
-        self._release_due()
-        # nothing is built while slots are filled: one walk of the views serves them all
-        batch = self.chat.core.batch_parents()
-        while len(self.in_flight) < limit:
-            node = self._next(batch)
-            if node is None:
-                return
-            self.failed_at.pop(node, None)  # a probe takes a node held by the pause
-            self._held.discard(node)
-            if not self.in_flight:
-                self._busy_since = self.clock()
-            self.in_flight.add(node)
+        idle = not self.policy.in_flight
+        started = self.policy.start(self.work, self.clock())
+        if started and idle:
+            self._busy_since = self.clock()
+        for node in started:
             group.start_soon(self._compact, node)
 
     def _stopped(self) -> bool:
         """Whether no call may start at all: the chat cannot take a line until a reopen (no
         call is worth paying), or the process drains before it exits."""
-        return self.chat.broken is not None or self._draining
+        return self.chat.broken is not None or self.policy.state is State.DRAINING
 
     def _over_budget(self) -> bool:
         """Whether the day's spending has reached the compactor's share of the daily budget:
@@ -400,19 +420,15 @@ class Compactor:
         self.budget_paused = why
         return why is not None
 
-    def _limit(self) -> int:
-        """Calls that may be in flight at once: one, a probe, while the setup fails."""
-        return 1 if self.setup_error is not None else self.settings.concurrency
-
     def can_start(self) -> bool:
         """Whether a call runs or one could start now: the work that keeps a service from
         exiting when idle (SPEC §11). A paused compactor, leaves behind the leaf window, and
         failed nodes that wait for a message are none."""
-        if self.in_flight:
+        if self.policy.in_flight:
             return True
-        if self._stopped() or self.setup_error is not None or self.budget_paused is not None:
+        if self.chat.broken is not None or self.budget_paused is not None:
             return False
-        return self._next(self.chat.core.batch_parents()) is not None
+        return self.policy.can_start(self.work)
 
     def _measure(self) -> None:
         """A call landed: the busy time so far, and the rate's basis."""
@@ -426,54 +442,13 @@ class Compactor:
         broken = self.chat.broken is not None or self.budget_paused is not None
         return self.setup_error is not None or broken or self.unbuilt() == 0
 
-    def _release_due(self) -> None:
-        """While someone waits, the failed nodes whose RETRY_SECONDS are over may go again."""
-        if not self.waited_on:
-            return
-        now = self.clock()
-        for node, failed in list(self.failed_at.items()):
-            if now - failed >= RETRY_SECONDS:
-                del self.failed_at[node]
-                self._held.discard(node)
-
-    def _next(self, batch: list[Node]) -> Node | None:
-        """The next node to start, or None; `batch`: the parents an unfinished batch waits
-        for. While paused, a probe may take a node the pause holds (it is not at fault)."""
-        core = self.chat.core
-        waits = self.failed_at.keys() - self._held if self.setup_error else self.failed_at.keys()
-        skip = self.in_flight | waits
-        ready = core.queues.ready_leaves(core.tree)
-        for node in self.urgent:
-            # urgent nodes go first, but only once ready like any other (SPEC §4.1): a leaf
-            # within the first 8 unbuilt ones, a merge with both halves built
-            if node in skip or (node[0] == 0 and node[1] not in ready):
-                continue
-            if core.pending_error(node) is None:
-                return node
-        # a batch that waits for parents goes on only once they are built; the usual order
-        # would build every new leaf first, and then the newest pairs' parents
-        for node in batch:
-            if node not in skip:
-                return node
-        for index in ready:
-            if (0, index) not in skip:
-                return (0, index)
-        return core.queues.first_merge(core.tree, skip)
-
     def _timer(self) -> float:
-        """Seconds until a timer may let a call start: the next probe of a paused setup, or
-        the retry of a failed node while someone waits. Called right after `_start`: when
-        nothing can start at a timer (no slot is free, a due probe found no node), inf, and only
-        a wake (a message, a call that lands, a new wait) moves the loop: it never polls."""
-        if self._stopped() or self.budget_paused or len(self.in_flight) >= self._limit():
+        """Seconds until a timer may let a call start (`Policy.timer`); inf while no call may
+        start at all: only a wake (a message, a call that lands, a new wait) moves the loop
+        then, it never polls."""
+        if self._stopped() or self.budget_paused:
             return math.inf
-        now = self.clock()
-        if self.setup_error is not None:  # its failed nodes wait for the probe or a message
-            return self._probe_at - now if self._probe_at > now else math.inf
-        if not (self.waited_on and self.failed_at):
-            return math.inf
-        # `_start` released the due ones: each left is due in the future
-        return max(0.0, min(self.failed_at.values()) + RETRY_SECONDS - now)
+        return self.policy.timer(self.clock())
 
     def _publish(self, force: bool = False) -> float:
         """Write compactor.json if the status changed, at most once per PUBLISH_SECONDS.
@@ -489,7 +464,7 @@ class Compactor:
         self._published = status
         # the status file is a courtesy to other terminals; the chat does not depend on it
         with contextlib.suppress(OSError):
-            write_status(self.chat.store.path, status)
+            write_status(self.chat.folder, status)
         return math.inf
 
     # -- one node -------------------------------------------------------------------------
@@ -502,10 +477,10 @@ class Compactor:
         except Exception as error:  # the disk (or the chat) could not take it: not the node's
             # fault, so it is not counted; the node waits for the next message like a failure
             self._report(node, f"{type(error).__name__}: {error}")
-            self.failed_at[node] = self.clock()
+            self.policy.failed(node, self.clock())
         finally:
             self._scopes.pop(node, None)
-            self.in_flight.discard(node)
+            self.policy.landed(node)
             self._measure()
             landed, self._landed = self._landed, anyio.Event()
             landed.set()
@@ -528,7 +503,7 @@ class Compactor:
         except (OSError, StoreError):
             raise  # reading the message or a line failed: `_compact` holds the node
         except UnusableReply as error:
-            if error.rejected and self.untrusted:
+            if error.rejected and self.policy.trust is Trust.DISTRUSTED:
                 self._setup_works()
                 self.chat.cut(node)
             else:
@@ -542,31 +517,20 @@ class Compactor:
 
     def _pause(self, node: Node, error: ProviderError) -> None:
         """A setup error: the node waits and is not counted; one call at a time probes."""
-        if self.setup_error is None and not self._until_built:
+        if self.policy.setup_error is None and not self._until_built:
             # `memory compact` raises it; in a session, this is the only word of it
             how = "reached" if unreached(error) else "used"
             self._warn(
                 f"memory: summaries are paused: the compactor's model cannot be {how} "
                 f"({error}); they go on once it can"
             )
-        self.setup_error = error
         self.last_error = str(error)
-        now = self.clock()
-        self.failed_at[node] = now
-        self._held.add(node)
-        if now >= self._probe_at:  # a probe failed, or the first call: not each of a burst
-            self._probe_at = now + self._probe_gap
-            self._probe_gap = min(self._probe_gap * 2, PROBE_MOST)
+        self.policy.paused(node, self.clock(), error)
 
     def _setup_works(self) -> None:
         """A call got through: the nodes the pause held go on."""
-        if self._held:
-            for node in self._held:
-                self.failed_at.pop(node, None)
-            self._held.clear()
+        if self.policy.got_through():
             self.wake()
-        self.setup_error = None
-        self._probe_gap = PROBE_FIRST
 
     def _cut(self, node: Node) -> None:
         """Build a node whose task does not fit the window from its cut input (SPEC §2.5)."""
@@ -580,15 +544,14 @@ class Compactor:
         self._setup_works()  # a call got through to the model
         self._report(node, reason)
         self.chat.fail(node)
-        if not self.chat.core.tree.is_built(node):  # the third failure built it cut
-            self.failed_at[node] = self.clock()
+        if not self.chat.is_built(node):  # the third failure built it cut
+            self.policy.failed(node, self.clock())
 
     def _report(self, node: Node, reason: str) -> None:
         """The latest error for the status; a warning at the node's first failure only."""
         reason = " ".join(reason.split()) or "unknown error"
         self.last_error = f"{node_name(node)}: {reason}"
-        if node not in self._warned:
-            self._warned.add(node)
+        if self.policy.first_report(node):
             self._warn(
                 f"memory: {node_name(node)} could not be summarized ({reason}); "
                 "it will be tried again"
@@ -606,7 +569,7 @@ class Compactor:
         task, inputs = self._task(node)
         context, finer = self._context(node, task, self.settings)
         # a merge may also draw on the finer lines of its own range (its task says so)
-        tries = 1 if self.untrusted else MAX_REJECTIONS
+        tries = self.policy.rejections_allowed
         loop = SizeLoop(task, source_of(*inputs, *finer), self.settings.min_shared, tries)
         followups: list[tuple[str, str]] = []
         while True:
@@ -614,7 +577,7 @@ class Compactor:
             request = self._request(settings, context, loop.first_task, followups)
             if followups and estimate(request) > settings.context_window:
                 return stored(loop.stop())  # the over-long line sent back would not fit
-            finished, started = await self._call(node, request)
+            finished, call = await self._call(node, request)
             thinking_only = not finished.text.strip() and any(
                 isinstance(part, Thinking) for part in finished.parts
             )
@@ -622,7 +585,7 @@ class Compactor:
             step = loop.take(redact(finished.text, self.secrets), thinking_only)
             if loop.rejected is not None:
                 self.rejected += 1
-            self._account(node, request, finished.usage, started, rejected=loop.rejected)
+            call.record(finished.usage, rejected=loop.rejected)
             if not isinstance(step, FollowUp):
                 if isinstance(step, Done) or step.rejected is not None:
                     self._judged(isinstance(step, Done))
@@ -638,7 +601,7 @@ class Compactor:
         room = context_room(bare, settings.context_window)
         if room is None:
             raise TooLong
-        nodes = self.chat.core.context(node)
+        nodes = self.chat.context_of(node)
         lines = newest_that_fit(list(render_lines(nodes, self.chat.text_of)), room)
         start = first(node)
         kept = nodes[len(nodes) - len(lines) :] if lines else []
@@ -668,89 +631,57 @@ class Compactor:
             settings.cache_key,
         )
 
-    async def _call(self, node: Node, request: Request) -> tuple[Finished, float]:
-        """The call's complete reply, and when its last try started; a turn's call that cuts it
-        short makes it go again once the turns' calls are over (not a failure)."""
+    async def _call(self, node: Node, request: Request) -> tuple[Finished, Call]:
+        """The call's complete reply, and the call (to record once its reply is judged); a
+        turn's call that cuts it short makes it go again once the turns' calls are over (not a
+        failure)."""
         while True:
-            attempt = _Attempt()
+            call = Call(self.provider, request, self._meter(node))
             try:
                 async with self._turns_first():
-                    return await self._send(node, request, attempt), attempt.started
+                    return await self._send(call), call
             except Yielded:
-                if attempt.answered:  # the server had begun: a call all the same (SPEC §1.8)
-                    self._account(node, request, Usage(), attempt.started, failed=True)
+                if call.answered:  # the server had begun: a call all the same (SPEC §1.8)
+                    call.failed()
 
     def _turns_first(self) -> contextlib.AbstractAsyncContextManager[None]:
         if self.lane is None:
             return contextlib.nullcontext()
         return self.lane.compaction()
 
-    async def _send(self, node: Node, request: Request, attempt: _Attempt) -> Finished:
+    async def _send(self, call: Call) -> Finished:
         """One call through the provider (and its retries), within the deadline. A failed one
-        is accounted for here; a complete one by the caller, once its reply is judged. `attempt`
+        is accounted for here; a complete one by the caller, once its reply is judged. `call`
         tells the caller, should the lane cut the call short, whether it had been answered."""
-        attempt.started = time.monotonic()
         try:
             with anyio.fail_after(self.settings.deadline):
-                finished: Finished | None = None
-                async for event in self.provider.stream(request):
-                    if isinstance(event, Retrying):  # a failed try, sent again
-                        if event.usage is not None:  # its response had begun: it was billed
-                            self._account(node, request, event.usage, attempt.started, failed=True)
-                        attempt.answered, attempt.started = False, time.monotonic()
-                        continue
-                    attempt.answered = True
-                    if isinstance(event, Finished):
-                        finished = event
-                if finished is None:
-                    raise ProviderError("cut", "the reply stream ended before it was complete")
+                return await call.run()
         except ProviderError as error:
-            if refused_locally(error, attempt.answered):
+            if refused_locally(error, call.answered):
                 raise RefusedLocally(error) from None
-            if attempt.answered:  # a cut stream, an error event: a call all the same (SPEC §1.8)
-                usage = error.usage or Usage()
-                self._account(node, request, usage, attempt.started, failed=True)
             raise
         except TimeoutError:  # the deadline: the request went out and the model worked on it
-            self._account(node, request, Usage(), attempt.started, failed=True)
+            call.failed()
             raise
-        return finished
 
-    def _account(
-        self,
-        node: Node,
-        request: Request,
-        usage: Usage,
-        started: float,
-        *,
-        failed: bool = False,
-        rejected: str | None = None,
-    ) -> None:
-        """One model call: counted, priced and written to the ledger (with why its reply was
-        rejected, when it was not true to its input)."""
+    def _meter(self, node: Node) -> Meter:
+        """Where a call for `node` is accounted: the ledger, and the compactor's counts. A
+        failed call that reported nothing is written as zeros."""
+        return Meter(
+            "compaction", self.ledger, node=node_name(node), on_cost=self._spent, unknown=Usage()
+        )
+
+    def _spent(self, cost: float) -> None:
+        """One model call made, and what it cost."""
         self.calls += 1
-        # the request's model, not the settings': they may change while the call runs
-        cost = price_of(self.provider.name, request.model, usage)
-        self.cost += cost or 0.0
-        if self.ledger is not None:
-            self.ledger.record(
-                role="compaction",
-                provider=self.provider.name,
-                model=request.model,
-                usage=usage,
-                cost=cost,
-                duration_ms=(time.monotonic() - started) * 1e3,
-                node=node_name(node),
-                failed=failed,
-                rejected=rejected,
-            )
+        self.cost += cost
 
     def _task(self, node: Node) -> tuple[str, list[str]]:
         """The node's task, and what its line may draw on: its input, with the ids the task
         names (a line may say which messages it covers)."""
         level, index = node
         if level == 0:
-            message = self.chat.store.read_message(index)
+            message = self.chat.record(index)
             return leaf_task(index, message.kind, message.text), [
                 leaf_input(message.kind, message.text),
                 str(index),
@@ -761,12 +692,3 @@ class Compactor:
         task = merge_task(left, left_text, right, right_text)
         names = " ".join(node_name(n) for n in (left, right))
         return task, [left_text, right_text, f"{names} {first(node)} {last(node)}"]
-
-
-@dataclass
-class _Attempt:
-    """One call as `_send` makes it: when its latest try started, and whether anything of the
-    response came (it may be billed from then)."""
-
-    started: float = 0.0
-    answered: bool = False

@@ -68,6 +68,14 @@ def clip_output(text: str, limit: int = MESSAGE_LIMIT) -> str:
     total = len(text)
     if total <= limit:
         return text
+    head, tail, cut = clip_shape(total, limit)
+    return f"{text[:head]}\n{clip_note(cut)}\n{text[total - tail :]}"
+
+
+def clip_shape(total: int, limit: int = MESSAGE_LIMIT) -> tuple[int, int, int]:
+    """(head, tail, cut) of `clip_output` for a text of `total` characters longer than `limit`
+    (a `ClipBuffer` clips with it too). A fixed point: the note's length depends on the count it
+    states."""
     cut = total  # start high: the note only gets shorter as the count drops
     while True:
         keep = limit - 2 - len(clip_note(cut))
@@ -75,8 +83,7 @@ def clip_output(text: str, limit: int = MESSAGE_LIMIT) -> str:
             break
         cut = total - keep
     head = (keep + 1) // 2
-    tail = keep - head
-    return f"{text[:head]}\n{clip_note(cut)}\n{text[total - tail :]}"
+    return head, keep - head, cut
 
 
 def split_text(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:

@@ -8,26 +8,28 @@ client that reads these never loads the agent, the providers or their SDKs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
 
-@dataclass(frozen=True)
-class TextDelta:
+
+class Event(msgspec.Struct, frozen=True, tag_field="type"):
+    """An event of the protocol: its frame is its encoding, `type` its wire name (the tag)."""
+
+
+class TextDelta(Event, frozen=True, tag="text_delta"):
     """A piece of the reply's text as the model streams it."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class ThinkingDelta:
+class ThinkingDelta(Event, frozen=True, tag="thinking_delta"):
     """A piece of the model's thoughts: shown, never logged."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class Retrying:
+class Retrying(Event, frozen=True, tag="retrying"):
     """A model call's last try failed with a transient error before any of its reply came, and
     it is sent again after `delay` seconds: try `attempt` of at most `of`. `why` is one line
     (`server overloaded (529)`). The providers' own event adds what the failed try cost."""
@@ -43,26 +45,28 @@ class Retrying:
         return f"retrying ({self.attempt}/{self.of}) after {self.delay:.1f} s: {self.why}"
 
 
-@dataclass(frozen=True)
-class Settling:
+class Settling(Event, frozen=True, tag="settling"):
     """The turn waits for summaries before it starts (SPEC §6.1)."""
 
     unbuilt: int  # lines of the view still unbuilt
 
 
-@dataclass(frozen=True)
-class CatchingUp:
-    """The chat is behind: the view is over its ceiling (or the turn model's window), and the
-    turn waits for the summaries that bring it within (see `agent/catch_up.py`). Sent when the
-    wait starts, then at most once a second while its figures change. The status's
-    `catching_up` is the same figure: `to_go` has one meaning wherever it is shown."""
+class Behind(msgspec.Struct, frozen=True):
+    """How far the memory is behind, as the status and `compact` carry it (no tag: a field)."""
 
     to_go: int  # about how many summaries are still to be built before the view is whole
     eta_seconds: float | None  # about how long that takes at the recent pace; None: not known yet
     view_tokens: int | None = None  # about what the turn's view costs meanwhile (a turn's event)
 
 
-def catching_up_text(event: CatchingUp) -> str:
+class CatchingUp(Behind, Event, frozen=True, tag="catching_up"):
+    """The chat is behind: the view is over its ceiling (or the turn model's window), and the
+    turn waits for the summaries that bring it within (see `agent/catch_up.py`). Sent when the
+    wait starts, then at most once a second while its figures change. The status's
+    `catching_up` is the same figure: `to_go` has one meaning wherever it is shown."""
+
+
+def catching_up_text(event: Behind) -> str:
     """`catching up: 1,204 summaries to go, about 3 min`, as the app and `-p` show it; from a
     turn, with what its view costs meanwhile: `; turns send about 21K tokens of view`."""
     text = f"catching up: {to_go(event.to_go)}, {about(event.eta_seconds)}"
@@ -93,27 +97,23 @@ def about(seconds: float | None) -> str:
     return f"about {round(minutes / 60)} h"
 
 
-@dataclass(frozen=True)
-class TurnStarted:
+class TurnStarted(Event, frozen=True, tag="turn_started"):
     message_ids: list[int]  # the ids the turn's message(s) got in the log
 
 
-@dataclass(frozen=True)
-class ReplyLogged:
+class ReplyLogged(Event, frozen=True, tag="reply_logged"):
     """A reply text block completed and was logged as `ever`."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class ToolStarted:
+class ToolStarted(Event, frozen=True, tag="tool_started"):
     call_id: str
     name: str
     input: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ToolFinished:
+class ToolFinished(Event, frozen=True, tag="tool_finished"):
     call_id: str
     name: str
     output: str  # as logged (clipped)
@@ -121,8 +121,7 @@ class ToolFinished:
     failed: bool = False  # the call failed: an error result, or a command that exited non-zero
 
 
-@dataclass(frozen=True)
-class Delivered:
+class Delivered(Event, frozen=True, tag="delivered"):
     """A message typed during the turn (or a subagent's report) reached the model."""
 
     kind: Literal["user", "work"]
@@ -140,16 +139,14 @@ EndReason = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class TurnEnded:
+class TurnEnded(Event, frozen=True, tag="turn_ended"):
     reason: EndReason
     error: str | None = None  # one line: why, for every reason but "done" and "cancelled"
     error_kind: str | None = None  # a failed model call's ProviderError kind ("auth", …)
     retry: bool = False  # its message is left without a reply: `/retry` would try it again
 
 
-@dataclass(frozen=True)
-class CallUsage:
+class CallUsage(Event, frozen=True, tag="call_usage"):
     """One model call of the turn finished: its cost, for the status bar. `reported` False:
     the server said nothing of its tokens (the zeros are unknown, not free)."""
 
@@ -161,8 +158,7 @@ class CallUsage:
     reported: bool = True
 
 
-@dataclass(frozen=True)
-class MemoryWarning:
+class MemoryWarning(Event, frozen=True, tag="memory_warning"):
     """Something the user should know about the summaries: a node's first failure (SPEC §4.5),
     a compactor that cannot use its model, or one that stopped and is restarted. One line,
     `memory: …`."""
@@ -170,8 +166,7 @@ class MemoryWarning:
     text: str
 
 
-@dataclass(frozen=True)
-class ToolsUnused:
+class ToolsUnused(Event, frozen=True, tag="tools_unused"):
     """The turn model was offered tools and called none in `turns` turns that ended normally
     with replies that tell of work done (a command run, a file read): it may have made that work
     up. Said once; never when `[turn] tools` is off. One line, `tools: …`."""
@@ -180,8 +175,7 @@ class ToolsUnused:
     text: str
 
 
-@dataclass(frozen=True)
-class MessageSent:
+class MessageSent(Event, frozen=True, tag="sent"):
     """A client sent a message, and the service logged it or holds it: every window shows it.
     `held`: a turn runs, and the message waits until the model takes it (`Delivered`) or the
     next turn starts with it (`TurnStarted`)."""
@@ -192,8 +186,7 @@ class MessageSent:
     images: int = 0  # images sent with it
 
 
-@dataclass(frozen=True)
-class Recorded:
+class Recorded(Event, frozen=True, tag="recorded"):
     """A client logged messages from outside any turn: another agent's note, an import. With
     one message, its kind and text (a window shows it); with many, only how many."""
 
@@ -203,8 +196,7 @@ class Recorded:
     text: str | None = None
 
 
-@dataclass(frozen=True)
-class Quiet:
+class Quiet(Event, frozen=True, tag="quiet"):
     """No turn runs, no message is held and no subagent works: a `-p` client may go."""
 
 

@@ -3,14 +3,12 @@ size and bounds, the compactor's work, the session's cost. The status bar shows 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+import msgspec
 
-from evertalk.protocol.events import CatchingUp
+from evertalk.protocol.events import Behind
 
 
-@dataclass(frozen=True)
-class AgentStatus:
+class AgentStatus(msgspec.Struct, frozen=True, kw_only=True):
     model: str
     view_bytes: int  # the view's size as the budget counts it (SPEC §3.1)
     view_ceiling: int  # a batch of merges starts once the view is above this (SPEC §3.4)
@@ -28,7 +26,7 @@ class AgentStatus:
     # the compactor's model cannot be used or reached: no summary comes until it can (its
     # error is `compactor_error`)
     compactor_paused: bool = False
-    catching_up: CatchingUp | None = None  # the memory is far behind: how far, how long
+    catching_up: Behind | None = None  # the memory is far behind: how far, how long
     tools_unused: bool = False  # said to call no tools, and none called since (`tool_watch.py`)
     # why the chat takes no changes until it is reopened (a write failed: a full disk); the
     # service reopens it at the next message once the disk takes writes again
@@ -37,15 +35,3 @@ class AgentStatus:
     # tools' calls fail meanwhile, and the server is tried again (`mcp_client/link.py`)
     mcp_problems: tuple[str, ...] = ()
     budget: float | None = None  # `[budget] daily`, dollars; shown beside `cost` (`budget.py`)
-
-
-def status_of(frame: dict[str, Any]) -> AgentStatus:
-    """The status in a `status` frame (the fields this side knows; a newer service may add)."""
-    known = {field.name for field in fields(AgentStatus)}
-    values = {key: value for key, value in frame.items() if key in known}
-    catching = values.get("catching_up")
-    if isinstance(catching, dict):
-        values["catching_up"] = CatchingUp(**catching)
-    if isinstance(values.get("mcp_problems"), list):
-        values["mcp_problems"] = tuple(values["mcp_problems"])
-    return AgentStatus(**values)

@@ -1,74 +1,40 @@
-"""The service's `status` frame read once, for every client: `read_status` turns it into a
-ServiceStatus (the service's own fields, the agent's as the status bar takes them, and whatever
-a newer service adds), and `status_lines` says it in words, one line a fact, for a person or a
-model (MCP `memory_status`). No field reaches a reader under its raw name unless this side does
-not know it."""
+"""The service's `status` reply in words, one line a fact, for a person or a model (MCP
+`memory_status`, `evertalk service status`): `status_lines`. No field reaches a reader under
+its raw name."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field, fields
-from typing import Any
-
-from evertalk.protocol.status import AgentStatus, status_of
+from evertalk.protocol.replies import Status
+from evertalk.protocol.status import AgentStatus
 from evertalk.protocol.summaries_text import PAUSED_WHY, compactor_part, summary_counts
 
-SERVICE_FIELDS = ("pid", "version", "clients", "messages")
-ENVELOPE = ("type", "rid")
 
-
-@dataclass(frozen=True)
-class ServiceStatus:
-    pid: int
-    version: str
-    clients: int  # connected now, the one asking included
-    messages: int | None  # in the chat; None from a service that does not say
-    agent: AgentStatus
-    unknown: dict[str, Any] = field(default_factory=dict)  # a newer service's fields
-
-
-def read_status(frame: dict[str, Any]) -> ServiceStatus:
-    """The status in a `status` frame."""
-    known = {item.name for item in fields(AgentStatus)} | set(SERVICE_FIELDS) | set(ENVELOPE)
-    messages = frame.get("messages")
-    return ServiceStatus(
-        pid=int(frame.get("pid") or 0),
-        version=str(frame.get("version") or "?"),
-        clients=int(frame.get("clients") or 0),
-        messages=messages if isinstance(messages, int) else None,
-        agent=status_of(frame),
-        unknown={name: value for name, value in frame.items() if name not in known},
-    )
-
-
-def status_lines(status: ServiceStatus) -> list[str]:
-    """Every fact of the status in words."""
-    agent = status.agent
-    lines = _chat_lines(status.messages, agent)
-    lines.append("Ever: working on a turn" if agent.busy else "Ever: not in a turn")
-    if agent.subagents:
-        lines.append(f"subagents at work: {agent.subagents}")
-    lines += _summary_lines(agent)
-    if agent.model:
-        lines.append(f"turn model: {agent.model}")
-    if agent.tools_unused:
+def status_lines(status: Status) -> list[str]:
+    """Every fact of the status in words (its agent's part is the status itself: `Status` is
+    an `AgentStatus` with the service's fields)."""
+    lines = _chat_lines(status.messages, status)
+    lines.append("Ever: working on a turn" if status.busy else "Ever: not in a turn")
+    if status.subagents:
+        lines.append(f"subagents at work: {status.subagents}")
+    lines += _summary_lines(status)
+    if status.model:
+        lines.append(f"turn model: {status.model}")
+    if status.tools_unused:
         lines.append("tools unused: the turn model was offered tools and has called none")
     lines.append(
-        f"spent today: ${agent.cost:.4f} (turns and subagents since the service started: "
-        f"${agent.turn_cost:.4f})"
+        f"spent today: ${status.cost:.4f} (turns and subagents since the service started: "
+        f"${status.turn_cost:.4f})"
     )
-    lines += [f"MCP server {problem}" for problem in agent.mcp_problems]
+    lines += [f"MCP server {problem}" for problem in status.mcp_problems]
     others = f"{status.clients} client{'' if status.clients == 1 else 's'} connected"
     lines.append(f"service: pid {status.pid}, evertalk {status.version}, {others}")
-    lines += [f"{name}: {json.dumps(value)}" for name, value in status.unknown.items()]
     return lines
 
 
-def _chat_lines(messages: int | None, agent: AgentStatus) -> list[str]:
+def _chat_lines(messages: int, agent: AgentStatus) -> list[str]:
     lines: list[str] = []
-    if messages is not None:
-        ids = f" (ids 0 to {messages - 1:,})" if messages else " (none yet)"
-        lines.append(f"messages: {messages:,}{ids}")
+    ids = f" (ids 0 to {messages - 1:,})" if messages else " (none yet)"
+    lines.append(f"messages: {messages:,}{ids}")
     if agent.chat_error:
         lines.append(
             f"the chat takes no changes until it is reopened: {_line(agent.chat_error)}; the "

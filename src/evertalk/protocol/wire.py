@@ -7,21 +7,24 @@ too long, not JSON or not an object is a ProtocolError, after which the connecti
 Events cross the wire under the names of `EVENT_NAMES`, an explicit table: renaming a class must
 not change the protocol. An event is encoded with the fields of its protocol class only (the
 providers' `Retrying` adds what a failed try cost, which stays in the service's ledger), and
-decoded leniently: a field the client does not know is dropped, an event type it does not know
-is skipped (None), so that a service a minor version ahead still serves an older client.
+decoded leniently: a field the client does not know is dropped, a frame type it does not know
+is skipped (`client/connection.read_frame`), so that a service a minor version ahead still
+serves an older client.
+
+The typed frames and their decoding are `frames.py` (`decode` here says what a line that is no
+frame lacks); `FrameReader.feed` gives the lines' dicts, for tests that read frames as a peer
+would.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
+
+import msgspec
 
 from evertalk.protocol import events
-
-if TYPE_CHECKING:
-    from evertalk.store.records import MessageRecord
 
 PROTOCOL: Final = 2
 """Bumped on a change that an older peer would misread; the handshake compares it."""
@@ -96,19 +99,23 @@ class FrameReader:
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         """The frames that `data` completes, in order."""
+        return [decode(line) for line in self.lines(data)]
+
+    def lines(self, data: bytes) -> list[bytes]:
+        """The lines that `data` completes, in order, without their newlines, each within the
+        limit (for `frames.decode_frame` or `decode_request`)."""
         self._buffer += data
-        frames = []
+        lines = []
         while (end := self._buffer.find(b"\n", self._searched)) >= 0:
             if end + 1 > self._limit:
                 raise ProtocolError(f"a frame over the {self._limit:,}-byte limit")
-            line = bytes(self._buffer[:end])
+            lines.append(bytes(self._buffer[:end]))
             del self._buffer[: end + 1]
             self._searched = 0
-            frames.append(decode(line))
         self._searched = len(self._buffer)
         if len(self._buffer) >= self._limit:
             raise ProtocolError(f"a frame over the {self._limit:,}-byte limit")
-        return frames
+        return lines
 
 
 def decode(line: bytes) -> dict[str, Any]:
@@ -134,43 +141,12 @@ def event_name(event: object) -> str:
 def event_frame(event: object) -> dict[str, Any]:
     """`{"type": "text_delta", "text": "…"}`: the event as `-p --json` prints it."""
     name = event_name(event)
-    fields = dataclasses.fields(EVENT_NAMES[name])
-    body = {field.name: _plain(getattr(event, field.name)) for field in fields}
+    fields = EVENT_NAMES[name].__struct_fields__
+    body = {field: _plain(getattr(event, field)) for field in fields}
     return {"type": name, **body}
 
 
 def _plain(value: object) -> object:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, tuple):
-        return list(value)
+    if isinstance(value, msgspec.Struct | tuple):
+        return msgspec.to_builtins(value)
     return value
-
-
-def event_of(frame: dict[str, Any]) -> object | None:
-    """The event in a frame; None for a type this side does not know. ProtocolError for a
-    known type whose fields are missing (their types are the sender's word)."""
-    cls = EVENT_NAMES.get(frame["type"])
-    if cls is None:
-        return None
-    known = {field.name for field in dataclasses.fields(cls)}
-    try:
-        event: object = cls(**{key: value for key, value in frame.items() if key in known})
-    except TypeError:
-        raise ProtocolError(f"a {frame['type']} event without its fields") from None
-    return event
-
-
-def record_item(record: MessageRecord) -> dict[str, Any]:
-    """A message of the log as a `records` reply carries it (and as a client reads it)."""
-    item: dict[str, Any] = {
-        "id": record.i,
-        "kind": record.kind,
-        "text": record.text,
-        "key": record.key,
-        "date": record.date,
-        "images": list(record.images or ()),
-    }
-    if record.failed:  # only then, as in the log
-        item["failed"] = True
-    return item

@@ -9,7 +9,6 @@ the reply ends.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -53,17 +52,13 @@ from .base import (
     ToolUseStarted,
     Usage,
 )
-from .errors import at_address, kind_for_status, kind_for_type, provider_error
-from .relay import connect_failed, relay
+from .relay import relay, sdk_timeout, tool_input
+from .sdk_errors import ErrorMap, SdkErrors
 
 if TYPE_CHECKING:
     from anthropic.types import RawMessageStreamEvent
 
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
-
-CONNECT_TIMEOUT = 10.0
-"""Seconds to wait for a connection; `timeout` bounds every other wait (the SDK's own default
-is 10 minutes, and it applies between two bytes of a stream, not to the whole call)."""
 
 MIN_THINKING_BUDGET = 1024
 """The smallest `budget_tokens` the Messages API accepts."""
@@ -379,26 +374,24 @@ class _Reply:
 
 
 def _tool_input(block: _Block, *, cut: bool) -> dict[str, Any] | None:
-    """The call's input; None when `cut` (the reply stopped short in this block) and the input
-    is missing or incomplete JSON, which is the limit's doing, not a server's fault."""
+    """The call's input (see `tool_input`; `cut`: the reply stopped short in this block)."""
     raw = "".join(block.json)
-    if not raw.strip():
-        return None if cut else block.initial_input
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        if cut:
-            return None
-        raise ProviderError("server", f"tool call {block.name} has invalid JSON input") from None
-    if not isinstance(value, dict):
-        raise ProviderError("server", f"tool call {block.name} input is not an object")
-    return value
+    return tool_input(raw, block.name, cut=cut, empty=block.initial_input, what="input")
 
 
 class AnthropicProvider:
     """The Provider over `anthropic.AsyncAnthropic` (SPEC §7: explicit cache marks)."""
 
     name = "anthropic"
+    errors = SdkErrors(
+        "Anthropic",
+        anthropic.AnthropicError,
+        anthropic.APIError,
+        anthropic.APIStatusError,
+        anthropic.APIConnectionError,
+        anthropic.APITimeoutError,
+        typed_kinds=True,
+    )
 
     def __init__(
         self,
@@ -420,11 +413,11 @@ class AnthropicProvider:
             base_url=base_url,
             http_client=http_client,
             max_retries=max_retries,
-            timeout=httpx2.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
+            timeout=sdk_timeout(timeout),
         )
-        self._secrets = (api_key, self._client.api_key, self._client.auth_token)
+        secrets = (api_key, self._client.api_key, self._client.auth_token)
         self._adaptive = adaptive_thinking
-        self._url = str(self._client.base_url)
+        self._mapped = ErrorMap(self.errors, str(self._client.base_url), secrets)
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
@@ -451,47 +444,6 @@ class AnthropicProvider:
             # a response that began was billed: the ledger records what it used so far
             error.usage = reply.usage() if reply.started else None
             raise
-
-    def _mapped(self, exc: Exception, started: bool) -> ProviderError:
-        return self._error(exc, started=started)
-
-    def _error(self, exc: Exception, *, started: bool) -> ProviderError:
-        secrets = self._secrets
-        if isinstance(exc, ProviderError):
-            return exc
-        if isinstance(exc, anthropic.APIStatusError):
-            kind = kind_for_type(exc.type) or kind_for_status(exc.status_code)
-            status = exc.status_code if exc.status_code >= 400 else None
-            detail = at_address(kind, f"Anthropic: {exc.api_message or exc.message}", self._url)
-            # an error event inside a stream comes with the stream's 200 and its headers,
-            # which say nothing of this error
-            headers = exc.response.headers if status is not None else None
-            return provider_error(kind, detail, status, secrets=secrets, headers=headers)
-        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-            return provider_error("timeout", "Anthropic: the request timed out", secrets=secrets)
-        if started and isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
-            return provider_error(
-                "cut", f"Anthropic: the reply stream broke off ({type(exc).__name__})"
-            )
-        if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
-            return self._connection_error(exc)
-        if isinstance(exc, anthropic.APIError):
-            return provider_error("server", f"Anthropic: {exc.message}", secrets=secrets)
-        if isinstance(exc, TypeError) and "authentication" in str(exc):
-            return provider_error("auth", "Anthropic: no API key is set", secrets=secrets)
-        if isinstance(exc, anthropic.AnthropicError):
-            return provider_error("auth", f"Anthropic: {exc}", secrets=secrets)
-        if started and isinstance(exc, ValueError):  # a malformed event (bad JSON)
-            return provider_error("cut", "Anthropic: the reply stream was malformed")
-        raise exc
-
-    def _connection_error(self, exc: Exception) -> ProviderError:
-        """No reply began. A connection never made (refused: nothing listens there) is said at
-        once, as final; one that broke before the response is worth another try."""
-        refused = connect_failed(exc)
-        what = "could not connect" if refused else "the connection broke before the reply began"
-        message = at_address("connection", f"Anthropic: {what}", self._url)
-        return provider_error("connection", message, secrets=self._secrets, transient=not refused)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -7,7 +7,7 @@ where the prompt cache depends on it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -182,8 +182,7 @@ class Finished:
         return [part for part in self.parts if isinstance(part, ToolUse)]
 
 
-@dataclass(frozen=True)
-class Retrying(events.Retrying):
+class Retrying(events.Retrying, frozen=True):
     """The protocol's event (a try sent again), with `usage`: what the failed try was billed
     for, when its response had begun (None otherwise), so that the caller's ledger keeps it."""
 
@@ -269,9 +268,18 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-async def collect(provider: Provider, request: Request) -> Finished:
+def _ignore(event: Event) -> None:
+    """An observer that looks at nothing."""
+
+
+async def collect(
+    provider: Provider, request: Request, observe: Callable[[Event], None] = _ignore
+) -> Finished:
+    """The complete reply of one call; each event, the Finished included, goes to `observe` as
+    it comes. A stream that ends without its Finished raises ProviderError("cut", …)."""
     finished: Finished | None = None
     async for event in provider.stream(request):
+        observe(event)
         if isinstance(event, Finished):
             finished = event
     if finished is None:

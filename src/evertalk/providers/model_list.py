@@ -93,7 +93,7 @@ def _ask(
     provider: str, api_key: str | None, base_url: str | None, timeout: float
 ) -> tuple[str, ...]:
     from evertalk.providers.factory import LOCAL_BASE_URLS, OPENROUTER_BASE_URL
-    from evertalk.providers.server_info import list_model_ids
+    from evertalk.server_info import list_model_ids
 
     headers: dict[str, str] = {}
     if provider == "anthropic":
@@ -115,7 +115,7 @@ def _ask(
 def _why(error: Exception) -> str:
     """One line for the failure. The listing's own say what went wrong and name no key; any
     other is a bug of ours, named by its kind."""
-    from evertalk.providers.server_info import ServerInfoError
+    from evertalk.server_info import ServerInfoError
 
     if isinstance(error, ServerInfoError):
         return str(error)

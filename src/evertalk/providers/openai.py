@@ -40,13 +40,11 @@ from .base import (
     ToolUseStarted,
     Usage,
 )
-from .errors import at_address, cut_by_server, is_validation_error, kind_for_status, provider_error
-from .relay import connect_failed, relay
+from .errors import cut_by_server
+from .relay import relay, sdk_timeout, tool_input
+from .sdk_errors import ErrorMap, SdkErrors
 
 MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
-
-CONNECT_TIMEOUT = 10.0
-"""Seconds to wait for a connection; `timeout` bounds every other wait."""
 
 _FINISH_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
@@ -301,20 +299,9 @@ def _timings_usage(extra: dict[str, Any] | None) -> Usage | None:
 
 
 def _arguments(call: _Call, *, cut: bool) -> dict[str, Any] | None:
-    """The call's arguments; None when `cut` (the reply stopped short in this call) and they
-    are missing or incomplete JSON, which is the limit's doing, not a server's fault."""
+    """The call's arguments (see `tool_input`; `cut`: the reply stopped short in this call)."""
     raw = "".join(call.arguments)
-    if not raw.strip():
-        return None if cut else {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        if cut:
-            return None
-        raise ProviderError("server", f"tool call {call.name} has invalid JSON arguments") from None
-    if not isinstance(value, dict):
-        raise ProviderError("server", f"tool call {call.name} arguments are not an object")
-    return value
+    return tool_input(raw, call.name, cut=cut, empty={}, what="arguments")
 
 
 def is_openai_api(base_url: str) -> bool:
@@ -325,6 +312,14 @@ class OpenAIProvider:
     """The Provider over `openai.AsyncOpenAI` Chat Completions."""
 
     name = "openai"
+    errors = SdkErrors(
+        "OpenAI",
+        openai.OpenAIError,
+        openai.APIError,
+        openai.APIStatusError,
+        openai.APIConnectionError,
+        openai.APITimeoutError,
+    )
 
     def __init__(
         self,
@@ -357,16 +352,17 @@ class OpenAIProvider:
                 base_url=base_url,
                 http_client=http_client,
                 max_retries=max_retries,
-                timeout=httpx2.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
+                timeout=sdk_timeout(timeout),
             )
         except openai.OpenAIError:
             error = ProviderError("auth", "OpenAI: no API key is set (OPENAI_API_KEY)")
         if error is not None:
             raise error
-        self._secrets = (api_key, self._client.api_key)
+        self._mapped = ErrorMap(
+            self.errors, str(self._client.base_url), (api_key, self._client.api_key)
+        )
         self._send_cache_key = send_cache_key
         self._empty_content = empty_content
-        self._url = str(self._client.base_url)
         if max_tokens_field is None:
             official = is_openai_api(str(self._client.base_url))
             max_tokens_field = "max_completion_tokens" if official else "max_tokens"
@@ -405,61 +401,5 @@ class OpenAIProvider:
             yield event
         yield reply.finished()
 
-    def _mapped(self, exc: Exception, started: bool) -> ProviderError:
-        return self._error(exc, started=started)
-
-    def _error(self, exc: Exception, *, started: bool) -> ProviderError:
-        secrets = self._secrets
-        if isinstance(exc, ProviderError):
-            return exc
-        if isinstance(exc, openai.APIStatusError):
-            detail = _body_message(exc.body) or exc.message
-            if is_validation_error(exc.status_code, detail):
-                # a 500 that is a refused request: another try would be refused again
-                message = f"OpenAI: the server refused the request as invalid: {detail}"
-                return provider_error(
-                    "bad_request", message, exc.status_code, secrets=secrets, transient=False
-                )
-            kind = kind_for_status(exc.status_code)
-            message = at_address(kind, f"OpenAI: {detail}", self._url)
-            headers = exc.response.headers
-            return provider_error(kind, message, exc.status_code, secrets=secrets, headers=headers)
-        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-            return provider_error("timeout", "OpenAI: the request timed out", secrets=secrets)
-        if started and isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
-            return provider_error(
-                "cut", f"OpenAI: the reply stream broke off ({type(exc).__name__})"
-            )
-        if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
-            return self._connection_error(exc)
-        if isinstance(exc, openai.APIError):  # an error object inside the stream
-            code = exc.body.get("code") if isinstance(exc.body, dict) else None
-            status = code if isinstance(code, int) else None
-            kind = kind_for_status(status) if status is not None else "server"
-            return provider_error(kind, f"OpenAI: {exc.message}", status, secrets=secrets)
-        if isinstance(exc, openai.OpenAIError):
-            return provider_error("auth", f"OpenAI: {exc}", secrets=secrets)
-        if started and isinstance(exc, ValueError):  # a malformed chunk (bad JSON)
-            return provider_error("cut", "OpenAI: the reply stream was malformed")
-        raise exc
-
-    def _connection_error(self, exc: Exception) -> ProviderError:
-        """No reply began. A connection never made (refused: nothing listens there) is said at
-        once, as final; one that broke before the response is worth another try."""
-        refused = connect_failed(exc)
-        what = "could not connect" if refused else "the connection broke before the reply began"
-        message = at_address("connection", f"OpenAI: {what}", self._url)
-        return provider_error("connection", message, secrets=self._secrets, transient=not refused)
-
     async def aclose(self) -> None:
         await self._client.close()
-
-
-def _body_message(body: object) -> str | None:
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict):
-            message = error.get("message")
-            if isinstance(message, str):
-                return message
-    return None

@@ -6,7 +6,6 @@ accounted in the scratch home's ledger as a turn call named `baseline N`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,9 +13,9 @@ from typing import Final
 
 from evertalk.config import Config
 from evertalk.ledger import Ledger, ledger_path
-from evertalk.providers.base import Message, ProviderError, Request, Text, Usage, collect
+from evertalk.providers.base import Message, ProviderError, Request, Text
+from evertalk.providers.call import Call, Meter
 from evertalk.providers.factory import make_provider
-from evertalk.providers.prices import cost
 
 SYSTEM: Final = (
     "You are Ever, an assistant with one long conversation with the user. You cannot see the "
@@ -67,24 +66,13 @@ async def ask_all(
                     max_tokens=max_tokens,
                     effort=config.turn.effort,
                 )
-                began = time.monotonic()
-                usage: Usage | None
-                try:
-                    finished = await collect(provider, request)
-                    usage, asked, failed = finished.usage, Asked(finished.text, None), False
+                call = Call(provider, request, Meter("turn", ledger, turn=f"{TAG} {number}"))
+                try:  # a call that fails once begun is recorded by `run`
+                    finished = await call.run()
                 except ProviderError as error:
-                    usage, asked, failed = error.usage, Asked("", str(error)), True
-                if usage is not None:
-                    ledger.record(
-                        role="turn",
-                        provider=config.provider,
-                        model=model,
-                        usage=usage,
-                        cost=cost(config.provider, model, usage),
-                        duration_ms=(time.monotonic() - began) * 1000,
-                        turn=f"{TAG} {number}",
-                        failed=failed,
-                    )
-                answers.append(asked)
+                    answers.append(Asked("", str(error)))
+                    continue
+                call.record(finished.usage)
+                answers.append(Asked(finished.text, None))
     finally:
         await provider.aclose()

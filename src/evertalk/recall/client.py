@@ -16,10 +16,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from evertalk.client.connection import Connection, connect
+import msgspec
+from msgspec.structs import replace
+
+from evertalk.client.connection import Connection, connect, frame_name, rid_of
 from evertalk.compact_cli import progress_line
-from evertalk.protocol import wire
 from evertalk.protocol.events import Quiet, ReplyLogged, ToolStarted, TurnEnded
+from evertalk.protocol.frames import ServiceFrame
+from evertalk.protocol.replies import Accepted, Appended, Ask, Compact, Error, Status, Stopping
+from evertalk.protocol.requests import (
+    Answer,
+    Append,
+    GetCompact,
+    GetStatus,
+    OutsideMessage,
+    Request,
+    Send,
+)
 from evertalk.terminal_text import escape_controls
 
 CLIENT: Final = "bench"
@@ -53,32 +66,32 @@ class Service:
     def close(self) -> None:
         self.connection.close()
 
-    def request(self, frame: dict[str, Any]) -> dict[str, Any]:
-        """The reply to `frame`; the events meanwhile are not this request's."""
+    def request(self, request: Request) -> ServiceFrame:
+        """The reply to `request`, an error as any other; the frames meanwhile are not this
+        request's."""
         self.rid += 1
-        self.connection.send(frame | {"rid": self.rid})
+        self.connection.send(replace(request, rid=self.rid))
         while True:
             reply = self._next()
-            if reply.get("rid") == self.rid:
+            if rid_of(reply) == self.rid:
                 return reply
 
-    def _next(self) -> dict[str, Any]:
+    def _next(self) -> ServiceFrame:
         frame = self.connection.receive()
-        kind = frame.get("type")
-        if kind == "ask":
-            self.connection.send({"type": "answer", "id": frame.get("id"), "decision": "deny"})
-        elif kind == "stopping":
-            raise BenchError(f"the scratch home's service stopped ({frame.get('reason')})")
+        if isinstance(frame, Ask):
+            self.connection.send(Answer(id=frame.id, decision="deny"))
+        elif isinstance(frame, Stopping):
+            raise BenchError(f"the scratch home's service stopped ({frame.reason})")
         return frame
 
     def import_messages(self, messages: list[dict[str, Any]]) -> int:
         """Log the messages in order; the ids the log took (a long one takes several)."""
         logged = 0
         for batch in _batches(messages):
-            reply = self.request({"type": "append", "messages": batch})
-            if reply.get("type") != "appended":
-                raise BenchError(f"the import failed: {reply.get('message')}")
-            logged += len(reply["ids"])
+            reply = self.request(Append(messages=batch))
+            if not isinstance(reply, Appended):
+                raise BenchError(f"the import failed: {_said(reply)}")
+            logged += len(reply.ids)
         return logged
 
     def build(self, say: Say, tty: bool) -> None:
@@ -86,25 +99,20 @@ class Service:
         shown, last = "", 0.0
         first: tuple[int, int, float] | None = None
         while True:
-            reply = self.request({"type": "compact"})
-            if reply.get("type") == "error":
-                if reply.get("kind") != "not_ready":
-                    raise BenchError(str(reply.get("message")))
+            reply = self.request(GetCompact())
+            if isinstance(reply, Error) and reply.kind == "not_ready":
                 time.sleep(POLL_SECONDS)
                 continue
-            if reply.get("setup_error"):
-                raise BenchError(f"the compactor's model cannot be used: {reply['setup_error']}")
-            if reply.get("broken"):
-                raise BenchError(str(reply["broken"]))
-            built, calls, cost, left = (
-                int(reply["built"]),
-                int(reply["calls"]),
-                float(reply["cost"]),
-                int(reply["left"]),
-            )
+            if not isinstance(reply, Compact):
+                raise BenchError(_said(reply))
+            if reply.setup_error:
+                raise BenchError(f"the compactor's model cannot be used: {reply.setup_error}")
+            if reply.broken:
+                raise BenchError(reply.broken)
+            built, calls, cost, left = reply.built, reply.calls, reply.cost, reply.left
             first = first or (built, calls, cost)
             line = progress_line(
-                built - first[0], built - first[0] + left, calls, cost, reply.get("error")
+                built - first[0], built - first[0] + left, calls, cost, reply.error
             )
             if left == 0:
                 if tty and shown:
@@ -120,27 +128,23 @@ class Service:
                 last = now
             time.sleep(POLL_SECONDS)
 
-    def status(self) -> dict[str, Any]:
-        return self.request({"type": "status"})
+    def status(self) -> Status:
+        reply = self.request(GetStatus())
+        if not isinstance(reply, Status):
+            raise BenchError(_said(reply))
+        return reply
 
     def ask(self, text: str, workdir: Path, model: str | None) -> Turn:
         """One question as a turn: its reply, the zooms it made, and why it failed if it did."""
-        frame: dict[str, Any] = {
-            "type": "send",
-            "text": text,
-            "key": f"bench-{uuid.uuid4().hex}",
-            "cwd": str(workdir),
-            "workdir": str(workdir),
-        }
-        if model is not None:
-            frame["model"] = model
+        key = f"bench-{uuid.uuid4().hex}"
+        frame = Send(text=text, key=key, cwd=str(workdir), workdir=str(workdir), model=model)
         reply = self.request(frame)
-        if reply.get("type") != "accepted":
-            return Turn("", 0, str(reply.get("message")))
+        if not isinstance(reply, Accepted):
+            return Turn("", 0, _said(reply))
         replies: list[str] = []
         zooms, error, ended = 0, None, False
         while True:
-            event = wire.event_of(self._next())
+            event = self._next()
             if isinstance(event, ToolStarted) and event.name == "zoom":
                 zooms += 1
             elif isinstance(event, ReplyLogged):
@@ -153,14 +157,19 @@ class Service:
                 return Turn("\n".join(replies), zooms, error)
 
 
-def _batches(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    batches: list[list[dict[str, Any]]] = [[]]
+def _said(reply: ServiceFrame) -> str:
+    """What an unexpected reply says: an error's line, else its type."""
+    return reply.message if isinstance(reply, Error) else f"the service replied {frame_name(reply)}"
+
+
+def _batches(messages: list[dict[str, Any]]) -> list[list[OutsideMessage]]:
+    batches: list[list[OutsideMessage]] = [[]]
     size = 0
     for message in messages:
         weight = len(message["text"])
         if batches[-1] and (len(batches[-1]) >= BATCH or size + weight > BATCH_CHARS):
             batches.append([])
             size = 0
-        batches[-1].append(message)
+        batches[-1].append(msgspec.convert(message, OutsideMessage))
         size += weight
     return [batch for batch in batches if batch]

@@ -96,6 +96,16 @@ class _Slot:
     role: str  # "fact", "older", "call" (the tool call before a tool-output fact), "page1"
 
 
+@dataclass(frozen=True)
+class _Fact:
+    """A planted fact: what it is about, its kind, its value and the older one it corrects."""
+
+    name: str
+    kind: str
+    value: str
+    older: str | None
+
+
 def generate(messages: int, facts: int, seed: int) -> Chat:
     """The chat of `messages` log messages with `facts` planted facts, for `seed`."""
     if facts < 1:
@@ -110,20 +120,21 @@ def generate(messages: int, facts: int, seed: int) -> Chat:
     kinds = deal_kinds(rng, facts)
     values = [draw_values(rng, kind) for kind in kinds]
     plan, spots = place(rng, messages, kinds)
-    written = _write(rng, messages, plan, names, kinds, values)
+    planted = [_Fact(n, k, v, o) for n, k, (v, o) in zip(names, kinds, values, strict=True)]
+    written = _write(rng, messages, plan, planted)
     questions = []
-    for number, fact in enumerate(sorted(range(facts), key=lambda j: spots[j])):
-        kind, (value, older) = kinds[fact], values[fact]
+    for number, index in enumerate(sorted(range(facts), key=lambda j: spots[j])):
+        fact = planted[index]
         questions.append(
             Question(
                 number=number + 1,
-                kind=kind,
-                topic=names[fact],
-                text=vocab.FACTS[kind][1].format(c=names[fact]),
-                expected=value,
-                wrong=(older,) if older else (),
-                message=spots[fact],
-                age=messages - spots[fact],
+                kind=fact.kind,
+                topic=fact.name,
+                text=vocab.FACTS[fact.kind][1].format(c=fact.name),
+                expected=fact.value,
+                wrong=(fact.older,) if fact.older else (),
+                message=spots[index],
+                age=messages - spots[index],
             )
         )
     return Chat(seed, tuple(written), tuple(questions))
@@ -241,9 +252,7 @@ def _write(
     rng: random.Random,
     messages: int,
     plan: dict[int, _Slot],
-    names: list[str],
-    kinds: list[str],
-    values: list[tuple[str, str | None]],
+    planted: list[_Fact],
 ) -> list[Message]:
     out: list[Message] = []
     when = START
@@ -255,7 +264,7 @@ def _write(
         slot = plan.get(log_id)
         pages = 1
         if slot is not None:
-            kind, text, pages = _planted(rng, slot, plan, names, kinds, values)
+            kind, text, pages = _planted(rng, slot.role, planted[slot.fact])
         elif _paste_fits(rng, plan, log_id, messages):
             kind, text, pages = "user", filler.paste(rng), 2
         else:
@@ -276,24 +285,16 @@ def _paste_fits(rng: random.Random, plan: dict[int, _Slot], log_id: int, message
     return rng.random() < PASTE_CHANCE and log_id + 1 < messages and log_id + 1 not in plan
 
 
-def _planted(
-    rng: random.Random,
-    slot: _Slot,
-    plan: dict[int, _Slot],
-    names: list[str],
-    kinds: list[str],
-    values: list[tuple[str, str | None]],
-) -> tuple[str, str, int]:
-    """(kind, text, pages) of a planned id."""
-    kind, name = kinds[slot.fact], names[slot.fact]
-    value, older = values[slot.fact]
-    statement = vocab.FACTS[kind][0].format(c=name, v=value)
-    if slot.role == "older":
-        return "ever", filler.padded(rng, vocab.CORRECTION_FIRST.format(c=name, v=older)), 1
-    if slot.role == "call":
+def _planted(rng: random.Random, role: str, fact: _Fact) -> tuple[str, str, int]:
+    """(kind, text, pages) of a planned id: `fact`'s message in this `role` (see `_Slot`)."""
+    kind, name = fact.kind, fact.name
+    statement = vocab.FACTS[kind][0].format(c=name, v=fact.value)
+    if role == "older":
+        return "ever", filler.padded(rng, vocab.CORRECTION_FIRST.format(c=name, v=fact.older)), 1
+    if role == "call":
         command = {"command": f"make build TARGET={name.lower()}"}
         return "tool", f"shell {json.dumps(command, separators=(',', ':'))}", 1
-    if slot.role == "page1":
+    if role == "page1":
         return "user", filler.paste(rng, planted=statement), 2
     if kind == "tool_output":
         lines = [filler.log_line(rng) for _ in range(rng.randint(8, 16))]

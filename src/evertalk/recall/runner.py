@@ -119,7 +119,7 @@ def _run_case(
         report.messages += logged
         phase.name = "building"
         service.build(say, sys.stderr.isatty())
-        ceiling = int(service.status().get("view_ceiling", 128_000))
+        ceiling = service.status().view_ceiling
         if options.baseline_bytes is None:
             report.baseline_bytes = ceiling
         asked_from = _ledger_length(home)

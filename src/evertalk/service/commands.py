@@ -27,11 +27,11 @@ from evertalk.budget import today
 from evertalk.chat import Chat, ToolInputError
 from evertalk.config import EFFORTS, ConfigError
 from evertalk.ledger import ledger_path, read_records, summarize
-from evertalk.memory.search_query import words
 from evertalk.memory_cli import format_status
 from evertalk.memory_search import LIVE_BACKLOG, SearchBehind, search, search_index
 from evertalk.protocol.events import TurnEnded
 from evertalk.providers.model_list import ModelList, is_listed, served_models
+from evertalk.search.query import words
 from evertalk.slash import (
     AGENTS,
     AGENTS_STOP,

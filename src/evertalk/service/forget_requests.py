@@ -17,38 +17,34 @@ lose its work (stop it first), as it would at `/setup`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from evertalk.forget_cli import ForgetError, describe, forget_plan, parse_range, redact_plan
-from evertalk.service.paths import log
+from evertalk.protocol import replies, requests
+from evertalk.protocol.paths import log
+from evertalk.service.context import Reply, Served
 from evertalk.service.session import Session, error_frame
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.forget import Plan, apply
-
-if TYPE_CHECKING:
-    from evertalk.service.server import Service
-
 
 STOPS_TURN = "a forget changed the memory it was sent"
 """Why a turn a forget cancelled stopped, as its log says."""
 
 
-async def before_forget(service: Service, frame: dict[str, Any]) -> None:
+async def before_forget(service: Served, request: requests.Request) -> None:
     """Before a forget is applied: the running turn cancelled and ended (see the module's
     text). The request's handler runs right after, with no wait between: no turn starts."""
-    if frame.get("type") != "forget" or frame.get("preview"):
+    if not isinstance(request, requests.Forget) or request.preview:
         return
     agent = service.agent
-    if agent is None or agent.subagents.running or not _may_apply(frame, agent.chat.t):
+    if agent is None or agent.subagents.running or not _may_apply(request, agent.chat.t):
         return  # the handler refuses it: the turn goes on
     await agent.stop_turn(STOPS_TURN)
 
 
-def _may_apply(frame: dict[str, Any], t: int) -> bool:
+def _may_apply(request: requests.Forget, t: int) -> bool:
     """Whether a forget may change anything: not a range that is not there."""
-    if isinstance(frame.get("redact"), str):
-        return bool(frame["redact"])
-    words = frame.get("range")
+    if isinstance(request.redact, str):
+        return bool(request.redact)
+    words = request.range
     try:
         last = parse_range(words)[1] if isinstance(words, str) else t
     except ForgetError:
@@ -56,39 +52,37 @@ def _may_apply(frame: dict[str, Any], t: int) -> bool:
     return last < t
 
 
-def forget(service: Service, session: Session, frame: dict[str, Any]) -> dict[str, Any]:
+def forget(service: Served, session: Session, request: requests.Forget) -> Reply:
     agent = service.agent_open()
-    if not frame.get("preview") and agent.subagents.running:
+    if not request.preview and agent.subagents.running:
         return error_frame("busy", "a subagent is working: stop it first, or wait until it ends")
     store = agent.chat.store
     try:
-        plan = _plan(store, frame)
+        plan = _plan(store, request)
     except ForgetError as error:
         return error_frame("bad_request", f"forget: {error}")
-    if frame.get("preview"):
-        return {
-            "type": "forget_preview",
-            "lines": describe(plan, store.path),
-            "changes": len(plan.changes) + len(plan.dropped),
-        }
+    if request.preview:
+        return replies.ForgetPreview(
+            lines=describe(plan, store.path), changes=len(plan.changes) + len(plan.dropped)
+        )
     if not plan.changes and not plan.dropped:
-        return {"type": "forgotten", "messages": 0, "summaries": 0}
+        return replies.Forgotten(messages=0, summaries=0)
     if agent.turning:  # `before_forget` ended it, and none starts before this runs
         return error_frame("busy", "a turn is working: try again")
     agent.compactor.cancel_in_flight()
     apply(store, plan)
     log(f"{session.name} forgot {len(plan.changes)} messages: reopening the chat")
     service.reopen()
-    return {"type": "forgotten", "messages": len(plan.changes), "summaries": len(plan.dropped)}
+    return replies.Forgotten(messages=len(plan.changes), summaries=len(plan.dropped))
 
 
-def _plan(store: ChatStore, frame: dict[str, Any]) -> Plan:
-    text = frame.get("redact")
+def _plan(store: ChatStore, request: requests.Forget) -> Plan:
+    text = request.redact
     if isinstance(text, str):
-        return redact_plan(store, text, regex=frame.get("regex") is True)
-    words = frame.get("range")
+        return redact_plan(store, text, regex=request.regex is True)
+    words = request.range
     if not isinstance(words, str):
         raise ForgetError("say which messages: 'range' (A or A-B) or 'redact'")
     first, last = parse_range(words)
-    reason = frame.get("reason")
+    reason = request.reason
     return forget_plan(store, first, last, reason if isinstance(reason, str) else None)

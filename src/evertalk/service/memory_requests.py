@@ -5,49 +5,45 @@ an import's history) in order, each once per key, with its own time."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
-from evertalk.agent.session import OUTSIDE_KINDS, Outside
+from evertalk.agent.session import Outside
 from evertalk.chat import ToolInputError
-from evertalk.protocol import events
+from evertalk.protocol import events, replies, requests
 from evertalk.providers.base import Image
+from evertalk.service.context import HandlerTable, Reply, Served
 from evertalk.service.session import Session, error_frame
 from evertalk.store.errors import StoreError
-
-if TYPE_CHECKING:
-    from evertalk.service.requests import Handler, Reply
-    from evertalk.service.server import Service
 
 APPEND_MOST: Final = 1_000
 """Messages one `append` request may carry: an import sends its history in batches."""
 
 
-def view(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
-    return {"type": "view", "text": service.agent_open().chat.render_view()}
+def view(service: Served, session: Session, request: requests.GetView) -> Reply:
+    return replies.View(text=service.agent_open().chat.render_view())
 
 
-def zoom(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
+def zoom(service: Served, session: Session, request: requests.GetZoom) -> Reply:
     chat = service.agent_open().chat
     try:
-        return {"type": "zoom", "text": chat.zoom(_int(frame, "id"), _int(frame, "n"))}
+        return replies.Zoom(text=chat.zoom(request.id, request.n))
     except (ToolInputError, StoreError) as error:
         return error_frame("bad_request", f"zoom: {error}")
 
 
-def date(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
+def date(service: Served, session: Session, request: requests.GetDate) -> Reply:
     chat = service.agent_open().chat
     try:
-        return {"type": "date", "text": chat.date(_int(frame, "id"))}
+        return replies.Date(text=chat.date(request.id))
     except (ToolInputError, StoreError) as error:
         return error_frame("bad_request", f"date: {error}")
 
 
-def append(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
+def append(service: Served, session: Session, request: requests.Append) -> Reply:
     """Log the messages now, a turn running or not: they are not part of it."""
-    items = frame["messages"]
-    if not isinstance(items, list) or not 0 < len(items) <= APPEND_MOST:
+    if not 0 < len(request.messages) <= APPEND_MOST:
         raise ValueError(f"messages is a list of 1 to {APPEND_MOST:,}")
-    messages = [_outside(item) for item in items]
+    messages = [_outside(item) for item in request.messages]
     ids, skipped = service.agent_open().record(messages)
     if ids:
         first = messages[0] if len(messages) == 1 else None
@@ -56,37 +52,26 @@ def append(service: Service, session: Session, frame: dict[str, Any]) -> Reply:
                 session.name, len(ids), first.kind if first else None, first.text if first else None
             )
         )
-    return {"type": "appended", "ids": ids, "skipped": skipped}
+    return replies.Appended(ids=ids, skipped=skipped)
 
 
-HANDLERS: Final[dict[str, Handler]] = {"view": view, "zoom": zoom, "date": date, "append": append}
+HANDLERS: Final[HandlerTable] = {
+    requests.GetView: view,
+    requests.GetZoom: zoom,
+    requests.GetDate: date,
+    requests.Append: append,
+}
 
 
-def _outside(item: object) -> Outside:
-    if not isinstance(item, dict):
-        raise TypeError("a message is an object")
-    kind, text = item.get("kind"), item.get("text")
-    found = next((known for known in OUTSIDE_KINDS if known == kind), None)
-    if found is None:
-        raise ValueError(f"kind is one of {', '.join(OUTSIDE_KINDS)}, not {kind!r}")
-    if not isinstance(text, str) or not text.strip():
+def _outside(item: requests.OutsideMessage) -> Outside:
+    if not item.text.strip():
         raise ValueError("text is a string that is not empty")
-    key, when = item.get("key"), item.get("date")
-    if key is not None and (not isinstance(key, str) or not key):
+    if item.key is not None and not item.key:
         raise ValueError("key is a string that is not empty")
     moment = None
-    if when is not None:
-        moment = datetime.fromisoformat(str(when))
+    if item.date is not None:
+        moment = datetime.fromisoformat(item.date)
         if moment.tzinfo is None:
-            raise ValueError(f"date {when!r} has no time zone")
-    images = tuple(
-        Image(str(image["media_type"]), str(image["data"])) for image in item.get("images") or ()
-    )
-    return Outside(found, text, moment, key, images)
-
-
-def _int(frame: dict[str, Any], name: str) -> int:
-    value = frame.get(name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} is a whole number, not {value!r}")
-    return value
+            raise ValueError(f"date {item.date!r} has no time zone")
+    images = tuple(Image(image.media_type, image.data) for image in item.images)
+    return Outside(item.kind, item.text, moment, item.key, images)

@@ -31,9 +31,10 @@ import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import msgspec
 from anyio.abc import SocketStream
 
 from evertalk import __version__
@@ -43,14 +44,15 @@ from evertalk.agent.retry import has_unanswered
 from evertalk.agent.session import Agent, NotConfigured
 from evertalk.compactor.service import Compactor
 from evertalk.config import ConfigError
-from evertalk.protocol import environment, events, wire
+from evertalk.protocol import environment, events, frames, replies, requests, wire
+from evertalk.protocol.paths import is_private_folder, log, socket_folder_problem, socket_path
 from evertalk.providers.base import ProviderError
-from evertalk.service import commands, memory_requests
+from evertalk.service import commands
+from evertalk.service.context import NotReady, Reply
 from evertalk.service.forget_requests import before_forget
-from evertalk.service.paths import is_private_folder, log, socket_folder_problem, socket_path
 from evertalk.service.requests import HANDLERS
 from evertalk.service.session import Session, error_frame, refusal, same_user
-from evertalk.service.settings_watch import watch_settings
+from evertalk.service.settings_watch import settings_stamp, watch_settings
 from evertalk.slash import MODEL
 from evertalk.store.errors import ChatLocked, StoreError
 from evertalk.store.probe import write_problem
@@ -64,16 +66,16 @@ WATCHERS = frozenset({"status", "stop", "serve", "test", "usage"})
 for them."""
 ASKED = frozenset({"app", "-p"})
 """Clients that answer a permission request: the windows, and `-p` (by its `--allow`)."""
-RECOVERS = frozenset({"send", "retry", "command", "compact"})
+RECOVERS = (requests.Send, requests.Retry, requests.Command, requests.GetCompact)
 """Requests that may change the chat: a chat stopped by a full disk is reopened before them, once
 the disk takes writes again (`Service.recover`). A look at the status does not probe the disk."""
-REFUSED_WHILE_FULL = frozenset({"send", "retry"})
+REFUSED_WHILE_FULL = (requests.Send, requests.Retry)
 """… and those refused while it does not (a slash command may only read)."""
 
 
 @dataclasses.dataclass
 class _Ask:
-    frame: dict[str, Any]
+    frame: replies.Ask
     session: Session | None
     answered: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     decision: Decision = "deny"
@@ -86,10 +88,6 @@ AgentOpener = Callable[["Service"], AbstractAsyncContextManager[Agent]]
 def open_agent(service: Service) -> AbstractAsyncContextManager[Agent]:
     """The service's agent: the settings in config.toml, the service as its asker."""
     return Agent.open(service.home, asker=service)
-
-
-class NotReady(Exception):
-    """The service has no agent for a moment (it reopens on new settings)."""
 
 
 class Service:
@@ -121,6 +119,11 @@ class Service:
 
     # -- the agent's side -----------------------------------------------------------------
 
+    @property
+    def clients(self) -> int:
+        """Clients connected now."""
+        return len(self.sessions)
+
     def agent_open(self) -> Agent:
         """The agent; NotReady while a reopen has none."""
         if self.agent is None:
@@ -135,7 +138,7 @@ class Service:
     async def ask(self, tool: str, tool_input: dict[str, Any]) -> Decision:
         """The Asker of the agent: the question goes to a client, whose answer decides."""
         ask_id = uuid.uuid4().hex
-        pending = _Ask(ask_frame(ask_id, tool, tool_input), None)
+        pending = _Ask(msgspec.convert(ask_frame(ask_id, tool, tool_input), replies.Ask), None)
         self.asks[ask_id] = pending
         await self.agent_open().events_sent()  # the events before the question go first
         try:
@@ -145,9 +148,9 @@ class Service:
         finally:
             del self.asks[ask_id]
             if pending.session is not None:  # its dialog goes: answered, or no longer asked
-                pending.session.post({"type": "ask_closed", "id": ask_id})
+                pending.session.post(replies.AskClosed(id=ask_id))
                 for session in pending.told:  # and the others' line that a window is asked
-                    session.post({"type": "ask_closed", "id": ask_id})
+                    session.post(replies.AskClosed(id=ask_id))
 
     async def _answered(self, pending: _Ask) -> bool:
         """Wait for a window's answer, as long as one is connected: the user may be away for a
@@ -175,10 +178,10 @@ class Service:
         """Tell the other windows that the turn waits for an answer in `asked`: theirs would
         otherwise seem stuck."""
         frame = pending.frame
-        told = {"type": "asked_elsewhere", "id": frame["id"], "tool": frame["tool"]}
+        told = replies.AskedElsewhere(id=frame.id, tool=frame.tool, client=asked.name)
         for session in self.sessions:
             if session is not asked and session.asked:
-                session.post(told | {"client": asked.name})
+                session.post(told)
                 pending.told.add(session)
 
     def answer(self, ask_id: str, decision: Decision) -> None:
@@ -200,7 +203,7 @@ class Service:
         if not self.sessions and isinstance(event, events.MemoryWarning):
             # said with no window open: the next client to connect is told
             self.first_words = [*self.first_words, event][-FIRST_WORDS_MOST:]
-        self.broadcast_frame(wire.event_frame(event))
+        self.broadcast_frame(frames.encode_event(event))
 
     async def keep_agents(
         self, opener: AgentOpener, *, task_status: anyio.abc.TaskStatus[None]
@@ -215,8 +218,7 @@ class Service:
             try:
                 async with opener(self) as agent:
                     self.agent = agent
-                    agent.turn_cost += spent[0]
-                    agent.compactor.cost += spent[1]
+                    agent.carry_costs(*spent)
                     self.settings_read = settings_stamp(self.home)
                     if first:
                         first = False
@@ -265,7 +267,7 @@ class Service:
             agent = self.agent
             if agent is None or agent.chat.broken is None or self.busy():
                 return None
-            problem = await anyio.to_thread.run_sync(write_problem, agent.chat.store.path)
+            problem = await anyio.to_thread.run_sync(write_problem, agent.chat.folder)
             if problem is not None:
                 return problem
             self._recovering = agent.chat.broken
@@ -274,15 +276,12 @@ class Service:
             await self._opened.wait()
         return None
 
-    def _reopened(self, agent: Agent) -> dict[str, Any]:
+    def _reopened(self, agent: Agent) -> replies.Reopened:
         config = agent.runtime.config
         log(f"reopened on new settings: {config.provider}, model {agent.model}")
-        return {
-            "type": "reopened",
-            "provider": config.provider,
-            "model": agent.model,
-            "base_url": config.base_url,
-        }
+        return replies.Reopened(
+            provider=config.provider, model=agent.model, base_url=config.base_url
+        )
 
     async def _run_agent(self, agent: Agent) -> None:
         """Its events to the clients until the service stops (then the compaction calls in
@@ -303,8 +302,8 @@ class Service:
         """Close the agent and open one on the settings saved now (`/setup`)."""
         self._reopen.set()
 
-    def broadcast_frame(self, frame: dict[str, Any]) -> None:
-        data = wire.encode(frame)
+    def broadcast_frame(self, frame: msgspec.Struct | bytes) -> None:
+        data = frame if isinstance(frame, bytes) else frames.encode_frame(frame)
         for session in self.sessions:
             session.post(data)
 
@@ -314,7 +313,7 @@ class Service:
         agent = self.agent_open()
         async for event in agent.events():
             if isinstance(event, events.TurnEnded) and event.reason not in ("done", "cancelled"):
-                event = dataclasses.replace(event, retry=has_unanswered(agent.chat))
+                event = msgspec.structs.replace(event, retry=has_unanswered(agent.chat))
             self.broadcast(event)
             if isinstance(event, events.TurnEnded) and not self.busy():
                 self.broadcast(events.Quiet())
@@ -350,8 +349,9 @@ class Service:
             if self.agent is not None:  # a turn it cuts off says who stopped it
                 self.agent.closing(f"the service stopped ({reason})")
             for session in self.sessions:  # a client then knows not to start another
-                said = {"type": "stopping", "pid": os.getpid(), "reason": reason}
-                session.post(said | {"on_purpose": on_purpose})
+                session.post(
+                    replies.Stopping(pid=os.getpid(), reason=reason, on_purpose=on_purpose)
+                )
 
     async def farewell(self) -> None:
         """Let every client's outbox go out (the `stopping` above), briefly."""
@@ -367,7 +367,7 @@ class Service:
         async with stream:
             if not same_user(stream):
                 refused = error_frame("peer", "refused: another user's client")
-                await stream.send(wire.encode(refused))
+                await stream.send(frames.encode_frame(refused))
                 return
             reader = wire.FrameReader()
             try:
@@ -375,20 +375,23 @@ class Service:
             except (wire.ProtocolError, TimeoutError, anyio.EndOfStream, OSError) as error:
                 with contextlib.suppress(Exception):
                     said = error_frame("protocol", str(error) or "no hello")
-                    await stream.send(wire.encode(said))
+                    await stream.send(frames.encode_frame(said))
                 return
             if greeted is None:
                 return
             hello, early = greeted
-            kind = str(hello.get("client", "client"))
-            session = Session(stream, f"{kind} {hello.get('pid', '?')}", asked=kind in ASKED)
+            kind = hello.client
+            pid = "?" if hello.pid is None else hello.pid
+            session = Session(stream, f"{kind} {pid}", asked=kind in ASKED)
             session.post(self._welcome(session))
-            names = [] if kind in WATCHERS else environment.differing(hello.get("env"))
+            names = [] if kind in WATCHERS else environment.differing(hello.env)
             if names:  # others use the service: it cannot restart on this client's variables
-                session.post(wire.event_frame(events.MemoryWarning(environment.kept_line(names))))
+                session.post(
+                    frames.encode_frame(events.MemoryWarning(environment.kept_line(names)))
+                )
             if session.asked:  # a window or -p: a look at the status need not hear them
                 for event in self.first_words:
-                    session.post(wire.event_frame(event))
+                    session.post(frames.encode_event(event))
                 self.first_words = []
             self.sessions.append(session)
             self._joined.set()
@@ -405,47 +408,47 @@ class Service:
 
     async def _hello(
         self, stream: SocketStream, reader: wire.FrameReader
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-        """The client's hello and the frames that came with it; None when it is refused."""
+    ) -> tuple[requests.Hello, list[bytes]] | None:
+        """The client's hello and the lines that came with it; None when it is refused. A
+        first line that is no frame at all is a FrameError (a ProtocolError)."""
         with anyio.fail_after(HELLO_SECONDS):
-            frames: list[dict[str, Any]] = []
-            while not frames:
-                frames = reader.feed(await stream.receive())
-        hello = frames[0]
-        problem = refusal(hello)
-        if problem is not None:
-            await stream.send(wire.encode(error_frame("version", problem)))
+            lines: list[bytes] = []
+            while not lines:
+                lines = reader.lines(await stream.receive())
+        hello = _hello_in(lines[0])
+        problem = hello if isinstance(hello, str) else refusal(hello)
+        if problem is not None or not isinstance(hello, requests.Hello):
+            await stream.send(frames.encode_frame(error_frame("version", problem or "")))
             return None
         why = self._restart_for(hello)
         if why is not None:  # nothing runs: the client starts a service on what it sees
-            await stream.send(wire.encode(error_frame("restart", why)))
+            await stream.send(frames.encode_frame(error_frame("restart", why)))
             self.stop(why)
             return None
-        return hello, frames[1:]  # sent at once with the hello: served after the welcome
+        return hello, lines[1:]  # sent at once with the hello: served after the welcome
 
-    def _restart_for(self, hello: dict[str, Any]) -> str | None:
+    def _restart_for(self, hello: requests.Hello) -> str | None:
         """Why this client should have a new service start: the settings changed since this
         one read them, or the client sees other provider variables than it started with. Only
         while it may stop: no client connected, no turn, no subagent, no compaction call in
         flight."""
-        if hello.get("client") in WATCHERS or self.agent is None:
+        if hello.client in WATCHERS or self.agent is None:
             return None
         if self.sessions or self.busy() or self.agent.compactor.in_flight:
             return None
         if settings_stamp(self.home) != self.settings_read:
             return "config.toml or instructions.md changed"
-        names = environment.differing(hello.get("env"))
+        names = environment.differing(hello.env)
         return environment.changed_line(names) if names else None
 
-    def _welcome(self, session: Session) -> dict[str, Any]:
-        return {
-            "type": "welcome",
-            "protocol": wire.PROTOCOL,
-            "version": __version__,
-            "pid": os.getpid(),
-            "home": str(self.home),
-            "name": session.name,  # as `sent` events name this client
-        }
+    def _welcome(self, session: Session) -> replies.Welcome:
+        return replies.Welcome(
+            protocol=wire.PROTOCOL,
+            version=__version__,
+            pid=os.getpid(),
+            home=str(self.home),
+            name=session.name,  # as `sent` events name this client
+        )
 
     def _left(self, session: Session) -> None:
         self.last_active = self.clock()
@@ -472,51 +475,55 @@ class Service:
         session: Session,
         stream: SocketStream,
         reader: wire.FrameReader,
-        pending: list[dict[str, Any]],
+        pending: list[bytes],
     ) -> None:
         while True:
-            for frame in pending:
-                if await self._refused_for_disk(session, frame):
+            for line in pending:
+                try:
+                    request = frames.decode_request(line)
+                except frames.FrameError as error:
+                    if error.problem == "not_a_frame":  # the connection cannot go on
+                        session.post(error_frame("protocol", str(error)))
+                        return
+                    session.post(_refused(error))
                     continue
-                await self._prepare(frame)
-                self._request(session, frame)
+                if await self._refused_for_disk(session, request):
+                    continue
+                await self._prepare(request)
+                self._request(session, request)
             try:
                 data = await stream.receive()
             except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                 return
             try:
-                pending = reader.feed(data)
+                pending = reader.lines(data)
             except wire.ProtocolError as error:
                 session.post(error_frame("protocol", str(error)))
                 return
 
-    async def _refused_for_disk(self, session: Session, frame: dict[str, Any]) -> bool:
+    async def _refused_for_disk(self, session: Session, request: frames.ClientFrame) -> bool:
         """Before a request that changes the chat: a chat stopped by a failed write is reopened
         when the disk takes writes again (`recover`); while it does not, a message is refused,
         saying why (whether the request was refused)."""
-        kind = frame.get("type")
-        if kind not in RECOVERS:
+        if not isinstance(request, RECOVERS):
             return False
         problem = await self.recover()
-        if problem is None or kind not in REFUSED_WHILE_FULL:
+        if problem is None or not isinstance(request, REFUSED_WHILE_FULL):
             return False
         said = (
             f"the disk takes no writes yet ({problem}): nothing was logged; send it again once "
             "there is room (the service then reopens the chat by itself)"
         )
-        refused = error_frame("store", said)
-        if "rid" in frame:
-            refused["rid"] = frame["rid"]
-        session.post(wire.encode(refused))
+        session.post(_with_rid(error_frame("store", said), request.rid))
         return True
 
-    async def _prepare(self, frame: dict[str, Any]) -> None:
+    async def _prepare(self, request: frames.ClientFrame) -> None:
         """What a request would wait on the network for, asked in a worker thread first, so
         that every other window and turn goes on meanwhile: `/model`'s list of the server's
         models (kept, so that the handler then finds it at once). A forget waits here for the
         turn it cancels to end."""
-        await before_forget(self, frame)
-        if frame.get("type") != "command" or frame.get("name") != MODEL.name:
+        await before_forget(self, request)
+        if not isinstance(request, requests.Command) or request.name != MODEL.name:
             return
         try:
             agent = self.agent_open()
@@ -524,15 +531,15 @@ class Service:
             return  # the handler says so
         await anyio.to_thread.run_sync(commands.model_list, agent)
 
-    def _request(self, session: Session, frame: dict[str, Any]) -> None:
-        kind = frame["type"]
-        handler = HANDLERS.get(kind) or memory_requests.HANDLERS.get(kind)
-        reply: dict[str, Any] | None
+    def _request(self, session: Session, request: frames.ClientFrame) -> None:
+        kind = str(request.__struct_config__.tag)
+        handler = HANDLERS.get(type(request))
+        reply: Reply
         try:
-            if handler is None:
+            if handler is None:  # a hello again: no request of this service
                 reply = error_frame("protocol", f"unknown request {kind!r}")
             else:
-                reply = handler(self, session, frame)
+                reply = handler(self, session, request)
         except NotReady as error:
             reply = error_frame("not_ready", str(error))
         except StoreError as error:  # the chat cannot take this write: the service goes on
@@ -540,28 +547,42 @@ class Service:
         except (ValueError, TypeError, KeyError) as error:
             reply = error_frame("bad_request", f"{kind}: {error}")
         if reply is not None:
-            if "rid" in frame:
-                reply["rid"] = frame["rid"]
             try:
-                session.post(wire.encode(reply))
+                session.post(frames.encode_frame(_with_rid(reply, request.rid)))
             except wire.ProtocolError as error:  # a reply over the frame limit
-                session.post(
-                    error_frame("too_large", f"{kind}: {error}") | {"rid": frame.get("rid")}
-                )
+                rid = None if request.rid is msgspec.UNSET else request.rid
+                session.post(_with_rid(error_frame("too_large", f"{kind}: {error}"), rid))
 
 
-def settings_stamp(home: Path) -> tuple[tuple[int, int] | None, ...]:
-    """What says whether the settings a process read at its start are still the files' own:
-    the modification time and size of config.toml and of instructions.md."""
-    stamps: list[tuple[int, int] | None] = []
-    for name in ("config.toml", "instructions.md"):
-        try:
-            found = (home / name).stat()
-        except OSError:
-            stamps.append(None)
-        else:
-            stamps.append((found.st_mtime_ns, found.st_size))
-    return tuple(stamps)
+def _hello_in(line: bytes) -> requests.Hello | str | None:
+    """The hello on the first line; None when that is another frame; why, for a hello whose
+    fields cannot be read (refused as one of another version). FrameError when it is no frame."""
+    try:
+        first = frames.decode_request(line)
+    except frames.FrameError as error:
+        if error.problem == "not_a_frame":
+            raise
+        if error.frame_type == "hello":
+            return f"a {error} (this service runs evertalk {__version__}, protocol {wire.PROTOCOL})"
+        return None
+    return first if isinstance(first, requests.Hello) else None
+
+
+def _refused(error: frames.FrameError) -> replies.Error:
+    """The answer to a request that could not be read: of an unknown type, or with a field
+    missing or wrong."""
+    kind: replies.ErrorKind = "protocol" if error.problem == "unknown_type" else "bad_request"
+    return _with_rid(error_frame(kind, str(error)), error.rid)
+
+
+_R = TypeVar("_R", bound=msgspec.Struct)
+
+
+def _with_rid(reply: _R, rid: object) -> _R:
+    """The reply with the request's `rid`, as it came (none when the request had none)."""
+    if rid is msgspec.UNSET:
+        return reply
+    return msgspec.structs.replace(reply, rid=rid)
 
 
 async def serve(

@@ -6,14 +6,16 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from typing import Any
 
 import anyio
+import msgspec
 from anyio.abc import SocketAttribute, SocketStream
 
 from evertalk import __version__
-from evertalk.protocol import wire
-from evertalk.service.paths import peer_uid
+from evertalk.protocol import frames, wire
+from evertalk.protocol.paths import peer_uid
+from evertalk.protocol.replies import Error, ErrorKind
+from evertalk.protocol.requests import Hello
 
 
 class Session:
@@ -26,8 +28,8 @@ class Session:
         self._outbox, self._pending = anyio.create_memory_object_stream[bytes](math.inf)
         self.written = anyio.Event()  # the outbox is closed and all of it went out
 
-    def post(self, frame: dict[str, Any] | bytes) -> None:
-        data = frame if isinstance(frame, bytes) else wire.encode(frame)
+    def post(self, frame: msgspec.Struct | bytes) -> None:
+        data = frame if isinstance(frame, bytes) else frames.encode_frame(frame)
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._outbox.send_nowait(data)
 
@@ -43,18 +45,18 @@ class Session:
         self._outbox.close()
 
 
-def error_frame(kind: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "kind": kind, "message": message}
+def error_frame(kind: ErrorKind, message: str) -> Error:
+    return Error(kind=kind, message=message)
 
 
-def refusal(hello: dict[str, Any]) -> str | None:
-    """Why a client's hello is refused: not a hello, another protocol or version."""
-    if hello.get("type") != "hello":
+def refusal(hello: Hello | None) -> str | None:
+    """Why a client's hello is refused: not a hello (None), another protocol or version."""
+    if hello is None:
         return "the first frame must be a hello"  # answered as a refusal of kind `version`
-    if hello.get("protocol") != wire.PROTOCOL or hello.get("version") != __version__:
+    if hello.protocol != wire.PROTOCOL or hello.version != __version__:
         return (
             f"the service runs evertalk {__version__} (protocol {wire.PROTOCOL}) and this "
-            f"client is {hello.get('version')} (protocol {hello.get('protocol')}): restart the "
+            f"client is {hello.version} (protocol {hello.protocol}): restart the "
             "service with `evertalk service stop`, and run the command again"
         )
     return None

@@ -10,26 +10,59 @@ the service goes on with the settings it has, rather than stopping on a half-sav
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from evertalk.config import ConfigError, load_config
 from evertalk.protocol import events
-from evertalk.service.paths import log
+from evertalk.protocol.paths import log
 
 if TYPE_CHECKING:
-    from evertalk.service.server import Service
+    from evertalk.agent.session import Agent
 
 SETTINGS_EVERY = 2.0
 """Seconds between two looks at the settings' files."""
 CHANGED = "config.toml or instructions.md changed"
 
+Stamp = tuple[tuple[int, int] | None, ...]
 
-async def watch_settings(service: Service, every: float = SETTINGS_EVERY) -> None:
+
+class Watched(Protocol):
+    """The service as the watch sees it (`server.Service`)."""
+
+    home: Path
+    agent: Agent | None
+    settings_read: Stamp
+    stopping: anyio.Event
+
+    def busy(self) -> bool:
+        """A turn runs, a message waits or a subagent works."""
+
+    def reopen(self) -> None:
+        """Close the agent and open one on the settings saved now."""
+
+    def broadcast(self, event: object) -> None:
+        """An event to every client."""
+
+
+def settings_stamp(home: Path) -> Stamp:
+    """What says whether the settings a process read at its start are still the files' own:
+    the modification time and size of config.toml and of instructions.md."""
+    stamps: list[tuple[int, int] | None] = []
+    for name in ("config.toml", "instructions.md"):
+        try:
+            found = (home / name).stat()
+        except OSError:
+            stamps.append(None)
+        else:
+            stamps.append((found.st_mtime_ns, found.st_size))
+    return tuple(stamps)
+
+
+async def watch_settings(service: Watched, every: float = SETTINGS_EVERY) -> None:
     """Apply edited settings between turns, for as long as the service runs."""
-    from evertalk.service.server import settings_stamp
-
     said: object = None  # the stamp last spoken of: each change is said once
     while not service.stopping.is_set():
         await anyio.sleep(every)
@@ -48,7 +81,7 @@ async def watch_settings(service: Service, every: float = SETTINGS_EVERY) -> Non
             service.broadcast(events.MemoryWarning(f"service: {CHANGED}: {why}"))
 
 
-def _problem(service: Service) -> str | None:
+def _problem(service: Watched) -> str | None:
     """Why the files cannot be used now, said so that the user can fix them."""
     try:
         load_config(service.home, warn=_quiet)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from evertalk.service.paths import log_path
+from evertalk.protocol.paths import log_path
 
 STARTING = "starting: opening the chat"
 """The line a service logs before it opens the chat (`server.serve`)."""

@@ -13,54 +13,49 @@ a subagent works: it could write the same files meanwhile.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
 
 from evertalk.agent.session import Outside
 from evertalk.agent.undo import UndoError, apply, plan
 from evertalk.chat import Chat
-from evertalk.protocol import events
-from evertalk.service.paths import log
+from evertalk.protocol import events, replies, requests
+from evertalk.protocol.paths import log
+from evertalk.service.context import Reply, Served
 from evertalk.service.session import Session, error_frame
 from evertalk.store.errors import StoreError
 
-if TYPE_CHECKING:
-    from evertalk.service.server import Service
 
-
-def undo(service: Service, session: Session, frame: dict[str, Any]) -> dict[str, Any]:
+def undo(service: Served, session: Session, request: requests.Undo) -> Reply:
     agent = service.agent_open()
-    turn = frame.get("turn")
+    turn = request.turn
     if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
         raise ValueError(f"'turn' is a turn's number, not {turn!r}")
-    if not frame.get("preview") and (agent.turning or agent.subagents.running):
+    if not request.preview and (agent.turning or agent.subagents.running):
         return error_frame("busy", "a turn or a subagent is working: undo once it ends")
     try:
         planned = plan(agent.checkpoints, turn)
     except UndoError as error:
         return error_frame("nothing_to_undo", str(error))
-    if frame.get("preview"):
-        return {
-            "type": "undo_preview",
-            "turn": planned.turn,
-            "lines": planned.lines(_opened_by(agent.chat, planned.turn)),
-            "changes": len(planned.changes),
-            "refused": [f.shown for f in planned.refused],
-        }
+    if request.preview:
+        return replies.UndoPreview(
+            turn=planned.turn,
+            lines=planned.lines(_opened_by(agent.chat, planned.turn)),
+            changes=len(planned.changes),
+            refused=[f.shown for f in planned.refused],
+        )
     done = apply(agent.checkpoints, planned)
     log(f"{session.name} undid turn {done.turn}: {len(done.restored) + len(done.removed)} files")
-    reply: dict[str, Any] = {
-        "type": "undone",
-        "turn": done.turn,
-        "restored": done.restored,
-        "removed": done.removed,
-        "refused": done.refused,
-        "lines": done.lines(),
-    }
+    reply = replies.Undone(
+        turn=done.turn,
+        restored=done.restored,
+        removed=done.removed,
+        refused=done.refused,
+        lines=done.lines(),
+    )
     note = done.note()
     try:
         ids, _ = agent.record([Outside("note", note, key=f"undo-{done.turn}-{uuid.uuid4().hex}")])
     except StoreError as error:  # the files are back all the same: say what the chat missed
-        reply["lines"].append(f"The chat could not be told ({error}).")
+        reply.lines.append(f"The chat could not be told ({error}).")
         return reply
     service.broadcast(events.Recorded(session.name, len(ids), "note", note))
     return reply
@@ -69,7 +64,7 @@ def undo(service: Service, session: Session, frame: dict[str, Any]) -> dict[str,
 def _opened_by(chat: Chat, turn: int) -> str:
     """The start of the message that opened the turn (its id is the turn's), quoted."""
     try:
-        record = chat.store.read_message(turn)
+        record = chat.record(turn)
     except (StoreError, IndexError, ValueError):
         return ""
     if record.kind not in ("user", "work"):

@@ -8,12 +8,12 @@ from array import array
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import TypeVar
 
 from evertalk.memory.core import SavedViews
 from evertalk.memory.tree import FREE
 from evertalk.store import views
+from evertalk.store.closing import Closing
 from evertalk.store.days import as_local, day_file_name, iso, local_now
 from evertalk.store.errors import ChatLocked, IndexMismatch, StoreError, describe
 from evertalk.store.index import Index, Location, Rewrite
@@ -51,7 +51,7 @@ def _check_writable(chat_dir: Path) -> None:
             raise StoreError(f"cannot write to {folder}: the chat can only be opened read-only")
 
 
-class ChatStore:
+class ChatStore(Closing):
     """The chat folder: log, tree, index and saved views, owned by this process unless read-only.
 
     A record counts only once its append has returned, fsynced (SPEC §1.3); every append also
@@ -138,17 +138,6 @@ class ChatStore:
                 self.checkpoint()
             except (StoreError, OSError, sqlite3.Error) as error:
                 self.warnings.append(f"the index of {self.path} was not checkpointed: {error}")
-
-    def __enter__(self) -> ChatStore:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def closed(self) -> bool:

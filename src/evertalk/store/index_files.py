@@ -25,7 +25,7 @@ from evertalk.memory.text import LINE_LIMIT
 from evertalk.memory.tree import CUT
 from evertalk.store import keys
 from evertalk.store.meta import META_NAME, Meta, write_meta
-from evertalk.store.secure import fsync_dir, open_file, write_all
+from evertalk.store.secure import fsync_dir, open_file, write_synced
 from evertalk.store.tables import LOC_WIDTH, FileTable
 
 MSG_LOC = "msg.loc"
@@ -213,12 +213,7 @@ def _replace(path: Path, data: bytes | bytearray) -> None:
     """Write a new file under a temporary name and rename it in, so that a reader that opened
     the old file keeps a consistent view of it."""
     tmp = path.with_name(path.name + ".tmp")
-    fd, _ = open_file(tmp, os.O_WRONLY | os.O_TRUNC)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(tmp, data, os.O_TRUNC)
     os.replace(tmp, path)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate, compress, islice, repeat
 from operator import attrgetter, is_not
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from evertalk.memory.text import LINE_LIMIT
 from evertalk.memory.tree import BUILT, CUT, FREE
@@ -44,12 +44,8 @@ from evertalk.store.meta import (
 from evertalk.store.pages import LOST_PAGE, PageGroup
 from evertalk.store.records import (
     NODE_LEVELS,
-    REFUSED,
-    MessageLine,
     MessageRecord,
     claimed_id,
-    decode_message_line,
-    decode_node_line,
     read_message_line,
     read_node_line,
 )
@@ -67,6 +63,9 @@ from evertalk.store.tables import (
     pack_loc,
     pack_locs,
 )
+
+if TYPE_CHECKING:
+    from evertalk.store.fast_lines import MessageLine
 
 INDEX_DIR = "index"
 _ID, _KEY = attrgetter("i"), attrgetter("key")
@@ -326,6 +325,9 @@ class _Scanner:
         group: PageGroup[tuple[int, int]] = PageGroup()  # (position in the run, id) of each page
         pending = False  # whether `group` holds pages
         for batch in self._batches(name):
+            # loaded by the first line read: the open of a whole index (a status) reads none
+            from evertalk.store.fast_lines import REFUSED, decode_message_line
+
             run.add(batch)
             try:
                 # A batch of plain messages, the rule, is taken whole: a loop over its lines
@@ -354,6 +356,8 @@ class _Scanner:
     ) -> bool:
         """A batch that holds lines the fast decoder refuses, read line by line; whether
         `group` holds pages of a long message not yet complete."""
+        from evertalk.store.fast_lines import REFUSED, decode_message_line
+
         for raw in lines:
             try:
                 record = decode_message_line(raw)
@@ -409,12 +413,15 @@ class _Scanner:
 
     def _node_file(self, name: str) -> None:
         no, path, tree = self.meta.entry(name).no, str(self.chat_dir / name), self.tree
-        decode, limit, counts = decode_node_line, LINE_LIMIT, level_counts(self.meta.messages)
+        limit, counts = LINE_LIMIT, level_counts(self.meta.messages)
         tail = tree if isinstance(tree, _TailTree) else None
         new = tree if isinstance(tree, _NewTree) else _NewTree(0)  # a tail scan: `tail.place`
         bases, flags, sizes, starts, spans = new.bases, new.flags, new.sizes, new.starts, new.spans
         word = no << 32  # + a line's length: the second word of its location
         for batch in self._batches(name):
+            from evertalk.store.fast_lines import REFUSED  # as in _message_file
+            from evertalk.store.fast_lines import decode_node_line as decode
+
             end = batch.offset
             # The hot loop of a rebuild, written out: a call per node costs a tenth of it.
             for raw in batch.lines:

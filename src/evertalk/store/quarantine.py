@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-from evertalk.store.secure import fsync_dir, make_dir, open_file, write_all, write_atomic
+from evertalk.store.secure import fsync_dir, make_dir, write_atomic, write_synced
 
 QUARANTINE_DIR = "quarantine"
 
@@ -30,12 +30,7 @@ def set_aside(chat_dir: Path, lines: list[tuple[Path, int, int]]) -> Path:
     for path, offset, length in lines:
         by_file[path].append((offset, length))
     data = b"".join(_read(path, spans) for path, spans in by_file.items())
-    fd, _ = open_file(target, os.O_WRONLY | os.O_APPEND)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(target, data, os.O_APPEND)
     fsync_dir(folder)
     for path, spans in by_file.items():
         write_atomic(path, _without(path.read_bytes(), spans))

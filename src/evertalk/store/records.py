@@ -6,9 +6,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeGuard, get_args
-
-import msgspec
+from typing import Any, Literal, TypeGuard
 
 from evertalk.memory.text import KINDS, LINE_LIMIT
 from evertalk.memory.tree import BUILT, CUT, FREE
@@ -194,7 +192,8 @@ def decode_node(obj: dict[str, Any]) -> NodeRecord | None:
 def read_message_line(raw: bytes) -> MessageRecord | str:
     """The message on a line of a message file (without its newline), or why it holds none.
 
-    This is the definition that the fast decoder below agrees with on every line it accepts.
+    This is the definition that the fast decoder (fast_lines.py) agrees with on every line it
+    accepts.
     """
     parsed = parse_object(raw)
     if type(parsed) is dict:
@@ -210,60 +209,9 @@ def read_node_line(raw: bytes) -> NodeRecord | str:
     return parsed if isinstance(parsed, str) else "not a JSON object"
 
 
-# -- The fast decoders of a rebuild ------------------------------------------------------------
-#
-# A rebuild reads every line of the log; json.loads and a dict per line cost most of its time.
-# These decode a line in one C call into a typed struct, and refuse (msgspec.DecodeError) every
-# line they cannot vouch for: anything that is not plainly a well-formed record, a page of a
-# long message, a key they do not know. A refused line goes to `read_message_line` or
-# `read_node_line`, which decide as before. Refusing unknown keys is what makes "accepted here"
-# imply "accepted there, with the same values": msgspec checks the UTF-8 and the escapes of
-# every string it decodes, but only skips over the values of keys it does not know, and there
-# json.loads (which reads the whole line as UTF-8, and allows lone surrogates, NaN and
-# Infinity) might decide otherwise.
-
-Count = Annotated[int, msgspec.Meta(ge=0)]
-"""A non-negative int; msgspec refuses true, false and 1.0 for an int, as `_is_count` does."""
 NODE_LEVELS = 63
 """Levels 0 … 62: a node of a higher level would need 1 << 63 messages, so a record of one
-names messages past the log's end, which the rebuild checks by level (see `NodeLine.l`)."""
-Kind = Literal["user", "ever", "tool", "echo", "work", "note"]
-assert frozenset(get_args(Kind)) == KINDS, "Kind must list the kinds of SPEC §1.2"
-
-
-class MessageLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A whole message (not a page) with no key but those of SPEC §1.2, all well typed."""
-
-    i: Count
-    kind: Kind
-    text: str
-    size: Count
-    date: str
-    key: str | None = None
-    images: list[str] | None = None
-    agent: str | None = None
-    failed: bool = False  # msgspec refuses a non-boolean, which the definition reads as False
-
-
-class NodeLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A tree record's keys, well typed. What `decode_node` checks beyond types (the text's byte
-    size, not both `free` and `cut`) the rebuild checks in its loop, where a call per node
-    would cost a tenth of its time. A level past NODE_LEVELS is left to the definition too, so
-    that the loop can look the level up in a list of NODE_LEVELS without a check of its own."""
-
-    l: Annotated[int, msgspec.Meta(ge=0, lt=NODE_LEVELS)]  # noqa: E741 - the spec's name
-    i: Count
-    text: str
-    size: Count
-    free: bool = False
-    cut: bool = False
-
-
-decode_message_line = msgspec.json.Decoder(MessageLine).decode
-decode_node_line = msgspec.json.Decoder(NodeLine).decode
-REFUSED = (msgspec.DecodeError, RecursionError)
-"""What the fast decoders raise for a line they leave to the definition (RecursionError: nesting
-deeper than the interpreter allows, which json.loads refuses too; these types nest two deep)."""
+names messages past the log's end, which the rebuild checks by level (see fast_lines.py)."""
 
 
 _CLAIMED_ID = re.compile(rb'\{\s*"i"\s*:\s*(\d{1,18})\s*,')

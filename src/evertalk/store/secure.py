@@ -63,6 +63,17 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, offset: int | None 
         view = view[done:]
 
 
+def write_synced(path: Path, data: bytes | bytearray, flags: int) -> None:
+    """Write `data` to `path` opened with `flags` (see `open_file`), on disk before this
+    returns (the folder's entry is the caller's to fsync)."""
+    fd, _ = open_file(path, os.O_WRONLY | flags)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def read_all(fd: int, length: int, offset: int) -> bytes:
     """Read up to `length` bytes at `offset`, fewer only at the end of the file."""
     parts: list[bytes] = []

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
 import anyio
 from textual import events
@@ -61,12 +61,23 @@ from evertalk.client.remote import (
 from evertalk.config import KEY_VARIABLES, ConfigError, config_path, load_config
 from evertalk.folder_instructions import in_force
 from evertalk.ledger import LedgerTally, ledger_path
-from evertalk.protocol import wire
-from evertalk.protocol.status import AgentStatus, status_of
+from evertalk.protocol.replies import Accepted, Ok, Output, Records, Reopened, Status
+from evertalk.protocol.requests import (
+    Answer,
+    Cancel,
+    Command,
+    GetRecords,
+    GetStatus,
+    Image,
+    Reopen,
+    Send,
+)
+from evertalk.protocol.status import AgentStatus
 from evertalk.runtime import INSTRUCTIONS_NAME
 from evertalk.slash import MEMORY
 from evertalk.terminal_text import escape_controls, one_line
 from evertalk.tui import commands
+from evertalk.tui import service_messages as sm
 from evertalk.tui.budget_screen import BudgetScreen
 from evertalk.tui.commands import CommandError, Invocation, read_line
 from evertalk.tui.editor import Editor, edit_instructions
@@ -78,6 +89,7 @@ from evertalk.tui.history import (
     earlier_rows,
     opening_at,
 )
+from evertalk.tui.service_messages import FrameRouter, shows
 from evertalk.tui.status import MemoryWatch, dollars
 from evertalk.tui.turn_rows import Sending, TurnRows
 from evertalk.tui.undo import undo_in_app
@@ -179,6 +191,9 @@ class ChatApp(App[int]):
         self.rows = TurnRows(self)
         self._asked: dict[str, PermissionScreen] = {}
         self._waits_elsewhere: dict[str, NoteRow] = {}
+        self._frames = FrameRouter(
+            self, self.rows, lambda line: self._add(NoteRow(line, classes="error"))
+        )
         self.attachments = commands.Attachments()
         self._polling = False
         self._quitting = False
@@ -221,6 +236,7 @@ class ChatApp(App[int]):
         yield CommandHint(id="hint")
         yield StatusBar(id="status")
         yield Footer()
+        yield self.rows
 
     @property
     def chat_log(self) -> ChatLog:
@@ -307,7 +323,7 @@ class ChatApp(App[int]):
         self.spending.connected()
         # the figure as the window connects: only what it rises by from here is this session's
         with contextlib.suppress(ServiceError):
-            self.spending.sample(status_of(await remote.request({"type": "status"})).cost)
+            self.spending.sample((await remote.request(GetStatus(), Status)).cost)
         self.refresh_status()
         if not first:
             await self._add(NoteRow(f"connected to the service (pid {remote.pid})"))
@@ -331,9 +347,9 @@ class ChatApp(App[int]):
     async def _earlier_rows(self, remote: Remote) -> list[Widget]:
         """The rows of the log's last messages; none when those read from its files show
         them already."""
-        reply = await remote.request({"type": "records", "last": EARLIER_MOST})
-        t = int(reply["t"])
-        found = [message_of(item) for item in reply["records"]]
+        reply = await remote.request(GetRecords(last=EARLIER_MOST), Records)
+        t = reply.t
+        found = [message_of(item) for item in reply.records]
         if self._tail_rows and found == self._tail:
             return []
         if self._tail_rows:
@@ -407,35 +423,9 @@ class ChatApp(App[int]):
     async def _pump(self, remote: Remote) -> None:
         async for frame in remote.frames():  # it ends when the connection does
             try:
-                await self._frame(frame)
+                await self._frames.show(frame)
             except NoMatches:  # the app is closing: its widgets are gone
                 return
-            except Exception as error:  # a row that fails to show must not stop the session
-                await self._add(NoteRow(f"display error: {error!r}", classes="error"))
-
-    async def _frame(self, frame: dict[str, Any]) -> None:
-        kind = frame["type"]
-        if kind == "ask":
-            self._ask(frame)
-        elif kind == "ask_closed":
-            self._withdraw(str(frame.get("id")))
-        elif kind == "asked_elsewhere":
-            await self._asked_elsewhere(frame)
-        elif kind == "stopping":
-            why = escape_controls(str(frame.get("reason")))
-            if frame.get("on_purpose") is True:  # someone meant it: no other until the user acts
-                self.paused = why
-                await self._add(NoteRow(f"the service was stopped ({why}); {RESUMES}"))
-            else:
-                await self._add(NoteRow(f"the service is stopping ({why}); connecting to the next"))
-        elif kind == "reopened":
-            await self._add(NoteRow(applied(frame, file_key=file_has_key(self.home))))
-        elif kind == "error":
-            await self._add(NoteRow(f"service: {frame.get('message')}", classes="error"))
-        else:
-            event = wire.event_of(frame)
-            if event is not None:
-                await self.rows.show(event)
 
     # -- the status bar -------------------------------------------------------------------
 
@@ -447,12 +437,12 @@ class ChatApp(App[int]):
 
     async def _poll_status(self, remote: Remote) -> None:
         try:
-            frame = await remote.request({"type": "status"})
+            reply = await remote.request(GetStatus(), Status)
         except ServiceError:
             return
         finally:
             self._polling = False
-        status = self.status = status_of(frame)
+        status = self.status = reply.agent
         self.busy = status.busy
         try:
             bar, log = self.status_bar, self.chat_log
@@ -465,10 +455,11 @@ class ChatApp(App[int]):
 
     # -- the service asks -----------------------------------------------------------------
 
-    def _ask(self, frame: dict[str, Any]) -> None:
+    @shows(sm.AskArrived)
+    async def _on_ask(self, message: sm.AskArrived) -> None:
         """A tool waits for the user's yes: a dialog over the chat; the answer goes back."""
-        ask_id = str(frame.get("id"))
-        screen = PermissionScreen(frame)
+        ask_id = message.frame.id
+        screen = PermissionScreen(message.frame)
         self._asked[ask_id] = screen
 
         def done(decision: str | None) -> None:
@@ -476,28 +467,48 @@ class ChatApp(App[int]):
             self._hand_back(screen.typed)
             remote = self.remote
             if remote is not None:
-                answer = {"type": "answer", "id": ask_id, "decision": decision or "deny"}
+                answer = Answer(id=ask_id, decision=decision or "deny")
                 self.run_worker(_quietly(remote.post(answer)), group="answers")
 
         self.bell()
         self.push_screen(screen, callback=done)
 
-    def _withdraw(self, ask_id: str) -> None:
+    @shows(sm.AskClosedArrived)
+    async def _on_ask_closed(self, message: sm.AskClosedArrived) -> None:
         """The question is no longer asked (answered, or its turn was cancelled)."""
-        screen = self._asked.pop(ask_id, None)
+        screen = self._asked.pop(message.frame.id, None)
         if screen is not None and screen in self.screen_stack:
             screen.dismiss(None)
-        row = self._waits_elsewhere.pop(ask_id, None)
+        row = self._waits_elsewhere.pop(message.frame.id, None)
         if row is not None:
             row.remove()
 
-    async def _asked_elsewhere(self, frame: dict[str, Any]) -> None:
+    @shows(sm.AskedElsewhereArrived)
+    async def _on_asked_elsewhere(self, message: sm.AskedElsewhereArrived) -> None:
         """The turn waits for a yes in another window: say so here, until it is answered, so
         that this window does not look stuck."""
-        where = str(frame.get("client") or "another window").split(" ")[0]
-        row = NoteRow(f"Ever waits for an answer in another window ({where}): {frame.get('tool')}")
-        self._waits_elsewhere[str(frame.get("id"))] = row
+        asked = message.frame
+        where = (asked.client or "another window").split(" ")[0]
+        row = NoteRow(f"Ever waits for an answer in another window ({where}): {asked.tool}")
+        self._waits_elsewhere[asked.id] = row
         await self._add(row)
+
+    @shows(sm.StoppingArrived)
+    async def _on_stopping(self, message: sm.StoppingArrived) -> None:
+        why = escape_controls(message.frame.reason)
+        if message.frame.on_purpose:  # someone meant it: no other until the user acts
+            self.paused = why
+            await self._add(NoteRow(f"the service was stopped ({why}); {RESUMES}"))
+        else:
+            await self._add(NoteRow(f"the service is stopping ({why}); connecting to the next"))
+
+    @shows(sm.ReopenedArrived)
+    async def _on_reopened(self, message: sm.ReopenedArrived) -> None:
+        await self._add(NoteRow(applied(message.frame, file_key=file_has_key(self.home))))
+
+    @shows(sm.ErrorArrived)
+    async def _on_error(self, message: sm.ErrorArrived) -> None:
+        await self._add(NoteRow(f"service: {message.frame.message}", classes="error"))
 
     def _hand_back(self, keys: list[events.Key]) -> None:
         """The keys the dialog kept, typed again: they reach the input, which has the focus
@@ -576,21 +587,16 @@ class ChatApp(App[int]):
             go = partial(self.send, text, pasted, asked=True)
             if await self._asks_over_budget(remote, go, "not sent", "Up brings it back"):
                 return
-        frame: dict[str, Any] = {
-            "type": "send",
-            "text": text,
-            "key": uuid.uuid4().hex,  # the service logs it once, however often it is sent
-            "cwd": os.getcwd(),
-            "images": [
-                {"media_type": media_type, "data": data}
-                for media_type, data in self.attachments.images()
-            ],
-        }
-        if self._workdir_set:
-            frame["workdir"] = str(self.workdir)
+        frame = Send(
+            text=text,
+            key=uuid.uuid4().hex,  # the service logs it once, however often it is sent
+            cwd=os.getcwd(),
+            workdir=str(self.workdir) if self._workdir_set else None,
+            images=[Image(media_type, data) for media_type, data in self.attachments.images()],
+        )
         self.rows.sending.append(Sending(text, self.attachments.names(), tuple(pasted)))
         try:
-            await remote.request(frame)
+            await remote.request(frame, Accepted)
         except ServiceError as error:
             self.rows.sending = [item for item in self.rows.sending if item.text != text]
             await self._add(NoteRow(f"not sent: {error} (Up brings it back)", classes="error"))
@@ -606,7 +612,7 @@ class ChatApp(App[int]):
         """Whether today's spending is past the daily budget, so that a dialog asks whether to
         start a turn all the same: `go` if so; else a row says `kept` (and `hint`)."""
         try:
-            status = status_of(await remote.request({"type": "status"}))
+            status = (await remote.request(GetStatus(), Status)).agent
         except ServiceError:
             return False  # what follows says why
         day = Day(status.cost, status.budget)
@@ -686,13 +692,11 @@ class ChatApp(App[int]):
         remote = await self._remote_soon()
         if remote is None:
             raise CommandError(self._not_connected())
-        request = {"type": "command", "name": command.name, "args": list(args)}
         try:
-            reply = await remote.request(request)
+            reply = await remote.request(Command(name=command.name, args=list(args)), Output)
         except ServiceError as error:
             raise CommandError(str(error)) from None
-        texts = [str(text) for text in reply.get("texts", [])]
-        rows = [OutputRow(text) for text in texts]
+        rows = [OutputRow(text) for text in reply.texts]
         if command is MEMORY and len(rows) > 1:
             rows[0].add_class("view")
         await self._add(*rows)
@@ -729,7 +733,7 @@ class ChatApp(App[int]):
         remote = self.remote
         if remote is not None:
             try:
-                status = status_of(await remote.request({"type": "status"}))
+                status = (await remote.request(GetStatus(), Status)).agent
             except ServiceError as error:
                 raise CommandError(str(error)) from None
             if status.busy:
@@ -753,7 +757,7 @@ class ChatApp(App[int]):
             await self._add(NoteRow("settings saved: the service starts on them"))
             return
         try:
-            await remote.request({"type": "reopen"})
+            await remote.request(Reopen(), Ok)
         except RequestFailed as error:
             if error.kind == "busy":  # a subagent's report started a turn meanwhile
                 await self._add(NoteRow(SAVED_FOR_LATER))
@@ -769,7 +773,7 @@ class ChatApp(App[int]):
         (Ctrl+Z brings it back), or say how to quit."""
         remote = self.remote
         if remote is not None and self.busy:
-            self.run_worker(_quietly(remote.post({"type": "cancel"})), group="cancel")
+            self.run_worker(_quietly(remote.post(Cancel())), group="cancel")
             return
         prompt = self.prompt
         if prompt.selected_text:
@@ -803,7 +807,7 @@ class ChatApp(App[int]):
         if remote is None:
             return
         with anyio.move_on_after(LAST_STATUS), contextlib.suppress(ServiceError):
-            status = status_of(await remote.request({"type": "status"}))
+            status = (await remote.request(GetStatus(), Status)).agent
             self.spending.sample(status.cost)
             self.busy = status.busy
 
@@ -881,13 +885,13 @@ def folder_shown(path: Path) -> str:
     return shown if len(shown) <= FOLDER_WIDTH else "…" + shown[-(FOLDER_WIDTH - 1) :]
 
 
-def applied(frame: dict[str, Any], *, file_key: bool) -> str:
+def applied(frame: Reopened, *, file_key: bool) -> str:
     """What the chat goes on with after /setup (never the key), from `reopened`; `file_key`:
     config.toml holds a key, which the provider's key variable, when set, is used instead of."""
-    line = f"settings applied: {frame.get('provider')}, model {frame.get('model')}"
-    if frame.get("base_url"):
-        line += f", at {frame.get('base_url')}"
-    variable = KEY_VARIABLES.get(str(frame.get("provider")))
+    line = f"settings applied: {frame.provider}, model {frame.model}"
+    if frame.base_url:
+        line += f", at {frame.base_url}"
+    variable = KEY_VARIABLES.get(frame.provider)
     if variable and os.environ.get(variable) and file_key:
         line += f" ({variable} is set: its key is used, not the one in config.toml)"
     return escape_controls(line)

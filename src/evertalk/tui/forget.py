@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import re
 
+from msgspec.structs import replace
+
 from evertalk.client.remote import Remote, ServiceError
+from evertalk.protocol.replies import ForgetPreview, Forgotten
+from evertalk.protocol.requests import Forget
 from evertalk.slash import FORGET, CommandError
 
 
@@ -16,17 +20,14 @@ async def forget_in_app(remote: Remote, args: tuple[str, ...]) -> list[str]:
         raise CommandError(f"usage: {FORGET.usage}")
     confirmed = len(args) > 1 and args[1].lower() == "yes"
     reason = " ".join(args[2:] if confirmed else args[1:]) or None
-    frame = {"type": "forget", "range": args[0], "reason": reason}
+    frame = Forget(range=args[0], reason=reason)
     try:
         if not confirmed:
-            preview = await remote.request(frame | {"preview": True})
-            lines = [str(line) for line in preview.get("lines", [])]
+            preview = await remote.request(replace(frame, preview=True), ForgetPreview)
+            lines = list(preview.lines)
             typed = " ".join(["/forget", args[0], "yes", *args[1:]])
             return [*lines, f"Type `{typed}` to forget this for good."]
-        done = await remote.request(frame)
+        done = await remote.request(frame, Forgotten)
     except ServiceError as error:
         raise CommandError(str(error)) from None
-    return [
-        f"Forgotten: {done.get('messages', 0)} messages; {done.get('summaries', 0)} summaries "
-        "are built again."
-    ]
+    return [f"Forgotten: {done.messages} messages; {done.summaries} summaries are built again."]

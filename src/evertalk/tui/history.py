@@ -14,9 +14,9 @@ from typing import Any, Final
 
 from textual.widget import Widget
 
-from evertalk.client.remote import Message, message_of
+from evertalk.client.remote import Message
 from evertalk.grants import DENIED
-from evertalk.protocol import wire
+from evertalk.store.records import MessageRecord
 from evertalk.store.tail import last_messages
 from evertalk.terminal_text import one_line
 from evertalk.tui.widgets import NoteRow, ReplyView, ToolRow, UserRow, WorkRow, clip
@@ -31,7 +31,15 @@ EARLIER_PAGE: Final = 40
 def log_tail(chat_dir: Path) -> list[Message]:
     """The last EARLIER_MOST messages as the log's files hold them, read without the service:
     the app shows them while the service starts, until its `records` reply says otherwise."""
-    return [message_of(wire.record_item(r)) for r in last_messages(chat_dir, EARLIER_MOST)]
+    return [_message(record) for record in last_messages(chat_dir, EARLIER_MOST)]
+
+
+def _message(record: MessageRecord) -> Message:
+    """A message of the log's files, as a `records` reply would give it."""
+    images = tuple(record.images or ())
+    return Message(
+        record.i, record.kind, record.text, record.key, record.date, images, record.failed
+    )
 
 
 def earlier_records(records: Sequence[Message]) -> list[Message]:

@@ -11,7 +11,7 @@ or model. Then it comes filled in with the settings in use, except the key, whic
 its field left empty keeps the key in use.
 
 A local server (Ollama, llama.cpp, vLLM) also gets a context window field (`[turn]
-context_window`) and a connection test (`providers.server_info`, in a worker thread: the screen
+context_window`) and a connection test (`server_info`, in a worker thread: the screen
 never waits on the network) that lists the server's models to pick from and fills in the window
 the server reports. Save tests the server first and saves only answers it can serve; the same
 answers saved again are saved anyway (a server may be set up before it is started).
@@ -39,8 +39,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 from textual.worker import Worker, WorkerState
 
-from evertalk.agent.session import configuration_problem
-from evertalk.agent.turn import CONTEXT_BUDGET
 from evertalk.config import (
     DEFAULT_BASE_URLS,
     DEFAULT_MODELS,
@@ -55,7 +53,9 @@ from evertalk.config import (
     load_config,
     save_config,
 )
-from evertalk.providers.server_info import ServedModel, ServerInfo, ServerInfoError, list_models
+from evertalk.context_budget import CONTEXT_BUDGET
+from evertalk.runtime import configuration_problem
+from evertalk.server_info import ServedModel, ServerInfo, ServerInfoError, list_models
 from evertalk.terminal_text import escape_controls
 
 LABELS: Final[dict[str, str]] = {

@@ -16,28 +16,11 @@ from textual.widgets.markdown import MarkdownStream
 
 from evertalk.client.remote import Message
 from evertalk.memory.text import MESSAGE_LIMIT
-from evertalk.protocol.events import (
-    CallUsage,
-    CatchingUp,
-    Delivered,
-    MemoryWarning,
-    MessageSent,
-    Quiet,
-    Recorded,
-    ReplyLogged,
-    Retrying,
-    Settling,
-    TextDelta,
-    ThinkingDelta,
-    ToolFinished,
-    ToolStarted,
-    ToolsUnused,
-    TurnEnded,
-    TurnStarted,
-    catching_up_text,
-)
+from evertalk.protocol.events import Recorded, catching_up_text
 from evertalk.slash import RETRY_HINT
 from evertalk.terminal_text import one_line
+from evertalk.tui import service_messages as sm
+from evertalk.tui.service_messages import shows
 from evertalk.tui.widgets import (
     NoteRow,
     ReplyView,
@@ -61,23 +44,14 @@ STOPPED = {
     "refusal": "the turn stopped: the model refused to go on",
 }
 
-# A failed model call (TurnEnded's text says so) that reads as a refused key: the provider's
-# error kind does not reach the app, its message does (a 401, "invalid x-api-key", …)
-FAILED_CALL = "the model call failed:"
-AUTH_WORDS = re.compile(
-    r"\b40[13]\b|auth|api[ _-]?key|credential|forbidden|permission|billing|credit", re.IGNORECASE
-)
-
-
 PROCESS_ID = re.compile(r" \d+$")
 """The end of a client's name as the service gives it (`import 16545`)."""
 
 
-def refused_key(error: str | None, kind: str | None = None) -> bool:
-    """Whether a turn's error reads as the provider refusing the key."""
-    if kind == "auth":
-        return True
-    return bool(error and error.startswith(FAILED_CALL) and AUTH_WORDS.search(error))
+def refused_key(kind: str | None) -> bool:
+    """Whether a failed model call's kind (TurnEnded's `error_kind`) is the provider refusing
+    the key: the kind decides, never the words of the error."""
+    return kind == "auth"
 
 
 def recorded_text(event: Recorded) -> str:
@@ -121,10 +95,14 @@ class RowHost(Protocol):
     async def messages(self, start: int, end: int) -> list[Message]: ...
 
 
-class TurnRows:
-    """The rows of the running turn (and of the messages held for it)."""
+class TurnRows(Widget):
+    """The rows of the running turn (and of the messages held for it), added to the chat by
+    the handlers of the turn's events; a widget that shows nothing itself."""
+
+    DEFAULT_CSS = "TurnRows { display: none; }"
 
     def __init__(self, host: RowHost) -> None:
+        super().__init__()
         self.host = host
         self._reply: ReplyView | None = None
         self._stream: MarkdownStream | None = None
@@ -136,7 +114,7 @@ class TurnRows:
         self._settling: NoteRow | None = None
         self._said = True  # the running turn has shown a reply or a tool call
 
-    async def _add(self, *rows: Widget) -> None:
+    async def add_rows(self, *rows: Widget) -> None:
         await self.host.add_rows(*rows)
 
     async def cut_short(self, why: str) -> None:
@@ -148,76 +126,90 @@ class TurnRows:
                 tool.finish(why, True)
         self._tools.clear()
 
-    async def show(self, event: object) -> None:
-        if isinstance(event, TextDelta):
-            await self._text(event.text)
-        elif isinstance(event, ThinkingDelta):
-            await self._think(event.text)
-        elif isinstance(event, ReplyLogged):
-            await self._reply_logged(event.text)
-        elif isinstance(event, ToolStarted):
-            self._said = True
-            await self.end_reply()
-            row = ToolRow(event.name, event.input)
-            self._tools[event.call_id] = row
-            await self._add(row)
-        elif isinstance(event, ToolFinished):
-            found = self._tools.pop(event.call_id, None)
-            if found is None:
-                found = ToolRow(event.name, {})
-                await self._add(found)
-            found.finish(event.output, event.is_error or event.failed)
-        elif isinstance(event, MessageSent):
-            await self._sent(event)
-        elif isinstance(event, Delivered):
-            await self._delivered(event)
-        elif isinstance(event, Settling):
-            await self._waiting(f"waiting for summaries ({event.unbuilt})")
-        elif isinstance(event, CatchingUp):
-            await self._waiting(f"{catching_up_text(event)} (Ctrl+C cancels the turn)")
-        elif isinstance(event, TurnStarted):
-            await self._turn_started(event.message_ids)
-        elif isinstance(event, TurnEnded):
-            await self._turn_ended(event)
-        elif isinstance(event, CallUsage):
-            self.host.refresh_status()
-        elif isinstance(event, Quiet):
-            self.host.busy = False
-        elif isinstance(event, MemoryWarning):
-            await self._add(NoteRow(event.text, classes="memory"))
-        elif isinstance(event, ToolsUnused):  # the row says why; the bar keeps a mark of it
-            await self._add(NoteRow(event.text, classes="error"))
-            self.host.refresh_status()
-        elif isinstance(event, Recorded):
-            await self._add(NoteRow(recorded_text(event)))
-        elif isinstance(event, Retrying):  # a model call tried again (`retrying (2/3) after …`)
-            await self._add(NoteRow(event.line))
+    # -- the events, one handler each ------------------------------------------------------
 
-    async def _text(self, text: str) -> None:
+    @shows(sm.TextDeltaArrived)
+    async def _on_text_delta(self, message: sm.TextDeltaArrived) -> None:
         self._thought = None
         if self._reply is None or self._stream is None:
             self._reply = ReplyView("")
-            await self._add(self._reply)
+            await self.add_rows(self._reply)
             self._stream = Markdown.get_stream(self._reply)
-        self._streamed += text
-        await self._stream.write(text)
+        self._streamed += message.frame.text
+        await self._stream.write(message.frame.text)
 
-    async def _think(self, text: str) -> None:
+    @shows(sm.ThinkingDeltaArrived)
+    async def _on_thinking_delta(self, message: sm.ThinkingDeltaArrived) -> None:
         if self._reply is not None:
             await self.end_reply()
         if self._thought is None:
             self._thought = ThoughtRow()
-            await self._add(self._thought)
-        self._thought.add(text)
+            await self.add_rows(self._thought)
+        self._thought.add(message.frame.text)
 
-    async def _reply_logged(self, text: str) -> None:
+    @shows(sm.ReplyLoggedArrived)
+    async def _on_reply_logged(self, message: sm.ReplyLoggedArrived) -> None:
+        text = message.frame.text
         self._said = self._said or bool(text.strip())
         at = self._streamed.find(text)
         if at >= 0:
             self._streamed = self._streamed[at + len(text) :]
         else:  # it did not stream: show it whole
             await self.end_reply()
-            await self._add(ReplyView(text))
+            await self.add_rows(ReplyView(text))
+
+    @shows(sm.ToolStartedArrived)
+    async def _on_tool_started(self, message: sm.ToolStartedArrived) -> None:
+        event = message.frame
+        self._said = True
+        await self.end_reply()
+        row = ToolRow(event.name, event.input)
+        self._tools[event.call_id] = row
+        await self.add_rows(row)
+
+    @shows(sm.ToolFinishedArrived)
+    async def _on_tool_finished(self, message: sm.ToolFinishedArrived) -> None:
+        event = message.frame
+        found = self._tools.pop(event.call_id, None)
+        if found is None:
+            found = ToolRow(event.name, {})
+            await self.add_rows(found)
+        found.finish(event.output, event.is_error or event.failed)
+
+    @shows(sm.SettlingArrived)
+    async def _on_settling(self, message: sm.SettlingArrived) -> None:
+        await self._waiting(f"waiting for summaries ({message.frame.unbuilt})")
+
+    @shows(sm.CatchingUpArrived)
+    async def _on_catching_up(self, message: sm.CatchingUpArrived) -> None:
+        await self._waiting(f"{catching_up_text(message.frame)} (Ctrl+C cancels the turn)")
+
+    @shows(sm.CallUsageArrived)
+    async def _on_call_usage(self, message: sm.CallUsageArrived) -> None:
+        self.host.refresh_status()
+
+    @shows(sm.QuietArrived)
+    async def _on_quiet(self, message: sm.QuietArrived) -> None:
+        self.host.busy = False
+
+    @shows(sm.MemoryWarningArrived)
+    async def _on_memory_warning(self, message: sm.MemoryWarningArrived) -> None:
+        await self.add_rows(NoteRow(message.frame.text, classes="memory"))
+
+    @shows(sm.ToolsUnusedArrived)
+    async def _on_tools_unused(self, message: sm.ToolsUnusedArrived) -> None:
+        """The row says why; the bar keeps a mark of it."""
+        await self.add_rows(NoteRow(message.frame.text, classes="error"))
+        self.host.refresh_status()
+
+    @shows(sm.RecordedArrived)
+    async def _on_recorded(self, message: sm.RecordedArrived) -> None:
+        await self.add_rows(NoteRow(recorded_text(message.frame)))
+
+    @shows(sm.RetryingArrived)
+    async def _on_retrying(self, message: sm.RetryingArrived) -> None:
+        """A model call tried again (`retrying (2/3) after …`)."""
+        await self.add_rows(NoteRow(message.frame.line))
 
     async def end_reply(self) -> None:
         stream, self._stream, self._reply = self._stream, None, None
@@ -225,10 +217,12 @@ class TurnRows:
         if stream is not None:
             await stream.stop()
 
-    async def _delivered(self, event: Delivered) -> None:
+    @shows(sm.DeliveredArrived)
+    async def _on_delivered(self, message: sm.DeliveredArrived) -> None:
+        event = message.frame
         if event.kind == "work":
             await self.end_reply()
-            await self._add(WorkRow(event.text))
+            await self.add_rows(WorkRow(event.text))
             return
         for rows in self._held:
             if isinstance(rows[0], UserRow) and rows[0].text == event.text:
@@ -242,7 +236,7 @@ class TurnRows:
         updated in place; it goes when the turn starts or ends."""
         if self._settling is None:
             self._settling = NoteRow(text)
-            await self._add(self._settling)
+            await self.add_rows(self._settling)
         else:
             self._settling.set_text(text)
 
@@ -251,9 +245,11 @@ class TurnRows:
             await self._settling.remove()
             self._settling = None
 
-    async def _sent(self, event: MessageSent) -> None:
+    @shows(sm.MessageSentArrived)
+    async def _on_message_sent(self, message: sm.MessageSentArrived) -> None:
         """A message any window sent (this one's too): shown in every window, held while a
         turn runs."""
+        event = message.frame
         names, pasted = "", tuple[str, ...]()
         own = event.client == self.host.client_name()
         for at, sending in enumerate(self.sending if own else []):
@@ -273,9 +269,11 @@ class TurnRows:
             self._held.append(rows)
         else:
             self.host.busy = True  # its turn starts
-        await self._add(*rows)
+        await self.add_rows(*rows)
 
-    async def _turn_started(self, ids: list[int]) -> None:
+    @shows(sm.TurnStartedArrived)
+    async def _on_turn_started(self, message: sm.TurnStartedArrived) -> None:
+        ids = message.frame.message_ids
         await self._unsettle()
         self.host.busy = True
         self._streamed = ""
@@ -286,11 +284,13 @@ class TurnRows:
         if not ids:
             return
         # a subagent's report that starts a turn: the user has not seen it
-        for message in await self.host.messages(min(ids), max(ids) + 1):
-            if message.i in ids and message.kind == "work":
-                await self._add(WorkRow(message.text))
+        for record in await self.host.messages(min(ids), max(ids) + 1):
+            if record.i in ids and record.kind == "work":
+                await self.add_rows(WorkRow(record.text))
 
-    async def _turn_ended(self, event: TurnEnded) -> None:
+    @shows(sm.TurnEndedArrived)
+    async def _on_turn_ended(self, message: sm.TurnEndedArrived) -> None:
+        event = message.frame
         await self.end_reply()
         await self._unsettle()
         self._streamed = ""
@@ -299,19 +299,21 @@ class TurnRows:
                 tool.finish("cancelled before it finished", True)
         self._tools.clear()
         if event.reason == "error":
-            await self._add(NoteRow(f"error: {event.error or 'the turn failed'}", classes="error"))
-            if refused_key(event.error, event.error_kind):
-                await self._add(NoteRow(KEY_HINT, classes="error"))
+            await self.add_rows(
+                NoteRow(f"error: {event.error or 'the turn failed'}", classes="error")
+            )
+            if refused_key(event.error_kind):
+                await self.add_rows(NoteRow(KEY_HINT, classes="error"))
         elif event.reason in STOPPED:
             text = STOPPED[event.reason]
             if event.reason != "cancelled" and event.error:
                 text = f"the turn stopped: {event.error}"
             classes = "error" if event.reason != "cancelled" else None
-            await self._add(NoteRow(text, classes=classes))
+            await self.add_rows(NoteRow(text, classes=classes))
         elif not self._said:  # done, and nothing came: say so rather than show nothing
-            await self._add(NoteRow(EMPTY_REPLY))
+            await self.add_rows(NoteRow(EMPTY_REPLY))
         if event.retry:
-            await self._add(NoteRow(RETRY_HINT))
+            await self.add_rows(NoteRow(RETRY_HINT))
         self._said = True
         self.host.refresh_status()
 

@@ -13,6 +13,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, Static
 
 from evertalk.client.remote import Remote, ServiceError
+from evertalk.protocol.replies import Undone, UndoPreview
+from evertalk.protocol.requests import Undo
 from evertalk.slash import UNDO, CommandError
 from evertalk.terminal_text import escape_controls
 from evertalk.tui.yes_no import YesNoScreen
@@ -66,11 +68,11 @@ async def undo_in_app(app: App[Any], remote: Remote, args: tuple[str, ...], show
     """Ask the service for the preview, show it in the dialog, restore on yes."""
     turn = turn_of(args)
     try:
-        preview = await remote.request({"type": "undo", "turn": turn, "preview": True})
+        preview = await remote.request(Undo(turn=turn, preview=True), UndoPreview)
     except ServiceError as error:
         raise CommandError(str(error)) from None
-    lines = [str(line) for line in preview.get("lines", [])]
-    if not preview.get("changes"):
+    lines = list(preview.lines)
+    if not preview.changes:
         await show("\n".join([*lines, "Nothing to restore."]))
         return
 
@@ -79,10 +81,10 @@ async def undo_in_app(app: App[Any], remote: Remote, args: tuple[str, ...], show
             await show("Nothing was changed.")
             return
         try:
-            done = await remote.request({"type": "undo", "turn": preview.get("turn")})
+            done = await remote.request(Undo(turn=preview.turn), Undone)
         except ServiceError as error:
             await show(f"undo: {error}")
             return
-        await show("\n".join(str(line) for line in done.get("lines", [])))
+        await show("\n".join(done.lines))
 
     app.push_screen(UndoScreen(lines), callback=answered)

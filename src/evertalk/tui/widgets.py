@@ -28,6 +28,7 @@ from textual.widgets import Button, Collapsible, Label, Markdown, Static, TextAr
 from evertalk.client.asks import request
 from evertalk.grants import Decision
 from evertalk.memory.text import MESSAGE_LIMIT, split_text, valid_unicode
+from evertalk.protocol.replies import Ask
 from evertalk.protocol.status import AgentStatus
 from evertalk.terminal_text import escape_controls, one_line
 from evertalk.tui.ask_text import ask_body
@@ -740,7 +741,7 @@ class PermissionScreen(ModalScreen[Decision]):
     does not use (all of them in the grace period) are kept in `typed` for the app to hand back
     to the input once it closes: the user's words are not lost. An answer is a key once the
     grace period is over (y: once, a: always, n: deny), Tab or Left/Right to a button then
-    Enter, or a click. `frame` is the service's question (`ask`, docs/protocol.md).
+    Enter, or a click. `ask` is the service's question (docs/protocol.md).
     """
 
     GRACE: ClassVar[float] = 0.7  # seconds: longer than a typist's next few keys take
@@ -786,23 +787,22 @@ class PermissionScreen(ModalScreen[Decision]):
         Binding("escape", "answer('deny')", "deny", show=False),
     ]
 
-    def __init__(self, frame: dict[str, Any]) -> None:
+    def __init__(self, ask: Ask) -> None:
         super().__init__()
-        self.frame = frame
-        self.tool = str(frame.get("tool"))
-        tool_input = frame.get("input")
-        self.tool_input: dict[str, Any] = tool_input if isinstance(tool_input, dict) else {}
+        self.ask = ask
+        self.tool = ask.tool
+        self.tool_input: dict[str, Any] = ask.input
         self.typed: list[events.Key] = []
         self.answerable = False  # the grace period is over
 
     def compose(self) -> ComposeResult:
         always = ALWAYS.get(self.tool, f"Always allow {self.tool}")
         with Vertical():
-            question = escape_controls(request(self.frame))
+            question = escape_controls(request(self.ask))
             yield Label(question, id="question", markup=False)
             with VerticalScroll():
                 call = describe_call(self.tool, self.tool_input)
-                yield Static(ask_body(self.frame, call), id="call")
+                yield Static(ask_body(self.ask, call), id="call")
             with Horizontal():
                 yield Button("Allow once", id="once", variant="success", disabled=True)
                 yield Button(always, id="always", variant="primary", disabled=True)

@@ -21,11 +21,11 @@ from evertalk.agent.tools.base import (
     ToolOutcome,
     result,
 )
-from evertalk.memory.search_query import words
 from evertalk.memory.text import MESSAGE_LIMIT
 from evertalk.memory_search import LIVE_BACKLOG, SearchBehind, search, search_index
 from evertalk.note_lines import zoomed_message
 from evertalk.providers.base import Image
+from evertalk.search.query import words
 from evertalk.store.days import list_day_files
 from evertalk.store.jsonl import Scan
 from evertalk.store.records import MessageRecord, decode_message
@@ -82,8 +82,8 @@ class ZoomNode:
         text = chat.zoom(self.start, self.count)  # validates; ToolInputError for a refusal
         if self.count > 1:
             return result(text)
-        names = chat.store.read_message(self.start).images or ()
-        shown, problems = load_images(chat.store.path / IMAGES_DIR, names)
+        names = chat.record(self.start).images or ()
+        shown, problems = load_images(chat.folder / IMAGES_DIR, names)
         if problems:
             text = "\n".join([text, *problems])
         return result(text, [image for _, image in shown], tuple(name for name, _ in shown))

@@ -6,22 +6,7 @@ characters and the exact count of what was cut, so that is all a ClipBuffer keep
 
 from __future__ import annotations
 
-from evertalk.memory.text import MESSAGE_LIMIT, clip_note, clip_output
-
-
-def clip_shape(total: int, limit: int = MESSAGE_LIMIT) -> tuple[int, int, int]:
-    """(head, tail, cut) of `clip_output` for a text of `total` characters longer than `limit`.
-
-    The same fixed point as `clip_output`: the note's length depends on the count it states.
-    """
-    cut = total
-    while True:
-        keep = limit - 2 - len(clip_note(cut))
-        if total - keep == cut:
-            break
-        cut = total - keep
-    head = (keep + 1) // 2
-    return head, keep - head, cut
+from evertalk.memory.text import MESSAGE_LIMIT, clip_note, clip_output, clip_shape
 
 
 class ClipBuffer:

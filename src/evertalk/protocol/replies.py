@@ -1,0 +1,214 @@
+"""The frames the service sends besides events: the welcome, each request's reply, the error,
+and the frames that come unasked (`ask`, `ask_closed`, `asked_elsewhere`, `reopened`,
+`stopping`). Each is a Struct tagged by its wire name in `type`; `rid` is the request's, copied
+as it came (UNSET, and so absent, when the request had none). `docs/protocol.md` describes
+each; `tests/protocol/test_protocol_doc.py` holds the two to the same fields."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from evertalk.protocol.events import Behind
+from evertalk.protocol.status import AgentStatus
+
+ErrorKind = Literal[
+    "peer",
+    "version",
+    "restart",
+    "protocol",
+    "bad_request",
+    "not_ready",
+    "nothing_to_retry",
+    "nothing_to_undo",
+    "busy",
+    "command",
+    "store",
+    "too_large",
+]
+"""What an `error` frame is about: a client decides by this, never by the message's words."""
+
+
+class Reply(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """A frame of the service that is not an event."""
+
+
+class Welcome(Reply, frozen=True, tag="welcome"):
+    protocol: int
+    version: str
+    pid: int
+    home: str
+    name: str  # as `sent` and `recorded` events name this client
+
+
+class Error(Reply, frozen=True, tag="error"):
+    kind: ErrorKind
+    message: str  # one line, for a person
+    rid: Any = UNSET
+
+
+class Accepted(Reply, frozen=True, tag="accepted"):
+    """A `send` (with `key`, and `held` unless a duplicate) or a `retry` (with `ids`)."""
+
+    key: str | UnsetType | None = UNSET
+    ids: list[int] | UnsetType = UNSET
+    duplicate: bool = False
+    held: bool | UnsetType = UNSET
+    rid: Any = UNSET
+
+
+class Ok(Reply, frozen=True, tag="ok"):
+    rid: Any = UNSET
+
+
+class _StatusHead(AgentStatus, frozen=True):
+    # the service's own fields, first on the wire, then the agent's
+    pid: int
+    version: str
+    clients: int
+    messages: int
+
+
+class Status(_StatusHead, frozen=True, kw_only=True, tag_field="type", tag="status"):
+    """The reply to `status`: the service's fields and the agent's (`AgentStatus`)."""
+
+    rid: Any = UNSET
+
+    @property
+    def agent(self) -> AgentStatus:
+        """The agent's part alone."""
+        names = AgentStatus.__struct_fields__
+        return AgentStatus(**{name: getattr(self, name) for name in names})
+
+
+class Output(Reply, frozen=True, tag="output"):
+    texts: list[str]  # one row each
+    rid: Any = UNSET
+
+
+class RecordItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A message of the log as `records` carries it; `failed` only when true, as in the log."""
+
+    id: int
+    kind: str
+    text: str
+    key: str | None
+    date: str
+    images: list[str]
+    failed: bool = False
+
+
+class Records(Reply, frozen=True, tag="records"):
+    t: int  # messages in the log
+    records: list[RecordItem]
+    rid: Any = UNSET
+
+
+class View(Reply, frozen=True, tag="view"):
+    text: str
+    rid: Any = UNSET
+
+
+class Zoom(Reply, frozen=True, tag="zoom"):
+    text: str
+    rid: Any = UNSET
+
+
+class Date(Reply, frozen=True, tag="date"):
+    text: str
+    rid: Any = UNSET
+
+
+class Appended(Reply, frozen=True, tag="appended"):
+    ids: list[int]
+    skipped: int
+    rid: Any = UNSET
+
+
+class Compact(Reply, frozen=True, tag="compact"):
+    left: int
+    built: int
+    calls: int
+    cost: float
+    rate: float | None
+    error: str | None
+    setup_error: str | None
+    broken: str | None
+    view_bytes: int
+    merged_from: int | None
+    catching_up: Behind | None
+    rid: Any = UNSET
+
+
+class Usage(Reply, frozen=True, tag="usage"):
+    ledger: str
+    summary: dict[str, Any]
+    table: str | None
+    skipped: int
+    error: str | None
+    rid: Any = UNSET
+
+
+class ForgetPreview(Reply, frozen=True, tag="forget_preview"):
+    lines: list[str]
+    changes: int
+    rid: Any = UNSET
+
+
+class Forgotten(Reply, frozen=True, tag="forgotten"):
+    messages: int
+    summaries: int
+    rid: Any = UNSET
+
+
+class UndoPreview(Reply, frozen=True, tag="undo_preview"):
+    turn: int
+    lines: list[str]
+    changes: int
+    refused: list[str]
+    rid: Any = UNSET
+
+
+class Undone(Reply, frozen=True, tag="undone"):
+    turn: int
+    restored: list[str]
+    removed: list[str]
+    refused: list[str]
+    lines: list[str]
+    rid: Any = UNSET
+
+
+class Ask(Reply, frozen=True, tag="ask"):
+    """A permission question, to one client. `exists` and `diff` come with some writes only."""
+
+    id: str
+    tool: str
+    input: dict[str, Any]
+    agent: str | None
+    outside: bool
+    exists: bool | UnsetType = UNSET
+    diff: str | UnsetType = UNSET
+
+
+class AskClosed(Reply, frozen=True, tag="ask_closed"):
+    id: str
+
+
+class AskedElsewhere(Reply, frozen=True, tag="asked_elsewhere"):
+    id: str
+    tool: str
+    client: str  # the window asked, as its welcome named it
+
+
+class Reopened(Reply, frozen=True, tag="reopened"):
+    provider: str
+    model: str
+    base_url: str | None
+
+
+class Stopping(Reply, frozen=True, tag="stopping"):
+    pid: int
+    reason: str
+    on_purpose: bool

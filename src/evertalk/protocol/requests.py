@@ -1,0 +1,157 @@
+"""The frames a client sends: the `hello`, then requests. Each is a Struct tagged by its wire
+name in `type`, and may carry an `rid` of the client's choosing, which the reply repeats.
+
+Where the protocol takes any value and makes the best of it (a `send`'s `key` that is not a
+string is no key; `answer`'s fields), the field is typed `Any` and the service decides; every
+other field is checked as the frame is read, and a wrong one is a `bad_request`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+Count = Annotated[int, msgspec.Meta(ge=0)]
+"""A whole number, 0 or more (`records`)."""
+
+
+class Request(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """A frame a client sends."""
+
+
+class Env(msgspec.Struct, frozen=True):
+    """Which provider variables a client sees, as salted hashes (`protocol/environment.py`):
+    the shape of a hello's `env`, which the service reads leniently (a wrong one is no env)."""
+
+    salt: str
+    hashes: dict[str, str | None]
+
+
+class Hello(Request, frozen=True, tag="hello"):
+    """The first frame. Protocol and version are compared whole; a missing one refuses."""
+
+    protocol: int | None = None
+    version: str | None = None
+    client: str = "client"
+    pid: int | None = None
+    env: Any = None  # an `Env`, as `environment.digest` makes it; anything else is ignored
+    rid: Any = UNSET  # answered only if a hello comes again (an unknown request then)
+
+
+class Image(msgspec.Struct, frozen=True):
+    media_type: str
+    data: str  # the file's bytes in base64
+
+
+class Send(Request, frozen=True, tag="send"):
+    text: str
+    key: Any = None  # the idempotency key; anything but a non-empty string is none
+    cwd: str | None = None
+    workdir: str | None = None
+    images: list[Image] = []
+    model: Any = None  # a model name; the service says why another value is none
+    rid: Any = UNSET
+
+
+class Retry(Request, frozen=True, tag="retry"):
+    rid: Any = UNSET
+
+
+class Cancel(Request, frozen=True, tag="cancel"):
+    rid: Any = UNSET
+
+
+class GetStatus(Request, frozen=True, tag="status"):
+    rid: Any = UNSET
+
+
+class Answer(Request, frozen=True, tag="answer"):
+    """A permission question's answer; one with another decision is ignored."""
+
+    id: Any = None
+    decision: Any = None  # "once", "always" or "deny"
+    rid: Any = UNSET
+
+
+class Stop(Request, frozen=True, tag="stop"):
+    rid: Any = UNSET
+
+
+class Reopen(Request, frozen=True, tag="reopen"):
+    rid: Any = UNSET
+
+
+class Command(Request, frozen=True, tag="command"):
+    name: str
+    args: list[Any] = []  # each made a string
+    rid: Any = UNSET
+
+
+class GetRecords(Request, frozen=True, tag="records"):
+    """From `start` to `end`; or, with `last`, the last ones (of `kind`) among `scan`."""
+
+    start: Count | UnsetType = UNSET
+    end: Count | UnsetType = UNSET
+    last: Count | UnsetType = UNSET
+    kind: Any = None
+    scan: Count | UnsetType = UNSET
+    rid: Any = UNSET
+
+
+class GetView(Request, frozen=True, tag="view"):
+    rid: Any = UNSET
+
+
+class GetZoom(Request, frozen=True, tag="zoom"):
+    id: int
+    n: int
+    rid: Any = UNSET
+
+
+class GetDate(Request, frozen=True, tag="date"):
+    id: int
+    rid: Any = UNSET
+
+
+OutsideKind = Literal["user", "ever", "tool", "echo", "note"]
+
+
+class OutsideMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """One message of an `append`: `date` in ISO 8601 with a time zone, `key` not empty."""
+
+    kind: OutsideKind
+    text: str
+    key: str | None = None
+    date: str | None = None
+    images: list[Image] = []
+
+
+class Append(Request, frozen=True, tag="append"):
+    messages: list[OutsideMessage]
+    rid: Any = UNSET
+
+
+class GetCompact(Request, frozen=True, tag="compact"):
+    rid: Any = UNSET
+
+
+class GetUsage(Request, frozen=True, tag="usage"):
+    rid: Any = UNSET
+
+
+class Forget(Request, frozen=True, tag="forget"):
+    """`range` (`"A"` or `"A-B"`) with a `reason`; or `redact` (`regex`: a regular expression)."""
+
+    range: Any = None
+    reason: Any = None
+    redact: Any = None
+    regex: Any = False
+    preview: Any = False
+    rid: Any = UNSET
+
+
+class Undo(Request, frozen=True, tag="undo"):
+    turn: Any = None  # the turn's number; null: the last one with changes not undone
+    preview: Any = False
+    rid: Any = UNSET
