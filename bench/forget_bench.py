@@ -49,7 +49,7 @@ class ForgetFigures:
     forget_s: float
     """Plan and apply, search database included."""
     search_s: float
-    """Of which: the search database's rows and compaction (from a second forget without it)."""
+    """Of which: the search database's rows (from a second forget without it)."""
     reopen_ms: float
     dropped: int
     calls: int
@@ -59,12 +59,11 @@ class ForgetFigures:
     def lines(self) -> list[str]:
         tokens = self.cache_bytes // BYTES_PER_TOKEN
         write = cost(*TURN_MODEL, Usage(cache_write=tokens)) or 0.0
-        mark = "ok" if self.forget_s - self.search_s <= TARGET_S else "OVER"
+        mark = "ok" if self.forget_s <= TARGET_S else "OVER"
         return [
             f"forget one message at {self.messages:,} messages ({self.files} day files): "
-            f"{self.forget_s:.2f} s, of which the search database {self.search_s:.2f} s "
-            f"(rows and compaction); without it {self.forget_s - self.search_s:.2f} s "
-            f"(target {TARGET_S:g} s: {mark}); open after it {self.reopen_ms:.0f} ms (index "
+            f"{self.forget_s:.2f} s (target {TARGET_S:g} s: {mark}), of which the search database "
+            f"{self.search_s:.2f} s; open after it {self.reopen_ms:.0f} ms (index "
             "kept)",
             f"forget: {self.dropped} summaries dropped, {self.calls} model calls to build them "
             f"again (2·log2 T = {2 * self.messages.bit_length()}); next turn's cache "
@@ -145,17 +144,22 @@ def _prepared(count: int) -> Path:
     home = OUT / f"forget-{count}"
     chat_dir = home / "chat"
     if (home / "ready").exists():
+        _index(chat_dir)  # a search database of an older version is built again
         return home
     shutil.rmtree(home, ignore_errors=True)
     started = time.perf_counter()
     generate(chat_dir, count)
+    _index(chat_dir)
+    (home / "ready").touch()
+    print(f"generated a {count:,}-message chat by day in {time.perf_counter() - started:.0f} s")
+    return home
+
+
+def _index(chat_dir: Path) -> None:
     with Chat.open(chat_dir) as chat:
         search = SearchIndex.open(chat_dir)
         search.catch_up(chat.store)
         search.close()
-    (home / "ready").touch()
-    print(f"generated a {count:,}-message chat by day in {time.perf_counter() - started:.0f} s")
-    return home
 
 
 def generate(chat_dir: Path, count: int, seed: int = 5) -> None:

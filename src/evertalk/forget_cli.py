@@ -13,7 +13,6 @@ import re
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from evertalk.chat import Chat
 from evertalk.memory import node_name
@@ -106,8 +105,8 @@ def describe(plan: Plan, chat_dir: Path) -> list[str]:
     if plan.dropped:
         lines.append(f"  {names}{more}")
     lines.append(
-        f"Search index: about {plan.search_rows} rows change or go, and the index is compacted "
-        "so that none of its files keeps them"
+        f"Search index: about {plan.search_rows} rows change or go, and none of its files keeps "
+        "their old words"
     )
     copies = holding(chat_dir, plan.replace)
     if copies:
@@ -142,27 +141,30 @@ def run_forget(args: argparse.Namespace, home: Path) -> int:
 
 def _via_service(args: argparse.Namespace, home: Path) -> int:
     """The service owns the files: it plans, shows, and on the user's yes applies."""
-    from evertalk.client.connection import connect
+    from msgspec.structs import replace
 
-    frame: dict[str, Any] = {"type": "forget"}
+    from evertalk.client.connection import connect
+    from evertalk.protocol.replies import ForgetPreview, Forgotten
+    from evertalk.protocol.requests import Forget
+
     if args.action == "redact":
-        frame |= {"redact": args.text, "regex": args.regex}
+        request = Forget(redact=args.text, regex=args.regex)
     else:
         parse_range(args.range)  # a bad range is this command's one line, before any request
-        frame |= {"range": args.range, "reason": args.reason}
+        request = Forget(range=args.range, reason=args.reason)
     with connect(home, "forget") as connection:
-        preview = connection.request(frame | {"preview": True})
-        if not preview.get("changes"):
+        preview = connection.request(replace(request, preview=True), ForgetPreview)
+        if not preview.changes:
             _say("Nothing to forget: no message or summary holds it.")
             return 0
-        for line in preview.get("lines", []):
-            _say(str(line))
+        for line in preview.lines:
+            _say(line)
         if not args.yes and not confirmed(FORGET_QUESTION):
             _say("Nothing was changed.")
             return 1
-        done = connection.request(frame)
+        done = connection.request(request, Forgotten)
     _say(
-        f"Done: {done.get('messages', 0)} messages changed, {done.get('summaries', 0)} summaries "
+        f"Done: {done.messages} messages changed, {done.summaries} summaries "
         "dropped; the service builds them again."
     )
     return 0
@@ -184,7 +186,7 @@ def _run(args: argparse.Namespace, chat_dir: Path) -> int:
     finally:
         chat.close()  # the store is invalidated once applied: the views are not saved over
     with Chat.open(chat_dir) as chat:
-        to_go = chat.core.tree.unbuilt_count()
+        to_go = chat.unbuilt_count()
     _say(
         f"Done: {len(plan.changes)} messages changed, {len(plan.dropped)} summaries dropped; "
         f"{to_go} summaries wait for the compactor (`evertalk memory compact` builds them now)."

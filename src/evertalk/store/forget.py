@@ -25,7 +25,6 @@ below it. The caller closes the chat without saving its views and opens it again
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from evertalk.store.records import MessageRecord, decode_message, decode_node, e
 from evertalk.store.search_db import remove
 from evertalk.store.search_index import SEARCH_NAME, SearchIndex
 from evertalk.store.secure import write_atomic
+from evertalk.store.sqlite_lib import sqlite3
 
 FORGOTTEN = "[forgotten on "
 """How every forgotten message's text begins: `[forgotten on 2026-12-05]`, with the reason

@@ -4,13 +4,15 @@ file from one that is only busy or cannot be written (see search_index.py)."""
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 
 from evertalk.store.errors import describe
 from evertalk.store.secure import open_file
+from evertalk.store.sqlite_lib import SECURE_DELETE, sqlite3
 
-VERSION = "1"
+VERSION = "2"
+"""2: every page freed is overwritten with zeros from the start (`secure_delete`), so that a
+forget leaves no old copy of a row in the free pages. A file of another version is built again."""
 WAIT_S = 60.0
 
 SCHEMA = (
@@ -32,6 +34,8 @@ def connect(path: Path) -> sqlite3.Connection:
         # Derived data: a crash costs a catch-up, so nothing is synced. WAL lets a search read
         # while another process adds; its side files take the database's mode.
         conn.execute("PRAGMA synchronous = OFF")
+        # What a merge or a forget frees is zeroed at once: a free page keeps no old words.
+        conn.execute("PRAGMA secure_delete = ON")
         if created or conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("BEGIN IMMEDIATE")
@@ -39,6 +43,8 @@ def connect(path: Path) -> sqlite3.Connection:
             conn.execute(statement)
         conn.execute("INSERT OR IGNORE INTO state (key, value) VALUES ('version', ?)", (VERSION,))
         version = conn.execute("SELECT value FROM state WHERE key = 'version'").fetchone()[0]
+        if SECURE_DELETE:
+            _delete_securely(conn)
         conn.execute("COMMIT")
         conn.execute("SELECT rowid FROM hits ORDER BY rowid DESC LIMIT 1").fetchall()
     except BaseException:
@@ -46,8 +52,23 @@ def connect(path: Path) -> sqlite3.Connection:
         raise
     if version != VERSION:
         conn.close()
-        raise sqlite3.DatabaseError(f"it is of version {version}, not {VERSION}")
+        raise Outdated(f"it was made by another version of evertalk ({version}, not {VERSION})")
     return conn
+
+
+class Outdated(sqlite3.DatabaseError):
+    """The file is sound but of another version: it is built again, as a damaged one is."""
+
+
+def _delete_securely(conn: sqlite3.Connection) -> None:
+    """Have FTS5 take a deleted row's words out of the index's pages (see sqlite_lib). An index
+    built without it may still hold the words of rows deleted before: one full merge takes them
+    out, once."""
+    row = conn.execute("SELECT v FROM hits_config WHERE k = 'secure-delete'").fetchone()
+    if row is not None and row[0] == 1:
+        return
+    conn.execute("INSERT INTO hits (hits, rank) VALUES ('secure-delete', 1)")
+    conn.execute("INSERT INTO hits (hits) VALUES ('optimize')")
 
 
 def remove(path: Path) -> None:

@@ -16,13 +16,13 @@ Free and cut nodes are not indexed: their texts are copies of messages or summar
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from evertalk.memory.nodes import Node
-from evertalk.memory.search_query import (
+from evertalk.memory.tree import BUILT
+from evertalk.search.query import (
     END,
     MARK,
     message_rowid,
@@ -32,7 +32,6 @@ from evertalk.memory.search_query import (
     text_length,
     tf_score,
 )
-from evertalk.memory.tree import BUILT
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.days import list_day_files
 from evertalk.store.errors import StoreError
@@ -44,6 +43,7 @@ from evertalk.store.records import MessageRecord, decode_node
 from evertalk.store.search_db import (
     HITS_SCHEMA,
     WAIT_S,
+    Outdated,
     cannot_write,
     connect,
     damaged,
@@ -52,6 +52,7 @@ from evertalk.store.search_db import (
     why,
 )
 from evertalk.store.secure import make_dir
+from evertalk.store.sqlite_lib import SECURE_DELETE, sqlite3
 
 SEARCH_NAME = "search.sqlite"
 BATCH = 20_000
@@ -76,7 +77,7 @@ Report = Callable[[str, int, int], None]
 class Hit:
     rowid: int
     tier: int
-    """0: the words as one phrase; 1: all the words (see search_query.tiers)."""
+    """0: the words as one phrase; 1: all the words (see search.query.tiers)."""
     kind: str
     """The message's kind, or `summary`."""
     snippet: str
@@ -110,7 +111,8 @@ class SearchIndex:
             except sqlite3.DatabaseError as error:
                 if isinstance(error, sqlite3.OperationalError) and cannot_write(error):
                     raise
-                warnings.append(f"{path} was damaged ({error}); building it again")
+                state = "is outdated" if isinstance(error, Outdated) else "was damaged"
+                warnings.append(f"{path} {state} ({error}); building it again")
                 remove(path)
                 conn = connect(path)
         except (sqlite3.Error, OSError) as error:
@@ -279,7 +281,6 @@ class SearchIndex:
         them under it) is emptied, since what it holds can no longer be found to be taken
         out. `forget` or `release` lets the lock go."""
         self.conn.execute(f"PRAGMA busy_timeout = {int(WAIT_S * 1000)}")
-        self.conn.execute("PRAGMA secure_delete = ON")  # what is deleted is overwritten
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             self._check(store)
@@ -332,11 +333,14 @@ class SearchIndex:
                 )
 
     def compact(self) -> None:
-        """Merge the full-text index into one segment (a deleted row's words stay in the old
-        segments until then; the pages they free are overwritten with zeros, as `hold` asked),
-        then empty the write-ahead log, which held the pages as they were written. No VACUUM:
-        at a million messages it would double the time, and the free pages hold only zeros."""
-        self.conn.execute("INSERT INTO hits (hits) VALUES ('optimize')")
+        """Make sure no page of the file holds a deleted row's words, then empty the write-ahead
+        log, which held the pages as they were written. FTS5's secure-delete (search_db) took
+        them out of the index as the rows went; an SQLite too old for it leaves them in the old
+        segments until the whole index is merged into one. The pages freed are overwritten
+        with zeros (search_db), so no VACUUM: at a million messages it would double the
+        time."""
+        if not SECURE_DELETE:
+            self.conn.execute("INSERT INTO hits (hits) VALUES ('optimize')")
         busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         if busy:
             raise StoreError(f"another reader kept the write-ahead log of {self.path} in use")
@@ -344,7 +348,7 @@ class SearchIndex:
     # -- searching ----------------------------------------------------------------------------
 
     def search(self, tiers: list[str], tokens: list[str], limit: int) -> Found:
-        """The best `limit` hits, tier by tier (see search_query.tiers), newer first on a tie
+        """The best `limit` hits, tier by tier (see search.query.tiers), newer first on a tie
         within one: by BM25 when every token of the query is rare enough to afford it, else
         among the tier's newest matches by term frequency."""
         exact = not any(self._common(token) for token in set(tokens))
