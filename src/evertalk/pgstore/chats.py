@@ -1,0 +1,108 @@
+"""A chat's row: found or created, locked for a change, and its sequence number bumped.
+
+Every change to the shared state (an append, a build, a cut) runs inside `changing`, which
+holds the chat's row lock until the commit, and ends with `record_change`: the sequence number
+goes up by one, the change is written to the feed the other machines fold in, and they are
+woken by a NOTIFY on the chat's channel (delivered at the commit, never before).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from evertalk.pgstore.connect import Connection
+from evertalk.pgstore.errors import PgStoreError
+
+
+@dataclass(frozen=True, slots=True)
+class Locked:
+    """The chat's row as the lock found it."""
+
+    count: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A change to the shared state, as the feed holds it."""
+
+    seq: int
+    machine: str
+    what: dict[str, Any]
+
+
+def channel(chat: int) -> str:
+    """The NOTIFY channel of a chat."""
+    return f"evertalk_chat_{chat}"
+
+
+def find_chat(conn: Connection, name: str, *, create: bool) -> int | None:
+    """The id of this role's chat `name`; created if missing and `create`."""
+    if create:
+        conn.execute(
+            "INSERT INTO evertalk.chats (name) VALUES (%s) ON CONFLICT (owner, name) DO NOTHING",
+            (name,),
+        )
+    row = conn.execute(
+        "SELECT id FROM evertalk.chats WHERE name = %s AND owner = current_user", (name,)
+    ).fetchone()
+    return int(row[0]) if row is not None else None
+
+
+@contextmanager
+def changing(conn: Connection, chat: int) -> Iterator[Locked]:
+    """A transaction holding the chat's row lock: the changes of other machines wait for it."""
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT count, seq FROM evertalk.chats WHERE id = %s FOR UPDATE", (chat,)
+        ).fetchone()
+        if row is None:
+            raise PgStoreError("the chat is not in the database any more")
+        yield Locked(int(row[0]), int(row[1]))
+
+
+def record_change(
+    conn: Connection, chat: int, machine: str, what: dict[str, Any], count: int
+) -> int:
+    """Inside `changing`: set T to `count`, bump the sequence number, write the change to the
+    feed and notify the chat's channel; the new sequence number."""
+    row = conn.execute(
+        "UPDATE evertalk.chats SET seq = seq + 1, count = %s WHERE id = %s RETURNING seq",
+        (count, chat),
+    ).fetchone()
+    assert row is not None  # the row is locked by this transaction
+    seq = int(row[0])
+    conn.execute(
+        "INSERT INTO evertalk.changes (chat, seq, machine, what) VALUES (%s, %s, %s, %s)",
+        (chat, seq, machine, json.dumps(what)),
+    )
+    conn.execute("SELECT pg_notify(%s, %s)", (channel(chat), str(seq)))
+    return seq
+
+
+def count_refused(conn: Connection, chat: int) -> None:
+    """Inside `changing`: one more build refused, since the node was built already."""
+    conn.execute("UPDATE evertalk.chats SET refused = refused + 1 WHERE id = %s", (chat,))
+
+
+def chat_numbers(conn: Connection, chat: int) -> tuple[int, int, int]:
+    """T, the sequence number and the count of refused builds, as committed now."""
+    row = conn.execute(
+        "SELECT count, seq, refused FROM evertalk.chats WHERE id = %s", (chat,)
+    ).fetchone()
+    if row is None:
+        raise PgStoreError("the chat is not in the database any more")
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def changes_since(conn: Connection, chat: int, seq: int) -> list[Change]:
+    """The changes after sequence number `seq`, in order."""
+    rows = conn.execute(
+        "SELECT seq, machine, what FROM evertalk.changes WHERE chat = %s AND seq > %s ORDER BY seq",
+        (chat, seq),
+    ).fetchall()
+    return [Change(int(row[0]), str(row[1]), dict(row[2])) for row in rows]

@@ -1,0 +1,54 @@
+"""A connection to the database, with the schema applied and commits synchronous."""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+from urllib.parse import unquote, urlsplit
+
+import psycopg
+
+from evertalk.pgstore.errors import PgStoreError
+from evertalk.pgstore.schema import apply_schema
+from evertalk.pgstore.url import parse_url
+
+Connection: TypeAlias = "psycopg.Connection[tuple[Any, ...]]"
+
+
+def one_line(error: BaseException, url: str | None = None) -> str:
+    """The first line of a driver's error, without the URL's password should it hold it."""
+    lines = str(error).strip().splitlines()
+    line = lines[0] if lines else type(error).__name__
+    secret = _password(url) if url is not None else None
+    return line.replace(secret, "***") if secret else line
+
+
+def _password(url: str) -> str | None:
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+def connect(url: str, *, timeout: int = 10) -> Connection:
+    """An autocommit connection to the database at `url` whose schema is this code's (applied
+    if missing). Every commit waits for the server's fsync (SPEC §1.3: nothing is acknowledged
+    before it), whatever the server's default."""
+    where = parse_url(url).where
+    try:
+        conn = psycopg.connect(
+            url, autocommit=True, connect_timeout=timeout, application_name="evertalk"
+        )
+    except psycopg.Error as error:
+        reason = one_line(error, url)
+        raise PgStoreError(f"cannot reach the database at {where}: {reason}") from None
+    try:
+        conn.execute("SET synchronous_commit = on")
+        apply_schema(conn, where)
+    except psycopg.Error as error:
+        conn.close()
+        raise PgStoreError(f"cannot use the database at {where}: {one_line(error, url)}") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn

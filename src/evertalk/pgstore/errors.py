@@ -1,0 +1,13 @@
+"""The errors of the PostgreSQL store; each message is one line, never holding a password."""
+
+from __future__ import annotations
+
+from evertalk.store.errors import StoreError
+
+
+class PgStoreError(StoreError):
+    """The database cannot be used as asked (unreachable, refused, of a newer schema)."""
+
+
+class TransferError(PgStoreError):
+    """A push or pull cannot go on: the two chats do not continue each other."""

@@ -1,0 +1,67 @@
+"""The rows of the nodes table: a node's row is unique, so a second build of it is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from evertalk.pgstore.connect import Connection
+from evertalk.store.records import NodeRecord, encode_node
+
+NodeRow = tuple[int, int, str, int]
+"""(l, i, text, flag): flag 1 built by a model, 2 free, 3 cut."""
+
+
+def check_node(node: NodeRow, count: int) -> None:
+    """ValueError unless the node exists in a chat of `count` messages and its record is valid."""
+    l, i, text, flag = node  # noqa: E741 - the spec's name for a level
+    if l < 0 or i < 0 or l > 62 or (i + 1) << l > count:
+        raise ValueError(f"node ({l}, {i}) does not exist yet")
+    encode_node(l, i, text, flag)  # the checks of a tree line: the text's size, the flag
+
+
+def insert_nodes(conn: Connection, chat: int, nodes: Sequence[NodeRow]) -> list[tuple[int, int]]:
+    """Write the nodes that are not built yet; the (l, i) of those written."""
+    rows = conn.execute(
+        "INSERT INTO evertalk.nodes (chat, l, i, text, flag)"
+        " SELECT %s, l, i, text, flag"
+        " FROM unnest(%s::smallint[], %s::bigint[], %s::text[], %s::smallint[])"
+        " AS n(l, i, text, flag)"
+        " ON CONFLICT (chat, l, i) DO NOTHING RETURNING l, i",
+        (
+            chat,
+            [node[0] for node in nodes],
+            [node[1] for node in nodes],
+            [node[2] for node in nodes],
+            [node[3] for node in nodes],
+        ),
+    ).fetchall()
+    return [(int(row[0]), int(row[1])) for row in rows]
+
+
+def _record(row: tuple[int, int, str, int]) -> NodeRecord:
+    l, i, text, flag = row  # noqa: E741
+    return NodeRecord(int(l), int(i), text, len(text.encode("utf-8")), int(flag))
+
+
+def read_node(conn: Connection, chat: int, l: int, i: int) -> NodeRecord | None:  # noqa: E741
+    row = conn.execute(
+        "SELECT l, i, text, flag FROM evertalk.nodes WHERE chat = %s AND l = %s AND i = %s",
+        (chat, l, i),
+    ).fetchone()
+    return _record(row) if row is not None else None
+
+
+def read_nodes(conn: Connection, chat: int, after: tuple[int, int], limit: int) -> list[NodeRecord]:
+    """Up to `limit` nodes past (l, i) `after`, in order of level, then index."""
+    rows = conn.execute(
+        "SELECT l, i, text, flag FROM evertalk.nodes WHERE chat = %s AND (l, i) > (%s, %s)"
+        " ORDER BY l, i LIMIT %s",
+        (chat, after[0], after[1], limit),
+    ).fetchall()
+    return [_record(row) for row in rows]
+
+
+def built_nodes(conn: Connection, chat: int) -> set[tuple[int, int]]:
+    """The (l, i) of every node built."""
+    rows = conn.execute("SELECT l, i FROM evertalk.nodes WHERE chat = %s", (chat,)).fetchall()
+    return {(int(row[0]), int(row[1])) for row in rows}

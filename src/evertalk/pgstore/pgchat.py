@@ -1,0 +1,320 @@
+"""`PgChat`: one chat in PostgreSQL, over one connection, as one machine (SPEC §13).
+
+Appends, builds and cuts are transactions that hold the chat's row lock and bump its sequence
+number (chats.py); their commit is synchronous, and nothing returns before it. The methods
+mirror `ChatStore`'s where both stores do the same thing, so that the store interface can be
+drawn from the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+
+import psycopg
+
+from evertalk.memory.core import SavedViews
+from evertalk.memory.text import KINDS
+from evertalk.memory.tree import BUILT, CUT
+from evertalk.pgstore import chats, leases, messages, nodes
+from evertalk.pgstore.chats import Change
+from evertalk.pgstore.connect import Connection, one_line
+from evertalk.pgstore.errors import PgStoreError
+from evertalk.pgstore.leases import LEASE_LIMIT, Lease
+from evertalk.pgstore.nodes import NodeRow
+from evertalk.store.days import iso, local_now
+from evertalk.store.records import MessageRecord, NodeRecord, Page
+from evertalk.store.views import encode_views, parse_views
+
+
+class PgChat:
+    """The chat `name` of the connection's role, written as `machine`.
+
+    One thread at a time per connection, as psycopg's connections are; two machines (or two
+    connections) on one chat are what the row lock is for.
+    """
+
+    def __init__(self, conn: Connection, chat: int, name: str, machine: str) -> None:
+        self.conn = conn
+        self.chat = chat
+        self.name = name
+        self.machine = machine
+
+    @classmethod
+    def open(
+        cls, conn: Connection, name: str = "main", *, machine: str, create: bool = True
+    ) -> PgChat:
+        """This role's chat `name` (created unless `create` is False)."""
+        with _errors("open the chat"):
+            chat = chats.find_chat(conn, name, create=create)
+        if chat is None:
+            raise PgStoreError(f"there is no chat {name!r} in the database")
+        return cls(conn, chat, name, machine)
+
+    @property
+    def channel(self) -> str:
+        """The channel a NOTIFY wakes its listeners on after each change."""
+        return chats.channel(self.chat)
+
+    @property
+    def message_count(self) -> int:
+        """T: the number of messages logged, as committed now."""
+        return self._numbers()[0]
+
+    @property
+    def seq(self) -> int:
+        """The chat's sequence number: how many changes were made to it."""
+        return self._numbers()[1]
+
+    @property
+    def refused(self) -> int:
+        """How many builds were refused because their node was built already."""
+        return self._numbers()[2]
+
+    def _numbers(self) -> tuple[int, int, int]:
+        with _errors("read the chat"):
+            return chats.chat_numbers(self.conn, self.chat)
+
+    # Appends
+
+    def append_message(
+        self,
+        kind: str,
+        text: str,
+        *,
+        date: datetime | None = None,
+        key: str | None = None,
+        images: Sequence[str] | None = None,
+        agent: str | None = None,
+    ) -> int:
+        """Log a message and return its id; with a `key` already logged, return that id."""
+        return self.append_pages(kind, [text], date=date, key=key, images=images, agent=agent)[0]
+
+    def append_pages(
+        self,
+        kind: str,
+        pages: Sequence[str],
+        *,
+        date: datetime | None = None,
+        key: str | None = None,
+        images: Sequence[str] | None = None,
+        agent: str | None = None,
+        failed: bool = False,
+    ) -> list[int]:
+        """Log one message as consecutive pages in one transaction; their ids. As in the file
+        store, a key becomes one per page (`key.0`, …) and a key logged already returns the ids
+        logged then."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown message kind {kind!r}")
+        if not pages:
+            raise ValueError("a message has at least one page")
+        when = iso(date if date is not None else local_now())
+        with _errors("log the message"), chats.changing(self.conn, self.chat) as locked:
+            if key is not None:
+                logged = messages.logged_ids(self.conn, self.chat, key)
+                if logged is not None:
+                    return logged
+            records = _pages(locked.count, kind, pages, when, key, images, agent, failed)
+            return self._log(records, locked.count)
+
+    def insert_records(self, records: Sequence[MessageRecord]) -> int:
+        """Log records as they are (their ids, dates, keys): the next ones of the chat, as a
+        transfer copies them. Returns T after them."""
+        if not records:
+            return self.message_count
+        with _errors("copy the messages"), chats.changing(self.conn, self.chat) as locked:
+            if [r.i for r in records] != list(range(locked.count, locked.count + len(records))):
+                raise PgStoreError(
+                    f"messages {records[0].i} … {records[-1].i} do not follow the chat's"
+                    f" {locked.count} messages"
+                )
+            self._log(records, locked.count)
+            return locked.count + len(records)
+
+    def _log(self, records: Sequence[MessageRecord], count: int) -> list[int]:
+        messages.insert_messages(self.conn, self.chat, records)
+        what = {"append": [count, len(records)]}
+        chats.record_change(self.conn, self.chat, self.machine, what, count + len(records))
+        return [r.i for r in records]
+
+    def logged(self, key: str) -> bool:
+        """Whether a message was logged with this idempotency key."""
+        with _errors("read the chat"):
+            return messages.logged_ids(self.conn, self.chat, key) is not None
+
+    def read_message(self, i: int) -> MessageRecord:
+        found = self.read_messages(i, i + 1) if i >= 0 else []
+        if not found:
+            raise IndexError(f"there is no message {i} (T = {self.message_count})")
+        return found[0]
+
+    def read_messages(self, start: int, stop: int) -> list[MessageRecord]:
+        """Messages start … stop - 1 (those that are logged), in order."""
+        with _errors("read the messages"):
+            return messages.read_messages(self.conn, self.chat, start, stop)
+
+    # The tree
+
+    def build(self, l: int, i: int, text: str, *, free: Sequence[NodeRow] = ()) -> bool:  # noqa: E741
+        """Store node (l, i) as built by a model, with the free parents it completes; False
+        (and counted) when the node was built already, by this machine or another."""
+        return self._put((l, i, text, BUILT), free)
+
+    def cut(self, l: int, i: int, text: str, *, free: Sequence[NodeRow] = ()) -> bool:  # noqa: E741
+        """Store node (l, i) as cut (its input cut after the third failure, SPEC §2.5)."""
+        return self._put((l, i, text, CUT), free)
+
+    def _put(self, node: NodeRow, free: Sequence[NodeRow]) -> bool:
+        with _errors("store the node"), chats.changing(self.conn, self.chat) as locked:
+            for each in (node, *free):
+                nodes.check_node(each, locked.count)
+            if not nodes.insert_nodes(self.conn, self.chat, [node]):
+                chats.count_refused(self.conn, self.chat)
+                return False
+            written = [(node[0], node[1]), *nodes.insert_nodes(self.conn, self.chat, free)]
+            leases.drop_lease(self.conn, self.chat, (node[0], node[1]))
+            what = {"nodes": [list(each) for each in written]}
+            chats.record_change(self.conn, self.chat, self.machine, what, locked.count)
+            return True
+
+    def insert_nodes(self, records: Sequence[NodeRecord]) -> int:
+        """Store the records' nodes not built yet, as a transfer copies them; how many."""
+        rows = [(r.l, r.i, r.text, r.flag) for r in records]
+        if not rows:
+            return 0
+        with _errors("copy the nodes"), chats.changing(self.conn, self.chat) as locked:
+            for row in rows:
+                nodes.check_node(row, locked.count)
+            written = nodes.insert_nodes(self.conn, self.chat, rows)
+            if written:
+                what = {"nodes": [list(each) for each in written]}
+                chats.record_change(self.conn, self.chat, self.machine, what, locked.count)
+            return len(written)
+
+    def read_node(self, l: int, i: int) -> NodeRecord | None:  # noqa: E741
+        """Node (l, i), or None when it is not built."""
+        with _errors("read the node"):
+            return nodes.read_node(self.conn, self.chat, l, i)
+
+    def read_nodes(self, after: tuple[int, int] = (-1, -1), limit: int = 1000) -> list[NodeRecord]:
+        """Up to `limit` nodes past `after`, in order of level, then index."""
+        with _errors("read the nodes"):
+            return nodes.read_nodes(self.conn, self.chat, after, limit)
+
+    @property
+    def node_count(self) -> int:
+        """How many nodes are built."""
+        with _errors("read the nodes"):
+            row = self.conn.execute(
+                "SELECT count(*) FROM evertalk.nodes WHERE chat = %s", (self.chat,)
+            ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def built_nodes(self) -> set[tuple[int, int]]:
+        with _errors("read the nodes"):
+            return nodes.built_nodes(self.conn, self.chat)
+
+    # Other machines
+
+    def changes_since(self, seq: int) -> list[Change]:
+        """The changes made after sequence number `seq` (by any machine), in sequence order:
+        what a service folds in before its own next change."""
+        with _errors("read the chat's changes"):
+            return chats.changes_since(self.conn, self.chat, seq)
+
+    # Leases
+
+    def claim(self, l: int, i: int, seconds: float, limit: int = LEASE_LIMIT) -> bool:  # noqa: E741
+        """Take the lease on node (l, i) for `seconds` (see leases.py); whether it was taken."""
+        if seconds <= 0:
+            raise ValueError("a lease lasts a positive number of seconds")
+        with _errors("claim the node"), chats.changing(self.conn, self.chat) as locked:
+            nodes.check_node((l, i, "", BUILT), locked.count)
+            return leases.claim_lease(self.conn, self.chat, (l, i), self.machine, seconds, limit)
+
+    def release(self, l: int, i: int) -> bool:  # noqa: E741
+        """Give up this machine's lease on (l, i) (its call failed); whether it held one."""
+        with _errors("release the node"):
+            return leases.release_lease(self.conn, self.chat, (l, i), self.machine)
+
+    def live_leases(self) -> list[Lease]:
+        with _errors("read the leases"):
+            return leases.leases(self.conn, self.chat, live=True)
+
+    def expired_leases(self) -> list[Lease]:
+        """Leases whose machine let them lapse (it died mid-call): free for another to take."""
+        with _errors("read the leases"):
+            return leases.leases(self.conn, self.chat, live=False)
+
+    # Views
+
+    def save_views(self, saved: SavedViews) -> None:
+        """Replace the chat's saved views (its view.json, SPEC §3.6)."""
+        body = encode_views(saved).decode("utf-8")
+        with _errors("save the views"):
+            self.conn.execute(
+                "INSERT INTO evertalk.views (chat, body, t) VALUES (%s, %s, %s)"
+                " ON CONFLICT (chat) DO UPDATE SET body = excluded.body, t = excluded.t,"
+                " saved = now()",
+                (self.chat, body, saved.t),
+            )
+
+    def load_views(self) -> SavedViews | str | None:
+        """The saved views; None when there are none; an error string when they are unreadable."""
+        raw = self.views_body()
+        if raw is None:
+            return None
+        try:
+            return parse_views(raw)
+        except (ValueError, RecursionError) as error:
+            return f"the saved views of chat {self.name!r}: {error}"
+
+    def views_body(self) -> bytes | None:
+        """The saved views as view.json holds them, or None."""
+        with _errors("read the views"):
+            row = self.conn.execute(
+                "SELECT body FROM evertalk.views WHERE chat = %s", (self.chat,)
+            ).fetchone()
+        return str(row[0]).encode("utf-8") if row is not None else None
+
+
+def _pages(
+    first: int,
+    kind: str,
+    pages: Sequence[str],
+    when: str,
+    key: str | None,
+    images: Sequence[str] | None,
+    agent: str | None,
+    failed: bool,
+) -> list[MessageRecord]:
+    """The records of one message's pages, from id `first` on (as the file store writes them)."""
+    count = len(pages)
+    records = []
+    for n, text in enumerate(pages):
+        page_key = f"{key}.{n}" if key is not None and count > 1 else key
+        records.append(
+            MessageRecord(
+                first + n,
+                kind,
+                text,
+                len(text.encode("utf-8")),
+                when,
+                key=page_key,
+                images=tuple(images) if images is not None and n == 0 else None,
+                agent=agent,
+                page=Page(n, count) if count > 1 else None,
+                failed=failed,
+            )
+        )
+    return records
+
+
+@contextmanager
+def _errors(doing: str) -> Iterator[None]:
+    """A driver's error as one line saying what could not be done."""
+    try:
+        yield
+    except psycopg.Error as error:
+        raise PgStoreError(f"cannot {doing}: {one_line(error)}") from None

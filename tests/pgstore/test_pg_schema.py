@@ -1,0 +1,84 @@
+"""The schema: applied once at connect, under a lock; a newer one refused with one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+
+from evertalk.pgstore.connect import Connection, connect
+from evertalk.pgstore.errors import PgStoreError
+from evertalk.pgstore.schema import KNOWN, apply_schema, schema_version
+from pg_server import PgServer
+
+
+def test_the_schema_is_applied_once(pg_connect: Callable[..., Connection]) -> None:
+    conn = pg_connect()
+    assert schema_version(conn) == KNOWN
+    assert apply_schema(conn, "here") == 0
+    assert conn.execute("SELECT count(*) FROM evertalk.version").fetchone() == (1,)
+    pg_connect()  # a second machine finds it applied
+
+
+def test_machines_connecting_at_once_to_a_new_database(pg_url: str) -> None:
+    with ThreadPoolExecutor(4) as pool:
+        conns = list(pool.map(lambda _: connect(pg_url), range(4)))
+    try:
+        assert [schema_version(conn) for conn in conns] == [KNOWN] * 4
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+def test_a_newer_database_is_refused_in_one_line(
+    pg_server: PgServer, pg_url: str, pg_connect: Callable[..., Connection]
+) -> None:
+    pg_connect().execute("UPDATE evertalk.version SET version = %s", (KNOWN + 1,))
+    with pytest.raises(PgStoreError) as caught:
+        connect(pg_url)
+    database = pg_url.rpartition("/")[2]
+    assert str(caught.value) == (
+        f"the database at 127.0.0.1:{pg_server.port}/{database} is of schema version"
+        f" {KNOWN + 1}; this evertalk knows up to {KNOWN}: upgrade evertalk"
+    )
+
+
+def test_an_unreachable_database_in_one_line_without_its_password(pg_server: PgServer) -> None:
+    with pytest.raises(PgStoreError) as caught:
+        connect(f"postgresql://postgres:hush-{pg_server.password}@127.0.0.1:1/x", timeout=2)
+    message = str(caught.value)
+    assert message.startswith("cannot reach the database at 127.0.0.1:1/x: ")
+    assert "\n" not in message and "hush" not in message
+
+
+def test_a_wrong_password_in_one_line(pg_server: PgServer) -> None:
+    with pytest.raises(PgStoreError) as caught:
+        connect(f"postgresql://postgres:wrong-one@127.0.0.1:{pg_server.port}/postgres")
+    assert "password authentication failed" in str(caught.value)
+    assert "wrong-one" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_role_that_may_not_create_the_schema(pg_server: PgServer, pg_url: str) -> None:
+    name = "nocreate_" + pg_url.rpartition("_")[2]
+    pg_server.create_role(name)
+    with pytest.raises(PgStoreError, match=r"cannot use the database at .*permission denied"):
+        connect(pg_server.url(pg_url.rpartition("/")[2], name))
+
+
+def test_commits_are_synchronous(pg_connect: Callable[..., Connection]) -> None:
+    assert pg_connect().execute("SHOW synchronous_commit").fetchone() == ("on",)
+
+
+def test_the_package_loads_no_driver() -> None:
+    """What a file-store command may import of the package does not load psycopg."""
+    code = (
+        "import sys, evertalk.pgstore, evertalk.pgstore.url, evertalk.pgstore.errors;"
+        "print('psycopg' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr
+    assert psycopg.__version__ == "3.3.9"
