@@ -175,16 +175,7 @@ class Chat(MessageLog, Closing):
         pages = split_text(valid_unicode(message.text))
         before = self.store.message_count
         with self._stops_on_failure():
-            ids = self.store.append_pages(
-                kind,
-                pages,
-                date=message.date,
-                key=message.key,
-                images=message.images,
-                agent=message.agent,
-                failed=message.failed,
-                durable=not self._batched,
-            )
+            ids = self.store.append_pages(message, pages, durable=not self._batched)
         if self.store.message_count > before:  # not a re-sent key
             core = self.core
             batches = core.view.shrinking, core.cview.shrinking

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from evertalk import __version__, undo_cli
 from evertalk.home import default_home
@@ -31,6 +32,14 @@ RETRY_TAKES_NO_MESSAGE = "--retry takes no MESSAGE: it sends the last unanswered
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
+
+
+class _Command(_Parser):
+    """A subcommand's parser: each takes `--home` after its name too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--home", type=Path, default=argparse.SUPPRESS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,47 +94,37 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="where the tools work (default: workdir in config.toml, else the current folder)",
     )
-    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", parser_class=_Command)
     memory = commands.add_parser("memory", help="look at the chat's memory")
-    actions = memory.add_subparsers(dest="action", parser_class=_Parser)
+    actions = memory.add_subparsers(dest="action", parser_class=_Command)
     status = actions.add_parser("status", help="counts and sizes")
     status.add_argument("--json", action="store_true", help="one JSON object, for programs")
-    status.add_argument("--home", type=Path, default=argparse.SUPPRESS)
-    view = actions.add_parser("view", help="the rendered view")
-    view.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    actions.add_parser("view", help="the rendered view")
     zoom = actions.add_parser("zoom", help="the two lines a node was built from, or a message")
     zoom.add_argument("id", type=int)
     zoom.add_argument("n", type=int)
-    zoom.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     date = actions.add_parser("date", help="when a message was written")
     date.add_argument("id", type=int)
-    date.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     search = actions.add_parser("search", help="find words in every message and summary")
     search.add_argument("query", nargs="+", help="the words (tried as a phrase first)")
     search.add_argument("--limit", type=int, default=10, help="most hits shown (default 10)")
     search.add_argument("--json", action="store_true", help="one JSON object, for programs")
-    search.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     browse = actions.add_parser("browse", help="a read-only page of the memory in the browser")
     browse.add_argument("--out", type=Path, help="write one self-contained HTML file instead")
     browse.add_argument("--no-open", action="store_true", help="print the URL, open no browser")
     browse.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any)")
-    browse.add_argument("--home", type=Path, default=argparse.SUPPRESS)
-    compact = actions.add_parser("compact", help="build every summary that needs a model call")
-    compact.add_argument("--home", type=Path, default=argparse.SUPPRESS)
-    repair = actions.add_parser(
+    actions.add_parser("compact", help="build every summary that needs a model call")
+    actions.add_parser(
         "repair", help="put a note in place of each message the log cannot read (copies first)"
     )
-    repair.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     forget = actions.add_parser("forget", help="take messages A-B out of the whole memory")
     forget.add_argument("range", metavar="A[-B]", help="a message id, or a range of ids")
     forget.add_argument("--reason", help="said in the text that replaces them")
     forget.add_argument("--yes", action="store_true", help="forget without asking first")
-    forget.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     redact = actions.add_parser("redact", help="take a string out of every message and summary")
     redact.add_argument("text", help="the string (each occurrence becomes [redacted])")
     redact.add_argument("--regex", action="store_true", help="TEXT is a regular expression")
     redact.add_argument("--yes", action="store_true", help="redact without asking first")
-    redact.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     replay = actions.add_parser("replay", help="the conformance replay (SPEC Appendix A)")
     for flag, value in (
         ("--ceiling", 128_000),
@@ -144,33 +143,26 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--idle", type=float, metavar="SECONDS", help="exit after this long with nothing to do"
     )
-    serve.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     service = commands.add_parser("service", help="the running service: status, stop")
-    service_actions = service.add_subparsers(dest="action", parser_class=_Parser)
+    service_actions = service.add_subparsers(dest="action", parser_class=_Command)
     service_status = service_actions.add_parser("status", help="whether it runs, and what it does")
     service_status.add_argument("--json", action="store_true", help="one JSON object")
-    service_status.add_argument("--home", type=Path, default=argparse.SUPPRESS)
-    service_stop = service_actions.add_parser("stop", help="stop it (summaries in flight land)")
-    service_stop.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    service_actions.add_parser("stop", help="stop it (summaries in flight land)")
     usage = commands.add_parser("usage", help="what the model calls cost: tokens, cache, dollars")
     usage.add_argument("--json", action="store_true", help="one JSON object, for programs")
-    usage.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     imports = commands.add_parser(
         "import", help="other agents' history (Claude Code, Codex, ChatGPT, JSON Lines)"
     )
     imports.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or an export zip")
     imports.add_argument("--yes", action="store_true", help="import without asking first")
-    imports.add_argument("--home", type=Path, default=argparse.SUPPRESS)
-    capture = commands.add_parser(
+    commands.add_parser(
         "capture", help="a hook for Claude Code: its session lands in the chat as it happens"
     )
-    capture.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     mcp = commands.add_parser(
         "mcp",
         help="alone: serve the memory to other agents (MCP over stdio); add, list, remove: "
         "the MCP servers whose tools Ever may call",
     )
-    mcp.add_argument("--home", type=Path, default=argparse.SUPPRESS)
     _mcp_actions(mcp)
     _bench_actions(commands.add_parser("bench", help="measure the memory: evertalk bench recall"))
     undo_cli.add_parser(commands)
@@ -179,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _bench_actions(bench: argparse.ArgumentParser) -> None:
     """`evertalk bench recall` (`recall/command.py`, SPEC §14)."""
-    actions = bench.add_subparsers(dest="action", parser_class=_Parser)
+    actions = bench.add_subparsers(dest="action", parser_class=_Command)
     recall = actions.add_parser(
         "recall", help="what the memory lets Ever recall, and at what cost, in a scratch home"
     )
@@ -197,12 +189,11 @@ def _bench_actions(bench: argparse.ArgumentParser) -> None:
     recall.add_argument("--model", dest="bench_model", metavar="M", help="the turn model")
     recall.add_argument("--memory-model", dest="bench_memory_model", metavar="M")
     recall.add_argument("--dataset", type=Path, metavar="FILE", help="a LongMemEval data file")
-    recall.add_argument("--home", type=Path, default=argparse.SUPPRESS)
 
 
 def _mcp_actions(mcp: argparse.ArgumentParser) -> None:
     """`evertalk mcp add|list|remove` (`mcp_cli.py`)."""
-    actions = mcp.add_subparsers(dest="action", parser_class=_Parser)
+    actions = mcp.add_subparsers(dest="action", parser_class=_Command)
     add = actions.add_parser("add", help="add a server: NAME -- COMMAND ARGS…, or NAME --url URL")
     add.add_argument("name", metavar="NAME", help="its tools reach the model as NAME__tool")
     add.add_argument("command_line", nargs="*", metavar="COMMAND", help="after --: how to start it")
@@ -210,12 +201,9 @@ def _mcp_actions(mcp: argparse.ArgumentParser) -> None:
     add.add_argument(
         "--env", "-e", action="append", metavar="NAME=VALUE", help="a variable it starts with"
     )
-    add.add_argument("--home", type=Path, default=argparse.SUPPRESS)
-    listing = actions.add_parser("list", help="the configured servers")
-    listing.add_argument("--home", type=Path, default=argparse.SUPPRESS)
+    actions.add_parser("list", help="the configured servers")
     remove = actions.add_parser("remove", help="take a server out of config.toml")
     remove.add_argument("name", metavar="NAME")
-    remove.add_argument("--home", type=Path, default=argparse.SUPPRESS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,7 +28,6 @@ def add_parser(commands: Any) -> None:
     )
     undo.add_argument("turn", nargs="?", type=int, metavar="TURN", help="the turn's number")
     undo.add_argument("--yes", action="store_true", help="restore without asking first")
-    undo.add_argument("--home", type=Path, default=argparse.SUPPRESS)
 
 
 def run_undo(args: argparse.Namespace, home: Path) -> int:

@@ -11,6 +11,7 @@ import pytest
 from evertalk.pgstore.connect import Connection
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.pgchat import PgChat
+from evertalk.store.message_log import NewMessage
 from evertalk.store.records import MessageRecord, Page
 
 
@@ -59,8 +60,9 @@ def test_a_resent_message_is_logged_once(pg_connect: Callable[..., Connection]) 
     home, office = two_machines(pg_connect)
     assert home.append_message("user", "hello", key="abc") == 0
     assert office.append_message("user", "hello", key="abc") == 0
-    assert home.append_pages("ever", ["one", "two", "three"], key="long") == [1, 2, 3]
-    assert office.append_pages("ever", ["one", "two", "three"], key="long") == [1, 2, 3]
+    long = NewMessage("ever", "onetwothree", key="long")
+    assert home.append_pages(long, ["one", "two", "three"]) == [1, 2, 3]
+    assert office.append_pages(long, ["one", "two", "three"]) == [1, 2, 3]
     assert home.logged("long") and not home.logged("other")
     assert home.message_count == 4 and home.seq == 2
 
@@ -68,9 +70,8 @@ def test_a_resent_message_is_logged_once(pg_connect: Callable[..., Connection]) 
 def test_records_read_as_the_file_store_writes_them(pg_connect: Callable[..., Connection]) -> None:
     chat = PgChat.open(pg_connect(), machine="home")
     when = datetime(2026, 3, 1, 9, 30, tzinfo=timezone(timedelta(hours=2)))
-    chat.append_pages(
-        "tool", ["héllo", "wörld"], date=when, key="t", images=["a.png"], agent="sub", failed=True
-    )
+    message = NewMessage("tool", "héllowörld", "t", ["a.png"], "sub", when, failed=True)
+    chat.append_pages(message, ["héllo", "wörld"])
     first, second = chat.read_messages(0, 2)
     assert first == MessageRecord(
         0, "tool", "héllo", 6, "2026-03-01T09:30:00+02:00", key="t.0", images=("a.png",),

@@ -17,6 +17,7 @@ from evertalk.pgstore.errors import TransferError
 from evertalk.pgstore.pgchat import PgChat
 from evertalk.pgstore.transfer import Copied, pull, push
 from evertalk.store.chat_dir import ChatStore
+from evertalk.store.message_log import NewMessage
 from evertalk.store.views import VIEW_NAME, load_views, save_views
 
 DAYS = ("2026-11-28", "2026-11-29", "2026-11-30")
@@ -103,19 +104,18 @@ def test_every_kind_of_record_comes_back(
     when = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
     with ChatStore.open(source) as store:
         store.append_message("user", "hello", date=when, key="k1", images=["cat.png"])
-        store.append_pages("ever", ["page one", "page two", "page three"], date=when, key="k2")
-        store.append_pages("echo", ["failed call"], date=when, agent="helper", failed=True)
-        store.append_pages("tool", ["a", "b"], date=when)  # pages without a key
+        long = ["page one", "page two", "page three"]
+        store.append_pages(NewMessage("ever", "".join(long), key="k2", date=when), long)
+        failed = NewMessage("echo", "failed call", agent="helper", date=when, failed=True)
+        store.append_pages(failed, ["failed call"])
+        store.append_pages(NewMessage("tool", "ab", date=when), ["a", "b"])  # pages, no key
         store.append_nodes([(0, 0, "hello", FREE), (0, 1, "page one cut", CUT)], date=when)
         store.append_node(1, 0, "a summary", BUILT, date=when)
         store.save_views(SavedViews(7, [(1, 0), (0, 2)], [(0, 6)], True, False, (9, 5, 4, 2)))
     target = PgChat.open(pg_connect(), machine="home")
     assert push(source, target, batch=2) == Copied(7, 3, True)  # batches end on whole messages
-    assert target.logged("k2") and target.append_pages("ever", ["x", "y", "z"], key="k2") == [
-        1,
-        2,
-        3,
-    ]
+    again = NewMessage("ever", "xyz", key="k2")
+    assert target.logged("k2") and target.append_pages(again, ["x", "y", "z"]) == [1, 2, 3]
     pull(target, tmp_path / "back" / "chat", batch=2)
     assert_same_chat(source, tmp_path / "back" / "chat")
 

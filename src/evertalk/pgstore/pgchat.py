@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 
 import psycopg
 
@@ -24,11 +23,12 @@ from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.leases import LEASE_LIMIT, Lease
 from evertalk.pgstore.nodes import NodeRow
 from evertalk.store.days import iso, local_now
+from evertalk.store.message_log import NewMessage, PageStore, page_keys
 from evertalk.store.records import MessageRecord, NodeRecord, Page
 from evertalk.store.views import encode_views, parse_views
 
 
-class PgChat:
+class PgChat(PageStore):
     """The chat `name` of the connection's role, written as `machine`.
 
     One thread at a time per connection, as psycopg's connections are; two machines (or two
@@ -78,44 +78,20 @@ class PgChat:
 
     # Appends
 
-    def append_message(
-        self,
-        kind: str,
-        text: str,
-        *,
-        date: datetime | None = None,
-        key: str | None = None,
-        images: Sequence[str] | None = None,
-        agent: str | None = None,
-    ) -> int:
-        """Log a message and return its id; with a `key` already logged, return that id."""
-        return self.append_pages(kind, [text], date=date, key=key, images=images, agent=agent)[0]
-
-    def append_pages(
-        self,
-        kind: str,
-        pages: Sequence[str],
-        *,
-        date: datetime | None = None,
-        key: str | None = None,
-        images: Sequence[str] | None = None,
-        agent: str | None = None,
-        failed: bool = False,
-    ) -> list[int]:
-        """Log one message as consecutive pages in one transaction; their ids. As in the file
-        store, a key becomes one per page (`key.0`, …) and a key logged already returns the ids
-        logged then."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown message kind {kind!r}")
+    def append_pages(self, message: NewMessage, pages: Sequence[str]) -> list[int]:
+        """Log `message` as consecutive pages in one transaction; their ids (keys as in the file
+        store)."""
+        if message.kind not in KINDS:
+            raise ValueError(f"unknown message kind {message.kind!r}")
         if not pages:
             raise ValueError("a message has at least one page")
-        when = iso(date if date is not None else local_now())
+        when = iso(message.date if message.date is not None else local_now())
         with _errors("log the message"), chats.changing(self.conn, self.chat) as locked:
-            if key is not None:
-                logged = messages.logged_ids(self.conn, self.chat, key)
+            if message.key is not None:
+                logged = messages.logged_ids(self.conn, self.chat, message.key)
                 if logged is not None:
                     return logged
-            records = _pages(locked.count, kind, pages, when, key, images, agent, failed)
+            records = _pages(locked.count, message, pages, when)
             return self._log(records, locked.count)
 
     def insert_records(self, records: Sequence[MessageRecord]) -> int:
@@ -279,33 +255,24 @@ class PgChat:
         return str(row[0]).encode("utf-8") if row is not None else None
 
 
-def _pages(
-    first: int,
-    kind: str,
-    pages: Sequence[str],
-    when: str,
-    key: str | None,
-    images: Sequence[str] | None,
-    agent: str | None,
-    failed: bool,
-) -> list[MessageRecord]:
+def _pages(first: int, message: NewMessage, pages: Sequence[str], when: str) -> list[MessageRecord]:
     """The records of one message's pages, from id `first` on (as the file store writes them)."""
     count = len(pages)
+    images = message.images
     records = []
-    for n, text in enumerate(pages):
-        page_key = f"{key}.{n}" if key is not None and count > 1 else key
+    for n, (text, key) in enumerate(zip(pages, page_keys(message.key, count), strict=True)):
         records.append(
             MessageRecord(
                 first + n,
-                kind,
+                message.kind,
                 text,
                 len(text.encode("utf-8")),
                 when,
-                key=page_key,
+                key=key,
                 images=tuple(images) if images is not None and n == 0 else None,
-                agent=agent,
+                agent=message.agent,
                 page=Page(n, count) if count > 1 else None,
-                failed=failed,
+                failed=message.failed,
             )
         )
     return records

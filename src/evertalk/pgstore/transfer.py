@@ -18,6 +18,7 @@ from evertalk.pgstore.errors import TransferError
 from evertalk.pgstore.pgchat import PgChat
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.days import iso
+from evertalk.store.message_log import NewMessage
 from evertalk.store.records import MessageRecord, NodeRecord
 
 BATCH = 1000
@@ -186,16 +187,10 @@ def _write_message(store: ChatStore, group: list[MessageRecord]) -> None:
     key = first.key
     if key is not None and len(group) > 1:
         key = key.removesuffix(".0")  # the store names each page's key again
-    ids = store.append_pages(
-        first.kind,
-        [record.text for record in group],
-        date=date,
-        key=key,
-        images=first.images,
-        agent=first.agent,
-        failed=first.failed,
-        durable=False,
-    )
+    images = list(first.images) if first.images is not None else None
+    pages = [record.text for record in group]
+    message = NewMessage(first.kind, "".join(pages), key, images, first.agent, date, first.failed)
+    ids = store.append_pages(message, pages, durable=False)
     if ids[0] != first.i:
         raise TransferError(f"message {first.i} was written as {ids[0]}")
 

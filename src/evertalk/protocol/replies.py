@@ -35,6 +35,12 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     """A frame of the service that is not an event."""
 
 
+class Response(Reply, frozen=True, kw_only=True):
+    """A request's reply: `rid` is the request's, as it came."""
+
+    rid: Any = UNSET
+
+
 class Welcome(Reply, frozen=True, tag="welcome"):
     protocol: int
     version: str
@@ -43,24 +49,22 @@ class Welcome(Reply, frozen=True, tag="welcome"):
     name: str  # as `sent` and `recorded` events name this client
 
 
-class Error(Reply, frozen=True, tag="error"):
+class Error(Response, frozen=True, tag="error"):
     kind: ErrorKind
     message: str  # one line, for a person
-    rid: Any = UNSET
 
 
-class Accepted(Reply, frozen=True, tag="accepted"):
+class Accepted(Response, frozen=True, tag="accepted"):
     """A `send` (with `key`, and `held` unless a duplicate) or a `retry` (with `ids`)."""
 
     key: str | UnsetType | None = UNSET
     ids: list[int] | UnsetType = UNSET
     duplicate: bool = False
     held: bool | UnsetType = UNSET
-    rid: Any = UNSET
 
 
-class Ok(Reply, frozen=True, tag="ok"):
-    rid: Any = UNSET
+class Ok(Response, frozen=True, tag="ok"):
+    """A request done, with nothing to tell."""
 
 
 class _StatusHead(AgentStatus, frozen=True):
@@ -83,9 +87,8 @@ class Status(_StatusHead, frozen=True, kw_only=True, tag_field="type", tag="stat
         return AgentStatus(**{name: getattr(self, name) for name in names})
 
 
-class Output(Reply, frozen=True, tag="output"):
+class Output(Response, frozen=True, tag="output"):
     texts: list[str]  # one row each
-    rid: Any = UNSET
 
 
 class RecordItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -100,34 +103,29 @@ class RecordItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     failed: bool = False
 
 
-class Records(Reply, frozen=True, tag="records"):
+class Records(Response, frozen=True, tag="records"):
     t: int  # messages in the log
     records: list[RecordItem]
-    rid: Any = UNSET
 
 
-class View(Reply, frozen=True, tag="view"):
+class View(Response, frozen=True, tag="view"):
     text: str
-    rid: Any = UNSET
 
 
-class Zoom(Reply, frozen=True, tag="zoom"):
+class Zoom(Response, frozen=True, tag="zoom"):
     text: str
-    rid: Any = UNSET
 
 
-class Date(Reply, frozen=True, tag="date"):
+class Date(Response, frozen=True, tag="date"):
     text: str
-    rid: Any = UNSET
 
 
-class Appended(Reply, frozen=True, tag="appended"):
+class Appended(Response, frozen=True, tag="appended"):
     ids: list[int]
     skipped: int
-    rid: Any = UNSET
 
 
-class Compact(Reply, frozen=True, tag="compact"):
+class Compact(Response, frozen=True, tag="compact"):
     left: int
     built: int
     calls: int
@@ -139,45 +137,39 @@ class Compact(Reply, frozen=True, tag="compact"):
     view_bytes: int
     merged_from: int | None
     catching_up: Behind | None
-    rid: Any = UNSET
 
 
-class Usage(Reply, frozen=True, tag="usage"):
+class Usage(Response, frozen=True, tag="usage"):
     ledger: str
     summary: dict[str, Any]
     table: str | None
     skipped: int
     error: str | None
-    rid: Any = UNSET
 
 
-class ForgetPreview(Reply, frozen=True, tag="forget_preview"):
+class ForgetPreview(Response, frozen=True, tag="forget_preview"):
     lines: list[str]
     changes: int
-    rid: Any = UNSET
 
 
-class Forgotten(Reply, frozen=True, tag="forgotten"):
+class Forgotten(Response, frozen=True, tag="forgotten"):
     messages: int
     summaries: int
-    rid: Any = UNSET
 
 
-class UndoPreview(Reply, frozen=True, tag="undo_preview"):
+class UndoPreview(Response, frozen=True, tag="undo_preview"):
     turn: int
     lines: list[str]
     changes: int
     refused: list[str]
-    rid: Any = UNSET
 
 
-class Undone(Reply, frozen=True, tag="undone"):
+class Undone(Response, frozen=True, tag="undone"):
     turn: int
     restored: list[str]
     removed: list[str]
     refused: list[str]
     lines: list[str]
-    rid: Any = UNSET
 
 
 class Ask(Reply, frozen=True, tag="ask"):

@@ -17,7 +17,10 @@ Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
-    """A frame a client sends."""
+    """A frame a client sends. A `hello`'s `rid` is answered only if a hello comes again (an
+    unknown request then)."""
+
+    rid: Any = UNSET
 
 
 class Env(msgspec.Struct, frozen=True):
@@ -36,7 +39,6 @@ class Hello(Request, frozen=True, tag="hello"):
     client: str = "client"
     pid: int | None = None
     env: Any = None  # an `Env`, as `environment.digest` makes it; anything else is ignored
-    rid: Any = UNSET  # answered only if a hello comes again (an unknown request then)
 
 
 class Image(msgspec.Struct, frozen=True):
@@ -51,19 +53,18 @@ class Send(Request, frozen=True, tag="send"):
     workdir: str | None = None
     images: list[Image] = []
     model: Any = None  # a model name; the service says why another value is none
-    rid: Any = UNSET
 
 
 class Retry(Request, frozen=True, tag="retry"):
-    rid: Any = UNSET
+    """Run the last failed turn again."""
 
 
 class Cancel(Request, frozen=True, tag="cancel"):
-    rid: Any = UNSET
+    """Stop the running turn; what it logged stays."""
 
 
 class GetStatus(Request, frozen=True, tag="status"):
-    rid: Any = UNSET
+    """The service's `status` frame."""
 
 
 class Answer(Request, frozen=True, tag="answer"):
@@ -71,21 +72,19 @@ class Answer(Request, frozen=True, tag="answer"):
 
     id: Any = None
     decision: Any = None  # "once", "always" or "deny"
-    rid: Any = UNSET
 
 
 class Stop(Request, frozen=True, tag="stop"):
-    rid: Any = UNSET
+    """Stop the service once summaries in flight land."""
 
 
 class Reopen(Request, frozen=True, tag="reopen"):
-    rid: Any = UNSET
+    """Read the settings again and reopen the model."""
 
 
 class Command(Request, frozen=True, tag="command"):
     name: str
     args: list[Any] = []  # each made a string
-    rid: Any = UNSET
 
 
 class GetRecords(Request, frozen=True, tag="records"):
@@ -96,22 +95,19 @@ class GetRecords(Request, frozen=True, tag="records"):
     last: Count | UnsetType = UNSET
     kind: Any = None
     scan: Count | UnsetType = UNSET
-    rid: Any = UNSET
 
 
 class GetView(Request, frozen=True, tag="view"):
-    rid: Any = UNSET
+    """The view as the next turn sends it."""
 
 
 class GetZoom(Request, frozen=True, tag="zoom"):
     id: int
     n: int
-    rid: Any = UNSET
 
 
 class GetDate(Request, frozen=True, tag="date"):
     id: int
-    rid: Any = UNSET
 
 
 OutsideKind = Literal["user", "ever", "tool", "echo", "note"]
@@ -129,15 +125,14 @@ class OutsideMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 class Append(Request, frozen=True, tag="append"):
     messages: list[OutsideMessage]
-    rid: Any = UNSET
 
 
 class GetCompact(Request, frozen=True, tag="compact"):
-    rid: Any = UNSET
+    """How far the tree is behind, and what building it costs."""
 
 
 class GetUsage(Request, frozen=True, tag="usage"):
-    rid: Any = UNSET
+    """The ledger's totals."""
 
 
 class Forget(Request, frozen=True, tag="forget"):
@@ -148,10 +143,8 @@ class Forget(Request, frozen=True, tag="forget"):
     redact: Any = None
     regex: Any = False
     preview: Any = False
-    rid: Any = UNSET
 
 
 class Undo(Request, frozen=True, tag="undo"):
     turn: Any = None  # the turn's number; null: the last one with changes not undone
     preview: Any = False
-    rid: Any = UNSET

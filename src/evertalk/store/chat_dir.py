@@ -29,6 +29,7 @@ from evertalk.store.loader import (
     open_index,
 )
 from evertalk.store.lock import ChatLock
+from evertalk.store.message_log import NewMessage, PageStore, page_keys
 from evertalk.store.meta import META_NAME
 from evertalk.store.records import (
     MessageRecord,
@@ -51,7 +52,7 @@ def _check_writable(chat_dir: Path) -> None:
             raise StoreError(f"cannot write to {folder}: the chat can only be opened read-only")
 
 
-class ChatStore(Closing):
+class ChatStore(Closing, PageStore):
     """The chat folder: log, tree, index and saved views, owned by this process unless read-only.
 
     A record counts only once its append has returned, fsynced (SPEC §1.3); every append also
@@ -186,47 +187,22 @@ class ChatStore(Closing):
                 self.warnings.append(f"the index of {self.path} was not checkpointed: {error}")
         return result
 
-    def append_message(
-        self,
-        kind: str,
-        text: str,
-        *,
-        date: datetime | None = None,
-        key: str | None = None,
-        images: Sequence[str] | None = None,
-        agent: str | None = None,
-    ) -> int:
-        """Log a message and return its id; with a `key` already logged, return that id."""
-        return self.append_pages(kind, [text], date=date, key=key, images=images, agent=agent)[0]
-
     def append_pages(
-        self,
-        kind: str,
-        pages: Sequence[str],
-        *,
-        date: datetime | None = None,
-        key: str | None = None,
-        images: Sequence[str] | None = None,
-        agent: str | None = None,
-        failed: bool = False,
-        durable: bool = True,
+        self, message: NewMessage, pages: Sequence[str], *, durable: bool = True
     ) -> list[int]:
-        """Log one message as consecutive pages, all in one write and one fsync, so that a crash
-        keeps all of them or none (SPEC §1.6); returns their ids. A key becomes one per page
-        (`key.0`, `key.1`, …); when the key is already logged, the ids logged then return.
-        `failed`: an `echo` of a tool call that failed. `durable` False leaves the fsync to
-        `sync`, for a batch that is acknowledged as a whole."""
+        """Log `message` as consecutive pages, all in one write and one fsync, so that a crash
+        keeps all of them or none (SPEC §1.6); returns their ids. `durable` False leaves the
+        fsync to `sync`, for a batch that is acknowledged as a whole."""
         self._writable()
         count = len(pages)
         if count == 0:
             raise ValueError("a message has at least one page")
-        keys: list[str | None] = [key] * count
-        if key is not None and count > 1:
-            keys = [f"{key}.{n}" for n in range(count)]
-        logged = self._logged(key) if key is not None else None
+        keys = page_keys(message.key, count)
+        logged = self._logged(message.key) if message.key is not None else None
         if logged is not None:
             return logged
-        when = as_local(date) if date is not None else local_now()
+        when = as_local(message.date) if message.date is not None else local_now()
+        kind, images = message.kind, message.images
         first = self._index.message_count
         lines = [
             encode_message(
@@ -236,9 +212,9 @@ class ChatStore(Closing):
                 iso(when),
                 keys[n],
                 images if n == 0 else None,
-                agent,
+                message.agent,
                 Page(n, count) if count > 1 else None,
-                failed,
+                message.failed,
             )
             for n, page in enumerate(pages)
         ]
