@@ -42,6 +42,10 @@ class _Command(_Parser):
         self.add_argument("--home", type=Path, default=argparse.SUPPRESS)
 
 
+def _with_json(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--json", action="store_true", help="one JSON object, for programs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="evertalk", description="An AI agent with one chat that never ends.")
     parser.add_argument("--version", action="version", version=f"evertalk {__version__}")
@@ -97,8 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", parser_class=_Command)
     memory = commands.add_parser("memory", help="look at the chat's memory")
     actions = memory.add_subparsers(dest="action", parser_class=_Command)
-    status = actions.add_parser("status", help="counts and sizes")
-    status.add_argument("--json", action="store_true", help="one JSON object, for programs")
+    _with_json(actions.add_parser("status", help="counts and sizes"))
     actions.add_parser("view", help="the rendered view")
     zoom = actions.add_parser("zoom", help="the two lines a node was built from, or a message")
     zoom.add_argument("id", type=int)
@@ -108,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     search = actions.add_parser("search", help="find words in every message and summary")
     search.add_argument("query", nargs="+", help="the words (tried as a phrase first)")
     search.add_argument("--limit", type=int, default=10, help="most hits shown (default 10)")
-    search.add_argument("--json", action="store_true", help="one JSON object, for programs")
+    _with_json(search)
     browse = actions.add_parser("browse", help="a read-only page of the memory in the browser")
     browse.add_argument("--out", type=Path, help="write one self-contained HTML file instead")
     browse.add_argument("--no-open", action="store_true", help="print the URL, open no browser")
@@ -145,11 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     service = commands.add_parser("service", help="the running service: status, stop")
     service_actions = service.add_subparsers(dest="action", parser_class=_Command)
-    service_status = service_actions.add_parser("status", help="whether it runs, and what it does")
-    service_status.add_argument("--json", action="store_true", help="one JSON object")
+    _with_json(service_actions.add_parser("status", help="whether it runs, and what it does"))
     service_actions.add_parser("stop", help="stop it (summaries in flight land)")
-    usage = commands.add_parser("usage", help="what the model calls cost: tokens, cache, dollars")
-    usage.add_argument("--json", action="store_true", help="one JSON object, for programs")
+    _with_json(
+        commands.add_parser("usage", help="what the model calls cost: tokens, cache, dollars")
+    )
     imports = commands.add_parser(
         "import", help="other agents' history (Claude Code, Codex, ChatGPT, JSON Lines)"
     )

@@ -8,6 +8,7 @@ here imports the agent or Textual.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -18,56 +19,52 @@ class CommandError(Exception):
 
 @dataclass(frozen=True)
 class Command:
-    name: str  # what selects it: `/memory zoom`
     usage: str  # how it is typed: `/memory zoom ID N`
     summary: str
 
+    @property
+    def name(self) -> str:
+        """What selects it: the usage's leading words in small letters (`/memory zoom`)."""
+        words = self.usage.split()
+        count = 1
+        while count < len(words) and re.fullmatch(r"[a-z-]+", words[count]):
+            count += 1
+        return " ".join(words[:count])
 
-HELP = Command("/help", "/help", "the keys and the commands")
-MEMORY = Command("/memory", "/memory", "every line of the view, then the memory's status")
-ZOOM = Command(
-    "/memory zoom", "/memory zoom ID N", "the two lines line ID+N was built from; N = 1: message ID"
-)
+
+HELP = Command("/help", "the keys and the commands")
+MEMORY = Command("/memory", "every line of the view, then the memory's status")
+ZOOM = Command("/memory zoom ID N", "the two lines line ID+N was built from; N = 1: message ID")
 SEARCH = Command(
-    "/memory search",
     "/memory search QUERY",
     "find words in every message and summary, with the view line each falls in",
 )
-MODEL = Command("/model", "/model [NAME]", "show or set the turn model (from the next turn)")
+MODEL = Command("/model [NAME]", "show or set the turn model (from the next turn)")
 MEMORY_MODEL = Command(
-    "/memory-model",
     "/memory-model [NAME] [EFFORT]",
     "show or set the compaction model and effort (from its next call)",
 )
-AGENTS = Command("/agents", "/agents", "the subagents at work: task, time, messages logged")
-AGENTS_STOP = Command(
-    "/agents stop", "/agents stop NAME", "stop a subagent; Ever is told, zoom shows what it did"
-)
-IMAGE = Command(
-    "/image", "/image [PATH|clear]", "attach an image to your next message, or show or drop them"
-)
-SETUP = Command("/setup", "/setup", "change the provider, the API key, the base URL or the model")
-USAGE = Command("/usage", "/usage", "what the model calls cost: tokens, cache, dollars")
-RETRY = Command("/retry", "/retry", "try the last unanswered message again (it is not sent twice)")
+AGENTS = Command("/agents", "the subagents at work: task, time, messages logged")
+AGENTS_STOP = Command("/agents stop NAME", "stop a subagent; Ever is told, zoom shows what it did")
+IMAGE = Command("/image [PATH|clear]", "attach an image to your next message, or show or drop them")
+SETUP = Command("/setup", "change the provider, the API key, the base URL or the model")
+USAGE = Command("/usage", "what the model calls cost: tokens, cache, dollars")
+RETRY = Command("/retry", "try the last unanswered message again (it is not sent twice)")
 INSTRUCTIONS = Command(
-    "/instructions",
     "/instructions",
     "the instructions in force: the folder's AGENTS.md (else CLAUDE.md), and yours",
 )
 INSTRUCTIONS_EDIT = Command(
     "/instructions edit",
-    "/instructions edit",
     "edit your instructions in $EDITOR (from the next start)",
 )
-EDIT = Command("/edit", "/edit", "put the last message you sent back in the input, to send again")
-QUIT = Command("/quit", "/quit", "leave (Ctrl+D on an empty input does too)")
+EDIT = Command("/edit", "put the last message you sent back in the input, to send again")
+QUIT = Command("/quit", "leave (Ctrl+D on an empty input does too)")
 FORGET = Command(
-    "/forget",
     "/forget A[-B] [yes] [REASON]",
     "take messages A-B out of the whole memory: shows what changes; `yes` does it",
 )
 UNDO = Command(
-    "/undo",
     "/undo [TURN]",
     "restore the files the last turn (or turn TURN) changed with write and edit",
 )
