@@ -15,26 +15,8 @@ says), images kept as (media type, base64), thoughts never. A long text is kept 
 splits it (SPEC §1.6). Nothing here imports the agent or a provider's SDK.
 """
 
-from evertalk.importers.model import (
-    Conversation,
-    ImageData,
-    Imported,
-    Kind,
-    Problem,
-    Reading,
-    SourceKind,
-)
+from evertalk.importers.model import Conversation, Imported, Reading
 from evertalk.importers.paths import read_paths
 from evertalk.importers.plain import record_line
 
-__all__ = [
-    "Conversation",
-    "ImageData",
-    "Imported",
-    "Kind",
-    "Problem",
-    "Reading",
-    "SourceKind",
-    "read_paths",
-    "record_line",
-]
+__all__ = ["Conversation", "Imported", "Reading", "read_paths", "record_line"]
