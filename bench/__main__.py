@@ -22,6 +22,7 @@ from bench import (
     forget_bench,
     hot_paths,
     import_bench,
+    pg_bench,
     recall_bench,
     search_bench,
     service_bench,
@@ -84,6 +85,8 @@ def main() -> int:
     for line in forget_bench.run(count).lines():
         print(line, flush=True)
     for line in edge_timings.run().lines():
+        print(line, flush=True)
+    for line in pg_bench.run().lines():
         print(line, flush=True)
     return 0
 

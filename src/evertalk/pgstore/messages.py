@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evertalk.pgstore.connect import Connection
+from evertalk.pgstore.nul import read, read_or_none, stored, stored_or_none
 from evertalk.store.records import MessageRecord, Page
 
 _COLUMNS = "id, kind, date, text, images, key, agent, failed, part, parts"
@@ -26,10 +27,10 @@ def insert_messages(conn: Connection, chat: int, records: Sequence[MessageRecord
             [r.i for r in records],
             [r.kind for r in records],
             [r.date for r in records],
-            [r.text for r in records],
+            [stored(r.text) for r in records],
             images,
-            [r.key for r in records],
-            [r.agent for r in records],
+            [stored_or_none(r.key) for r in records],
+            [stored_or_none(r.agent) for r in records],
             [r.failed for r in records],
             [r.page.part if r.page is not None else None for r in records],
             [r.page.parts if r.page is not None else None for r in records],
@@ -39,15 +40,16 @@ def insert_messages(conn: Connection, chat: int, records: Sequence[MessageRecord
 
 def _record(row: tuple[Any, ...]) -> MessageRecord:
     i, kind, date, text, images, key, agent, failed, part, parts = row
+    text = read(text)
     return MessageRecord(
         int(i),
         kind,
         text,
         len(text.encode("utf-8")),
         date,
-        key=key,
+        key=read_or_none(key),
         images=tuple(images) if images is not None else None,
-        agent=agent,
+        agent=read_or_none(agent),
         page=Page(part, parts) if part is not None else None,
         failed=bool(failed),
     )
@@ -68,7 +70,7 @@ def logged_ids(conn: Connection, chat: int, key: str) -> list[int] | None:
     row = conn.execute(
         "SELECT id, parts FROM evertalk.messages WHERE chat = %s AND key IN (%s, %s)"
         " ORDER BY id LIMIT 1",
-        (chat, key, f"{key}.0"),
+        (chat, stored(key), stored(f"{key}.0")),
     ).fetchone()
     if row is None:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evertalk.pgstore.connect import Connection
+from evertalk.pgstore.nul import read, stored
 from evertalk.store.records import NodeRecord, encode_node
 
 NodeRow = tuple[int, int, str, int]
@@ -31,7 +32,7 @@ def insert_nodes(conn: Connection, chat: int, nodes: Sequence[NodeRow]) -> list[
             chat,
             [node[0] for node in nodes],
             [node[1] for node in nodes],
-            [node[2] for node in nodes],
+            [stored(node[2]) for node in nodes],
             [node[3] for node in nodes],
         ),
     ).fetchall()
@@ -39,7 +40,8 @@ def insert_nodes(conn: Connection, chat: int, nodes: Sequence[NodeRow]) -> list[
 
 
 def _record(row: tuple[int, int, str, int]) -> NodeRecord:
-    l, i, text, flag = row  # noqa: E741
+    l, i, stored_text, flag = row  # noqa: E741
+    text = read(stored_text)
     return NodeRecord(int(l), int(i), text, len(text.encode("utf-8")), int(flag))
 
 
