@@ -44,6 +44,7 @@ CLIENT_COMMANDS = (
     "evertalk.repair_cli",
     "evertalk.search_cli",
     "evertalk.service_cli",
+    "evertalk.store_cli",
     "evertalk.undo_cli",
     "evertalk.usage_cli",
 )

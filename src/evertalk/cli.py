@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evertalk import __version__, undo_cli
+from evertalk import __version__, store_cli, undo_cli
 from evertalk.home import default_home
 
 
@@ -169,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     _mcp_actions(mcp)
     _bench_actions(commands.add_parser("bench", help="measure the memory: evertalk bench recall"))
     undo_cli.add_parser(commands)
+    store_cli.add_parser(commands)
     return parser
 
 
@@ -309,6 +310,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_mcp(args.home or default_home())
     if args.command == "undo":
         return undo_cli.run_undo(args, args.home or default_home())
+    if args.command == "store":
+        if args.action is None:
+            raise UsageError("store: say what to do: push URL or pull URL DIR")
+        return store_cli.run_store(args, args.home or default_home())
     if args.command == "usage":
         from evertalk.usage_cli import run_usage_command
 
