@@ -17,7 +17,7 @@ written to `chat/held.jsonl` first, with its key, so that a crash while it waits
 a client was told is accepted: the next open delivers what the log does not have yet, first. A
 subagent's report is
 held the same way, except the report of one the user stopped: it reaches a running turn like any
-report, but it never starts a turn of its own (see `_report_stopped`). Nothing carries over
+report, but it never starts a turn of its own (see `holding.py`). Nothing carries over
 from one turn to the next but the view.
 
 No known secret (the configured key, the credential variables' values) reaches the log: the
@@ -38,11 +38,12 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evertalk.agent.catch_up import ViewWait
-from evertalk.agent.held_queue import HeldQueue, Quiet
+from evertalk.agent.held_queue import HeldQueue
+from evertalk.agent.holding import Holding
 from evertalk.agent.images import ImageStore
 from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
-from evertalk.agent.retry import BUSY, NothingToRetry, Retried, find_unanswered, turn_id
+from evertalk.agent.retry import BUSY, NothingToRetry, find_unanswered, turn_id
 from evertalk.agent.subagents import AgentLog, Subagents
 from evertalk.agent.tokens import TokenEstimate
 from evertalk.agent.tool_watch import ToolWatch
@@ -242,20 +243,23 @@ class Agent:
         # what write and edit replace, for undo; a subagent's go with the turn that started it
         self.checkpoints = Checkpoints(home / "checkpoints", limits_of(runtime.config))
         self.checkpoint: TurnCheckpoint | None = None
+        self.held = HeldQueue(chat.folder, self.images, self.clock)  # durable (SPEC §6.4)
+        self.holding = Holding(
+            self.held, self.log, self.images, chat, woken=self._woken, turning=lambda: self._turning
+        )
         self.subagents = Subagents(
             self.agents_dir,
             group,
             self._run_subagent,
-            self._hold,
+            self.holding.hold,
             self._changed,
-            record=self._record_now,
-            stopped=self._report_stopped,
+            record=self.holding.record_now,
+            stopped=self.holding.report_stopped,
         )
         self.turn_cost = 0.0
         # the status's cost: the day's, from the ledger, so that a restart does not reset it
         self.spent_today = None if ledger is None else DaySpending(ledger.path)
         compactor.follow_budget(compactor_pause(self._spent, runtime.config.budget_daily))
-        self.held = HeldQueue(chat.folder, self.images, self.clock)  # durable (SPEC §6.4)
         self._sender, self._receiver = anyio.create_memory_object_stream[AgentEvent](math.inf)
         self._wake = anyio.Event()
         self._change = anyio.Event()
@@ -333,7 +337,7 @@ class Agent:
                         catch_up_timeout=catch_up_timeout,
                         mcp=mcp,
                     )
-                    agent._recover_held()
+                    agent.holding.recover()
                     group.start_soon(agent._compact)
                     group.start_soon(agent._drive)
                     try:
@@ -357,7 +361,7 @@ class Agent:
         self._receiver.close()
         try:
             if self.held:
-                self._log_held(self.held.take())
+                self.holding.log_all(self.held.take())
             self.held.settle(self.chat.logged)
         finally:
             self.held.close()
@@ -396,7 +400,7 @@ class Agent:
             workdir=workdir,
             model=model,
         )
-        self._hold(held, strict=True)
+        self.holding.hold(held, strict=True)
 
     def record(self, messages: Sequence[Outside]) -> tuple[list[int], int]:
         """Log messages that come from outside any turn (an import, another agent's note, a
@@ -435,7 +439,7 @@ class Agent:
         if self.busy:  # the running turn, or the next, answers what is held
             raise NothingToRetry(BUSY)
         message = find_unanswered(self.chat, self.images.folder)
-        self._hold(message)
+        self.holding.hold(message)
         return list(message.ids)
 
     async def events_sent(self) -> None:
@@ -590,26 +594,10 @@ class Agent:
         self._change.set()
         self._change = anyio.Event()
 
-    def _hold(self, held: Held, *, strict: bool = False) -> None:
-        """Hold a message for a turn, written to the held file first. `strict`: a message that
-        cannot be made durable is refused (StoreError), as a client must not hear `accepted`
-        for it; otherwise (a subagent's report) it is held all the same, in memory only."""
-        self.held.add(held, strict=strict)
+    def _woken(self) -> None:
+        """A turn may have something new to take."""
         self._wake.set()
         self._changed()
-
-    def _recover_held(self) -> None:
-        """At open: the messages accepted before the last owner stopped and not logged yet are
-        held again, in order, and open the first turn (a stop report alone is logged now)."""
-        waiting = self.held.recover(self.chat.warnings, self.chat.logged)
-        if waiting:
-            count = f"{waiting} message" + ("s" if waiting > 1 else "")
-            self.chat.warnings.append(
-                f"{count} accepted before evertalk stopped had not been answered: "
-                "answered now, first"
-            )
-        self._log_quiet_left()
-        self.held.settle(self.chat.logged)
 
     def _add_cost(self, cost: float) -> None:
         self.turn_cost += cost
@@ -654,8 +642,7 @@ class Agent:
                 await self._wake.wait()
                 continue
             await self._turn()
-            self._log_quiet_left()
-            self.held.settle(self.chat.logged)
+            self.holding.after_turn()
             self._changed()
 
     def _loop(
@@ -682,50 +669,6 @@ class Agent:
             stopped_by=self._stopped_by,
         )
 
-    def _log_held(self, held: list[Held]) -> list[int]:
-        ids: list[int] = []
-        for message in held:
-            if isinstance(message, Retried):  # logged before its turn failed (`retry`)
-                ids += message.ids
-                continue
-            ids += self.log.append(
-                message.kind,
-                message.text,
-                key=message.key,
-                agent=message.agent,
-                images=self.images.save_all(message.images),
-            )
-        return ids
-
-    def _record_now(self, held: Held) -> None:
-        """Log a subagent's message at once, not held for a turn: it was stopped at quit,
-        when no turn will come to take it."""
-        self._log_held([held])
-
-    def _report_stopped(self, held: Held) -> None:
-        """The report of a subagent the user stopped. A running turn takes it between two tool
-        calls like any report, as the model may be counting on that work; with no turn running
-        it is logged at once and starts none: the user chose to end the work, a turn would
-        only spend money on it, and the next turn reads it in the view all the same."""
-        if self._turning:
-            self._hold(Quiet(held.kind, held.text, held.agent))
-        else:
-            self._log_quietly([held])
-
-    def _log_quiet_left(self) -> None:
-        """After a turn: stop reports it ended without taking are logged now rather than
-        starting a turn. Held messages of any other kind start the next turn, with them."""
-        if self.held.only_quiet():
-            self._log_quietly(self.held.take())
-
-    def _log_quietly(self, held: list[Held]) -> None:
-        try:
-            self._log_held(held)
-        except Exception:  # the log failed (a full disk): a turn tries again, and says why
-            self.held.put_back(held)
-            self._wake.set()
-            self._changed()
-
     def _context(self, *, agent: str | None = None) -> ToolContext:
         return ToolContext(
             self.chat,
@@ -751,7 +694,7 @@ class Agent:
                 ended = await self._open_turn()
             if ended is None:  # cancelled
                 if not self._opened:  # still settling: what the user said is kept all the same
-                    self._log_held(self.held.take())
+                    self.holding.log_all(self.held.take())
                 ended = TurnEnded("cancelled")
         except Exception as error:  # the log failed (a full disk): say so, keep the session
             ended = TurnEnded("error", explain(error))
@@ -791,7 +734,7 @@ class Agent:
         if not fitted.fits:
             return self._unanswerable(held)
         view = self._render(fitted)
-        ids = self._log_held(held)
+        ids = self.holding.log_all(held)
         self._emit(TurnStarted(ids))
         turn = turn_id(held, ids, self.chat.t)  # ids[0], but for a retried message alone
         self.checkpoint = self.checkpoints.turn(turn)
@@ -811,7 +754,7 @@ class Agent:
             "shortest view of the chat, so no reply could be made: shorten it, or choose a "
             "model with a larger window ([turn] context_window) and retry"
         )
-        ids = self._log_held(held)
+        ids = self.holding.log_all(held)
         turn = turn_id(held, ids, self.chat.t)
         self.log.append("echo", f"turn stopped: {why}", key=f"turn-{turn}-stop")
         return TurnEnded("context_full", why)
