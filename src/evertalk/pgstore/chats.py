@@ -1,9 +1,12 @@
 """A chat's row: found or created, locked for a change, and its sequence number bumped.
 
-Every change to the shared state (an append, a build, a cut) runs inside `changing`, which
-holds the chat's row lock until the commit, and ends with `record_change`: the sequence number
-goes up by one, the change is written to the feed the other machines fold in, and they are
-woken by a NOTIFY on the chat's channel (delivered at the commit, never before).
+Every change to the shared state holds the chat's row lock until its commit, and ends by
+recording the change (the schema's `evertalk.record_change`): the sequence number goes up by
+one, the change is written to the feed the other machines fold in, and they are woken by a
+NOTIFY on the chat's channel (delivered at the commit, never before). An append, a build and a
+cut are one call each of the schema's functions, which do all of it on the server: one round
+trip, however far the database is. The rarer changes (a transfer's nodes, a lease's claim) run
+inside `changing`, and end with `record_change`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class Change:
 
 
 def channel(chat: int) -> str:
-    """The NOTIFY channel of a chat."""
+    """The NOTIFY channel of a chat (as `evertalk.record_change` names it)."""
     return f"evertalk_chat_{chat}"
 
 
@@ -71,22 +74,11 @@ def record_change(
     """Inside `changing`: set T to `count`, bump the sequence number, write the change to the
     feed and notify the chat's channel; the new sequence number."""
     row = conn.execute(
-        "UPDATE evertalk.chats SET seq = seq + 1, count = %s WHERE id = %s RETURNING seq",
-        (count, chat),
+        "SELECT evertalk.record_change(%s::bigint, %s::text, %s::jsonb, %s::bigint)",
+        (chat, machine, json.dumps(what), count),
     ).fetchone()
-    assert row is not None  # the row is locked by this transaction
-    seq = int(row[0])
-    conn.execute(
-        "INSERT INTO evertalk.changes (chat, seq, machine, what) VALUES (%s, %s, %s, %s)",
-        (chat, seq, machine, json.dumps(what)),
-    )
-    conn.execute("SELECT pg_notify(%s, %s)", (channel(chat), str(seq)))
-    return seq
-
-
-def count_refused(conn: Connection, chat: int) -> None:
-    """Inside `changing`: one more build refused, since the node was built already."""
-    conn.execute("UPDATE evertalk.chats SET refused = refused + 1 WHERE id = %s", (chat,))
+    assert row is not None and row[0] is not None  # the row is locked by this transaction
+    return int(row[0])
 
 
 def chat_numbers(conn: Connection, chat: int) -> tuple[int, int, int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeAlias
 from urllib.parse import unquote, urlsplit
 
@@ -12,6 +14,15 @@ from evertalk.pgstore.schema import apply_schema
 from evertalk.pgstore.url import parse_url
 
 Connection: TypeAlias = "psycopg.Connection[tuple[Any, ...]]"
+
+
+@contextmanager
+def driver_errors(doing: str) -> Iterator[None]:
+    """A driver's error as one line saying what could not be done."""
+    try:
+        yield
+    except psycopg.Error as error:
+        raise PgStoreError(f"cannot {doing}: {one_line(error)}") from None
 
 
 def one_line(error: BaseException, url: str | None = None) -> str:

@@ -3,8 +3,9 @@
 A live lease keeps other machines off its node; one whose machine died expires, and another
 machine may take it. At most LEASE_LIMIT leases are live per chat: the limit of builds in
 flight holds across machines. Claims run under the chat's row lock, so that two machines
-counting the live leases at once cannot both take the eighth. Times are the server's, so that
-the machines' clocks need not agree.
+counting the live leases at once cannot both take the eighth. A build ends its node's lease,
+whoever held it (in the same statement, `evertalk.put_node` of schema.py). Times are the
+server's, so that the machines' clocks need not agree.
 """
 
 from __future__ import annotations
@@ -86,14 +87,6 @@ def release_lease(conn: Connection, chat: int, node: tuple[int, int], machine: s
         (chat, node[0], node[1], machine),
     )
     return done.rowcount > 0
-
-
-def drop_lease(conn: Connection, chat: int, node: tuple[int, int]) -> None:
-    """The node is built: whoever held its lease, the lease is done."""
-    conn.execute(
-        "DELETE FROM evertalk.leases WHERE chat = %s AND l = %s AND i = %s",
-        (chat, node[0], node[1]),
-    )
 
 
 def leases(conn: Connection, chat: int, *, live: bool) -> list[Lease]:

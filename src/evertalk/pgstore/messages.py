@@ -7,24 +7,39 @@ from collections.abc import Sequence
 from typing import Any
 
 from evertalk.pgstore.connect import Connection
+from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.nul import read, read_or_none, stored, stored_or_none
 from evertalk.store.records import MessageRecord, Page
 
 _COLUMNS = "id, kind, date, text, images, key, agent, failed, part, parts"
 
 
-def insert_messages(conn: Connection, chat: int, records: Sequence[MessageRecord]) -> None:
-    """Write the records as rows in one statement (their ids are the caller's to check)."""
+def log_messages(
+    conn: Connection,
+    chat: int,
+    machine: str,
+    records: Sequence[MessageRecord],
+    *,
+    key: str | None = None,
+    numbered: bool = False,
+) -> tuple[int, list[int] | None]:
+    """Log the records as the chat's next messages and record the change, in one statement
+    (evertalk.log_messages, schema.py): its own transaction, under the chat's row lock, unless
+    the caller holds one open. (T as the lock found it, the messages' ids.)
+
+    With `key`, a message logged under it already (on one page or several) is not logged
+    again: its ids are returned. The records' ids are the chat's next ones, unless `numbered`:
+    then they are kept, and nothing is logged (ids None) unless they follow the chat's T."""
     images = [json.dumps(list(r.images)) if r.images is not None else None for r in records]
-    conn.execute(
-        f"INSERT INTO evertalk.messages (chat, {_COLUMNS})"
-        " SELECT %s, id, kind, date, text, images::jsonb, key, agent, failed, part, parts"
-        " FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],"
-        " %s::text[], %s::text[], %s::boolean[], %s::integer[], %s::integer[])"
-        " AS m(id, kind, date, text, images, key, agent, failed, part, parts)",
+    row = conn.execute(
+        "SELECT t, first_id, pages FROM evertalk.log_messages(%s::bigint, %s::text, %s::text[],"
+        " %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
+        " %s::boolean[], %s::integer[], %s::integer[])",
         (
             chat,
-            [r.i for r in records],
+            machine,
+            [stored(key), stored(f"{key}.0")] if key is not None else None,
+            [r.i for r in records] if numbered else None,
             [r.kind for r in records],
             [r.date for r in records],
             [stored(r.text) for r in records],
@@ -35,7 +50,12 @@ def insert_messages(conn: Connection, chat: int, records: Sequence[MessageRecord
             [r.page.part if r.page is not None else None for r in records],
             [r.page.parts if r.page is not None else None for r in records],
         ),
-    )
+        prepare=False,  # preparing it would cost a round trip of its own, once
+    ).fetchone()
+    if row is None or row[0] is None:
+        raise PgStoreError("the chat is not in the database any more")
+    count, first, pages = int(row[0]), row[1], row[2]
+    return count, list(range(first, first + pages)) if first is not None else None
 
 
 def _record(row: tuple[Any, ...]) -> MessageRecord:

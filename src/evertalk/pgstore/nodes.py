@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evertalk.pgstore.connect import Connection
+from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.nul import read, stored
 from evertalk.store.records import NodeRecord, encode_node
 
 NodeRow = tuple[int, int, str, int]
 """(l, i, text, flag): flag 1 built by a model, 2 free, 3 cut."""
+
+LARGEST = 2**63 - 1
+"""The largest bigint: no chat's T is larger."""
 
 
 def check_node(node: NodeRow, count: int) -> None:
@@ -18,6 +22,36 @@ def check_node(node: NodeRow, count: int) -> None:
     if l < 0 or i < 0 or l > 62 or (i + 1) << l > count:
         raise ValueError(f"node ({l}, {i}) does not exist yet")
     encode_node(l, i, text, flag)  # the checks of a tree line: the text's size, the flag
+
+
+def put_node(conn: Connection, chat: int, machine: str, rows: Sequence[NodeRow]) -> bool:
+    """Store the node rows[0] with the free parents rows[1:] it completes, in one statement
+    (evertalk.put_node, schema.py): its own transaction, under the chat's row lock. False, and
+    one more build refused, when the node was built already; then nothing is written. The
+    nodes' existence is checked against T under the lock (ValueError as `check_node`'s)."""
+    for node in rows:
+        check_node(node, LARGEST)  # what the chat's T cannot change
+    needed = max((i + 1) << l for l, i, _, _ in rows)  # noqa: E741
+    row = conn.execute(
+        "SELECT t, stored FROM evertalk.put_node(%s::bigint, %s::text, %s::bigint,"
+        " %s::smallint[], %s::bigint[], %s::text[], %s::smallint[])",
+        (
+            chat,
+            machine,
+            needed,
+            [node[0] for node in rows],
+            [node[1] for node in rows],
+            [stored(node[2]) for node in rows],
+            [node[3] for node in rows],
+        ),
+        prepare=False,  # preparing it would cost a round trip of its own, once
+    ).fetchone()
+    if row is None or row[0] is None:
+        raise PgStoreError("the chat is not in the database any more")
+    if row[1] is None:  # a node past the chat's T: nothing was done
+        for node in rows:
+            check_node(node, int(row[0]))
+    return bool(row[1])
 
 
 def insert_nodes(conn: Connection, chat: int, nodes: Sequence[NodeRow]) -> list[tuple[int, int]]:

@@ -1,24 +1,21 @@
 """`PgChat`: one chat in PostgreSQL, over one connection, as one machine (SPEC §13).
 
 Appends, builds and cuts are transactions that hold the chat's row lock and bump its sequence
-number (chats.py); their commit is synchronous, and nothing returns before it. The methods
-mirror `ChatStore`'s where both stores do the same thing, so that the store interface can be
-drawn from the two.
+number (chats.py), each one statement: one round trip to the server, commit included. Their
+commit is synchronous, and nothing returns before it. The methods mirror `ChatStore`'s where
+both stores do the same thing, so that the store interface can be drawn from the two.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-
-import psycopg
+from collections.abc import Sequence
 
 from evertalk.memory.core import SavedViews
 from evertalk.memory.text import KINDS
 from evertalk.memory.tree import BUILT, CUT
 from evertalk.pgstore import chats, leases, messages, nodes
 from evertalk.pgstore.chats import Change
-from evertalk.pgstore.connect import Connection, one_line
+from evertalk.pgstore.connect import Connection, driver_errors
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.leases import LEASE_LIMIT, Lease
 from evertalk.pgstore.nodes import NodeRow
@@ -46,7 +43,7 @@ class PgChat(PageStore):
         cls, conn: Connection, name: str = "main", *, machine: str, create: bool = True
     ) -> PgChat:
         """This role's chat `name` (created unless `create` is False)."""
-        with _errors("open the chat"):
+        with driver_errors("open the chat"):
             chat = chats.find_chat(conn, name, create=create)
         if chat is None:
             raise PgStoreError(f"there is no chat {name!r} in the database")
@@ -73,7 +70,7 @@ class PgChat(PageStore):
         return self._numbers()[2]
 
     def _numbers(self) -> tuple[int, int, int]:
-        with _errors("read the chat"):
+        with driver_errors("read the chat"):
             return chats.chat_numbers(self.conn, self.chat)
 
     # Appends
@@ -86,37 +83,33 @@ class PgChat(PageStore):
         if not pages:
             raise ValueError("a message has at least one page")
         when = iso(message.date if message.date is not None else local_now())
-        with _errors("log the message"), chats.changing(self.conn, self.chat) as locked:
-            if message.key is not None:
-                logged = messages.logged_ids(self.conn, self.chat, message.key)
-                if logged is not None:
-                    return logged
-            records = _pages(locked.count, message, pages, when)
-            return self._log(records, locked.count)
+        records = _pages(0, message, pages, when)  # their ids are the chat's next ones
+        with driver_errors("log the message"):
+            _, ids = messages.log_messages(
+                self.conn, self.chat, self.machine, records, key=message.key
+            )
+        assert ids is not None  # logged now, or under its key before
+        return ids
 
     def insert_records(self, records: Sequence[MessageRecord]) -> int:
         """Log records as they are (their ids, dates, keys): the next ones of the chat, as a
         transfer copies them. Returns T after them."""
         if not records:
             return self.message_count
-        with _errors("copy the messages"), chats.changing(self.conn, self.chat) as locked:
-            if [r.i for r in records] != list(range(locked.count, locked.count + len(records))):
-                raise PgStoreError(
-                    f"messages {records[0].i} … {records[-1].i} do not follow the chat's"
-                    f" {locked.count} messages"
-                )
-            self._log(records, locked.count)
-            return locked.count + len(records)
-
-    def _log(self, records: Sequence[MessageRecord], count: int) -> list[int]:
-        messages.insert_messages(self.conn, self.chat, records)
-        what = {"append": [count, len(records)]}
-        chats.record_change(self.conn, self.chat, self.machine, what, count + len(records))
-        return [r.i for r in records]
+        with driver_errors("copy the messages"):
+            count, ids = messages.log_messages(
+                self.conn, self.chat, self.machine, records, numbered=True
+            )
+        if ids is None:
+            raise PgStoreError(
+                f"messages {records[0].i} … {records[-1].i} do not follow the chat's"
+                f" {count} messages"
+            )
+        return count + len(records)
 
     def logged(self, key: str) -> bool:
         """Whether a message was logged with this idempotency key."""
-        with _errors("read the chat"):
+        with driver_errors("read the chat"):
             return messages.logged_ids(self.conn, self.chat, key) is not None
 
     def read_message(self, i: int) -> MessageRecord:
@@ -127,7 +120,7 @@ class PgChat(PageStore):
 
     def read_messages(self, start: int, stop: int) -> list[MessageRecord]:
         """Messages start … stop - 1 (those that are logged), in order."""
-        with _errors("read the messages"):
+        with driver_errors("read the messages"):
             return messages.read_messages(self.conn, self.chat, start, stop)
 
     # The tree
@@ -142,24 +135,17 @@ class PgChat(PageStore):
         return self._put((l, i, text, CUT), free)
 
     def _put(self, node: NodeRow, free: Sequence[NodeRow]) -> bool:
-        with _errors("store the node"), chats.changing(self.conn, self.chat) as locked:
-            for each in (node, *free):
-                nodes.check_node(each, locked.count)
-            if not nodes.insert_nodes(self.conn, self.chat, [node]):
-                chats.count_refused(self.conn, self.chat)
-                return False
-            written = [(node[0], node[1]), *nodes.insert_nodes(self.conn, self.chat, free)]
-            leases.drop_lease(self.conn, self.chat, (node[0], node[1]))
-            what = {"nodes": [list(each) for each in written]}
-            chats.record_change(self.conn, self.chat, self.machine, what, locked.count)
-            return True
+        """One statement under the chat's row lock: the nodes checked against T, the node
+        written (or its refusal counted), its free parents, its lease ended, the change."""
+        with driver_errors("store the node"):
+            return nodes.put_node(self.conn, self.chat, self.machine, [node, *free])
 
     def insert_nodes(self, records: Sequence[NodeRecord]) -> int:
         """Store the records' nodes not built yet, as a transfer copies them; how many."""
         rows = [(r.l, r.i, r.text, r.flag) for r in records]
         if not rows:
             return 0
-        with _errors("copy the nodes"), chats.changing(self.conn, self.chat) as locked:
+        with driver_errors("copy the nodes"), chats.changing(self.conn, self.chat) as locked:
             for row in rows:
                 nodes.check_node(row, locked.count)
             written = nodes.insert_nodes(self.conn, self.chat, rows)
@@ -170,25 +156,25 @@ class PgChat(PageStore):
 
     def read_node(self, l: int, i: int) -> NodeRecord | None:  # noqa: E741
         """Node (l, i), or None when it is not built."""
-        with _errors("read the node"):
+        with driver_errors("read the node"):
             return nodes.read_node(self.conn, self.chat, l, i)
 
     def read_nodes(self, after: tuple[int, int] = (-1, -1), limit: int = 1000) -> list[NodeRecord]:
         """Up to `limit` nodes past `after`, in order of level, then index."""
-        with _errors("read the nodes"):
+        with driver_errors("read the nodes"):
             return nodes.read_nodes(self.conn, self.chat, after, limit)
 
     @property
     def node_count(self) -> int:
         """How many nodes are built."""
-        with _errors("read the nodes"):
+        with driver_errors("read the nodes"):
             row = self.conn.execute(
                 "SELECT count(*) FROM evertalk.nodes WHERE chat = %s", (self.chat,)
             ).fetchone()
         return int(row[0]) if row is not None else 0
 
     def built_nodes(self) -> set[tuple[int, int]]:
-        with _errors("read the nodes"):
+        with driver_errors("read the nodes"):
             return nodes.built_nodes(self.conn, self.chat)
 
     # Other machines
@@ -196,7 +182,7 @@ class PgChat(PageStore):
     def changes_since(self, seq: int) -> list[Change]:
         """The changes made after sequence number `seq` (by any machine), in sequence order:
         what a service folds in before its own next change."""
-        with _errors("read the chat's changes"):
+        with driver_errors("read the chat's changes"):
             return chats.changes_since(self.conn, self.chat, seq)
 
     # Leases
@@ -205,22 +191,22 @@ class PgChat(PageStore):
         """Take the lease on node (l, i) for `seconds` (see leases.py); whether it was taken."""
         if seconds <= 0:
             raise ValueError("a lease lasts a positive number of seconds")
-        with _errors("claim the node"), chats.changing(self.conn, self.chat) as locked:
+        with driver_errors("claim the node"), chats.changing(self.conn, self.chat) as locked:
             nodes.check_node((l, i, "", BUILT), locked.count)
             return leases.claim_lease(self.conn, self.chat, (l, i), self.machine, seconds, limit)
 
     def release(self, l: int, i: int) -> bool:  # noqa: E741
         """Give up this machine's lease on (l, i) (its call failed); whether it held one."""
-        with _errors("release the node"):
+        with driver_errors("release the node"):
             return leases.release_lease(self.conn, self.chat, (l, i), self.machine)
 
     def live_leases(self) -> list[Lease]:
-        with _errors("read the leases"):
+        with driver_errors("read the leases"):
             return leases.leases(self.conn, self.chat, live=True)
 
     def expired_leases(self) -> list[Lease]:
         """Leases whose machine let them lapse (it died mid-call): free for another to take."""
-        with _errors("read the leases"):
+        with driver_errors("read the leases"):
             return leases.leases(self.conn, self.chat, live=False)
 
     # Views
@@ -228,7 +214,7 @@ class PgChat(PageStore):
     def save_views(self, saved: SavedViews) -> None:
         """Replace the chat's saved views (its view.json, SPEC §3.6)."""
         body = encode_views(saved).decode("utf-8")
-        with _errors("save the views"):
+        with driver_errors("save the views"):
             self.conn.execute(
                 "INSERT INTO evertalk.views (chat, body, t) VALUES (%s, %s, %s)"
                 " ON CONFLICT (chat) DO UPDATE SET body = excluded.body, t = excluded.t,"
@@ -248,7 +234,7 @@ class PgChat(PageStore):
 
     def views_body(self) -> bytes | None:
         """The saved views as view.json holds them, or None."""
-        with _errors("read the views"):
+        with driver_errors("read the views"):
             row = self.conn.execute(
                 "SELECT body FROM evertalk.views WHERE chat = %s", (self.chat,)
             ).fetchone()
@@ -276,12 +262,3 @@ def _pages(first: int, message: NewMessage, pages: Sequence[str], when: str) -> 
             )
         )
     return records
-
-
-@contextmanager
-def _errors(doing: str) -> Iterator[None]:
-    """A driver's error as one line saying what could not be done."""
-    try:
-        yield
-    except psycopg.Error as error:
-        raise PgStoreError(f"cannot {doing}: {one_line(error)}") from None

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 SCHEMA_LOCK = 0x65766572_74616C6B  # "evertalk": the advisory lock of the migrations
 
-_PER_CHAT = ("messages", "nodes", "views", "ledger", "leases", "held", "changes")
+_PER_CHAT = ("messages", "nodes", "views", "ledger", "leases", "held", "turns", "changes")
 """The tables whose rows belong to a chat, by their `chat` column."""
 
 
@@ -101,12 +101,24 @@ CREATE TABLE evertalk.leases (
 CREATE TABLE evertalk.held (
     chat bigint NOT NULL REFERENCES evertalk.chats ON DELETE CASCADE,
     key text NOT NULL,
-    machine text NOT NULL,
-    kind text NOT NULL,
+    n bigint GENERATED ALWAYS AS IDENTITY,  -- the order in which messages were held
+    machine text NOT NULL,              -- the machine that accepted it: its turn takes it
+    kind text NOT NULL CHECK (kind IN ('user', 'work')),
     text text NOT NULL,
-    images jsonb,
-    date text NOT NULL,
+    date text NOT NULL,                 -- when it was accepted, ISO 8601 with its offset
+    images jsonb,                       -- names in the accepting machine's chat/images/
+    workdir text,
+    agent text,
+    model text,
+    quiet boolean NOT NULL DEFAULT false,  -- a stop report: rides with a turn, opens none
     PRIMARY KEY (chat, key)
+);
+CREATE INDEX held_order ON evertalk.held (chat, machine, n);
+CREATE TABLE evertalk.turns (
+    chat bigint NOT NULL REFERENCES evertalk.chats ON DELETE CASCADE,
+    pid integer NOT NULL,               -- the server process of a session that takes the lock
+    machine text NOT NULL,              -- the machine of that session
+    PRIMARY KEY (chat, pid)
 );
 CREATE TABLE evertalk.changes (
     chat bigint NOT NULL REFERENCES evertalk.chats ON DELETE CASCADE,
@@ -122,7 +134,110 @@ GRANT USAGE ON ALL SEQUENCES IN SCHEMA evertalk TO PUBLIC;
 REVOKE INSERT, UPDATE, DELETE ON evertalk.version FROM PUBLIC;
 """
 
-MIGRATIONS: tuple[str, ...] = (_TABLES + _row_security(),)
+_CHANGES = """
+CREATE FUNCTION evertalk.record_change(
+    p_chat bigint, p_machine text, p_what jsonb, p_count bigint
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    new_seq bigint;
+BEGIN
+    UPDATE evertalk.chats AS c SET seq = c.seq + 1, count = p_count
+        WHERE c.id = p_chat RETURNING c.seq INTO new_seq;
+    INSERT INTO evertalk.changes (chat, seq, machine, what)
+        VALUES (p_chat, new_seq, p_machine, p_what);
+    PERFORM pg_notify('evertalk_chat_' || p_chat, new_seq::text);
+    RETURN new_seq;
+END
+$$;
+CREATE FUNCTION evertalk.log_messages(
+    p_chat bigint, p_machine text, p_logged text[], p_ids bigint[],
+    p_kinds text[], p_dates text[], p_texts text[], p_images text[], p_keys text[],
+    p_agents text[], p_failed boolean[], p_parts integer[], p_partss integer[]
+) RETURNS TABLE (t bigint, first_id bigint, pages integer) LANGUAGE plpgsql AS $$
+DECLARE
+    n integer := cardinality(p_texts);
+BEGIN
+    SELECT c.count INTO t FROM evertalk.chats AS c WHERE c.id = p_chat FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF p_logged IS NOT NULL THEN
+        SELECT m.id, coalesce(m.parts, 1) INTO first_id, pages FROM evertalk.messages AS m
+            WHERE m.chat = p_chat AND m.key = ANY (p_logged) ORDER BY m.id LIMIT 1;
+        IF FOUND THEN
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
+    IF p_ids IS NOT NULL AND p_ids <> ARRAY(SELECT generate_series(t, t + n - 1)) THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    INSERT INTO evertalk.messages
+        (chat, id, kind, date, text, images, key, agent, failed, part, parts)
+        SELECT p_chat, t + m.n - 1, m.kind, m.date, m.text, m.images::jsonb, m.key, m.agent,
+            m.failed, m.part, m.parts
+        FROM unnest(p_kinds, p_dates, p_texts, p_images, p_keys, p_agents, p_failed, p_parts,
+            p_partss) WITH ORDINALITY AS m(kind, date, text, images, key, agent, failed, part,
+            parts, n);
+    PERFORM evertalk.record_change(
+        p_chat, p_machine, jsonb_build_object('append', jsonb_build_array(t, n)), t + n);
+    first_id := t;
+    pages := n;
+    RETURN NEXT;
+END
+$$;
+CREATE FUNCTION evertalk.put_node(
+    p_chat bigint, p_machine text, p_needed bigint,
+    p_l smallint[], p_i bigint[], p_texts text[], p_flags smallint[]
+) RETURNS TABLE (t bigint, stored boolean) LANGUAGE plpgsql AS $$
+DECLARE
+    parents jsonb;
+BEGIN
+    SELECT c.count INTO t FROM evertalk.chats AS c WHERE c.id = p_chat FOR UPDATE;
+    IF NOT FOUND OR t < p_needed THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    INSERT INTO evertalk.nodes (chat, l, i, text, flag)
+        VALUES (p_chat, p_l[1], p_i[1], p_texts[1], p_flags[1])
+        ON CONFLICT (chat, l, i) DO NOTHING;
+    stored := FOUND;
+    IF NOT stored THEN
+        UPDATE evertalk.chats AS c SET refused = c.refused + 1 WHERE c.id = p_chat;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    WITH given AS (
+        SELECT * FROM unnest(p_l[2:], p_i[2:], p_texts[2:], p_flags[2:])
+            WITH ORDINALITY AS g(l, i, text, flag, n)
+    ), written AS (
+        INSERT INTO evertalk.nodes (chat, l, i, text, flag)
+            SELECT p_chat, g.l, g.i, g.text, g.flag FROM given AS g
+            ON CONFLICT (chat, l, i) DO NOTHING
+            RETURNING nodes.l, nodes.i
+    )
+    SELECT jsonb_agg(jsonb_build_array(g.l, g.i) ORDER BY g.n) INTO parents
+        FROM written AS w JOIN given AS g ON (g.l, g.i) = (w.l, w.i);
+    DELETE FROM evertalk.leases AS s WHERE s.chat = p_chat AND s.l = p_l[1] AND s.i = p_i[1];
+    PERFORM evertalk.record_change(p_chat, p_machine, jsonb_build_object('nodes',
+        jsonb_build_array(jsonb_build_array(p_l[1], p_i[1])) || coalesce(parents, '[]')), t);
+    RETURN NEXT;
+END
+$$;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA evertalk TO PUBLIC
+"""
+"""The changes that hold the chat's row lock, as functions: an append, a build or a cut is one
+call, one round trip, its own transaction (the caller's autocommit) whose commit is synchronous.
+Each takes the lock first; in a volatile function every statement after it reads a new snapshot,
+so that a message key looked up under the lock includes what the lock's last holder committed.
+They run with the caller's rights: row-level security holds in them as it does outside.
+`record_change` ends every change: T set, the sequence number bumped, the change written to the
+feed, and the chat's channel (`chats.channel`) notified at the commit.
+"""
+
+MIGRATIONS: tuple[str, ...] = (_TABLES + _row_security() + ";\n" + _CHANGES,)
 """MIGRATIONS[n - 1] brings the schema to version n."""
 
 KNOWN = len(MIGRATIONS)

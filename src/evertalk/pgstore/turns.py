@@ -1,0 +1,190 @@
+"""The chat's turn lock across machines: one turn at a time per chat, wherever it runs.
+
+The lock is a session-level advisory lock on a connection of its own, so that it goes with its
+session: released by the holder, or by the server when the holder's process dies (its socket
+closes) or its machine does (the server's TCP keepalives, set on that session, find the
+connection dead). Nothing has to expire, and no clock is read.
+
+Others name the holder ("a turn runs on office") from `evertalk.turns`: each session that may
+take the lock first writes a row of its machine under its server process id, and the holder is
+the row whose process holds the lock now, as `pg_locks` shows it. A row left by a session that
+died is never believed, since its process holds nothing; such rows are removed when another
+session of the chat starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+import psycopg
+
+from evertalk.pgstore.connect import Connection, driver_errors
+
+TURN_LOCKS = 0x7475_726E
+"""'turn': the first key of the chats' turn locks (advisory locks of two int4 keys)."""
+
+SESSION = (
+    ("tcp_keepalives_idle", "30"),
+    ("tcp_keepalives_interval", "10"),
+    ("tcp_keepalives_count", "3"),
+    ("idle_session_timeout", "0"),
+)
+"""The settings of the lock's session: the server probes its connection after 30 idle seconds,
+then every 10, so that a machine that died (no socket closed) releases its lock about a minute
+later; and an idle holder is never disconnected (which would give its turn away). A setting
+the server does not know (idle_session_timeout before PostgreSQL 14) is left out."""
+
+ConnectionFactory = Callable[[], Connection]
+
+_HELD_BY = """
+    SELECT l.pid FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.mode = 'ExclusiveLock' AND l.granted
+      AND l.objsubid = 2
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid = %(classid)s::bigint::oid AND l.objid = %(objid)s::bigint::oid
+"""
+"""The server process holding the lock, if one does (an exclusive lock has one holder)."""
+
+
+def lock_keys(chat: int) -> tuple[int, int]:
+    """The two int4 keys of the chat's turn lock, one pair per chat id: the first is TURN_LOCKS
+    with the id's high 32 bits folded in (zero below 2**32), the second its low 32 bits, as
+    a signed int4."""
+    if not 0 <= chat < 1 << 63:
+        raise ValueError(f"{chat} is not a chat id")
+    low = chat & 0xFFFF_FFFF
+    return TURN_LOCKS ^ (chat >> 32), low - (1 << 32) if low >= 1 << 31 else low
+
+
+class TurnLock:
+    """`machine`'s hold on the turn of chat `chat`, over a connection of its own opened by
+    `connect` (a connection with the schema applied, as `connect.connect` makes).
+
+    `try_take` takes the lock if no session holds it; `release` gives it back; `holder` names
+    the machine that holds it. The connection is opened at the first call and kept, so that
+    the lock lives as long as it does; `close` releases everything. Safe to call from several
+    threads (the calls take turns).
+    """
+
+    def __init__(self, connect: ConnectionFactory, chat: int, machine: str) -> None:
+        self.chat = chat
+        self.machine = machine
+        self._connect = connect
+        first, second = lock_keys(chat)
+        self._keys = (first, second)
+        self._where = {"classid": first, "objid": second & 0xFFFF_FFFF}  # pg_locks: unsigned
+        self._conn: Connection | None = None
+        self._held = False
+        self._mutex = threading.Lock()
+
+    def try_take(self) -> bool:
+        """Take the turn if no session holds it (True), or say it is taken (False); never
+        waits for it. True again while this lock holds it."""
+        with self._mutex, driver_errors("take the chat's turn"):
+            conn = self._connection()
+            if self._held and self._holds(conn):
+                return True
+            self._held = False
+            taking = "SELECT pg_try_advisory_lock(%s::integer, %s::integer)"
+            row = conn.execute(taking, self._keys).fetchone()
+            self._held = row is not None and bool(row[0])
+            return self._held
+
+    def release(self) -> None:
+        """Give the turn back (nothing if this lock does not hold it). Should the server not
+        answer, the connection is closed: the lock goes with it."""
+        with self._mutex:
+            if not self._held or self._conn is None:
+                return
+            self._held = False
+            try:
+                self._conn.execute(
+                    "SELECT pg_advisory_unlock(%s::integer, %s::integer)", self._keys
+                )
+            except psycopg.Error:
+                self._drop_connection()
+
+    def holder(self) -> str | None:
+        """The machine whose turn runs now (this one's name when this lock holds it), or None
+        when the turn is free. None too when the holding session wrote no row of its machine
+        (it is not a `TurnLock`)."""
+        reading = f"SELECT machine FROM evertalk.turns WHERE chat = %(chat)s AND pid = ({_HELD_BY})"
+        with self._mutex, driver_errors("read the chat's turn"):
+            conn = self._connection()
+            row = conn.execute(reading, {"chat": self.chat, **self._where}).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def holding(self) -> bool:
+        """Whether this lock holds the turn now, as the server sees it: False once its
+        connection was lost (another machine may have taken the turn since)."""
+        with self._mutex:
+            if not self._held or self._conn is None:
+                return False
+            try:
+                self._held = self._holds(self._conn)
+            except psycopg.Error:
+                self._drop_connection()
+            return self._held
+
+    def close(self) -> None:
+        """Release the turn and close the lock's connection."""
+        with self._mutex:
+            self._drop_connection()
+
+    def __enter__(self) -> TurnLock:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _holds(self, conn: Connection) -> bool:
+        row = conn.execute(
+            f"SELECT ({_HELD_BY}) IS NOT DISTINCT FROM pg_backend_pid()", self._where
+        ).fetchone()
+        return row is not None and bool(row[0])
+
+    def _connection(self) -> Connection:
+        """The lock's connection, opened (and its machine's row written) when there is none or
+        the last one broke (whatever it held is gone with it)."""
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        self._drop_connection()
+        conn = self._connect()
+        try:
+            conn.autocommit = True
+            conn.execute(
+                "SELECT set_config(name, value, false)"
+                " FROM unnest(%s::text[], %s::text[]) AS wanted(name, value)"
+                " WHERE name IN (SELECT name FROM pg_settings)",
+                ([name for name, _ in SESSION], [value for _, value in SESSION]),
+            )
+            with conn.transaction():
+                conn.execute(
+                    "DELETE FROM evertalk.turns WHERE chat = %s"
+                    " AND pid NOT IN (SELECT pid FROM pg_stat_activity)",
+                    (self.chat,),
+                )
+                conn.execute(
+                    "INSERT INTO evertalk.turns (chat, pid, machine)"
+                    " VALUES (%s, pg_backend_pid(), %s)"
+                    " ON CONFLICT (chat, pid) DO UPDATE SET machine = excluded.machine",
+                    (self.chat, self.machine),
+                )
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _drop_connection(self) -> None:
+        self._held = False
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
