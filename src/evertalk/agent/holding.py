@@ -6,6 +6,7 @@ The queue keeps the messages (`held_queue.py`); this decides when they are logge
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from evertalk.agent.held_queue import HeldQueue, Quiet
 from evertalk.agent.images import ImageStore
@@ -15,33 +16,24 @@ from evertalk.chat import Chat
 from evertalk.store.message_log import MessageLog
 
 
+@dataclass
 class Holding:
     """Held messages for one session's turns. `woken` is called whenever a turn may have
     something new to take; `turning` says whether one runs."""
 
-    def __init__(
-        self,
-        queue: HeldQueue,
-        log: MessageLog,
-        images: ImageStore,
-        chat: Chat,
-        *,
-        woken: Callable[[], None],
-        turning: Callable[[], bool],
-    ) -> None:
-        self.queue = queue
-        self.log = log
-        self.images = images
-        self.chat = chat
-        self._woken = woken
-        self._turning = turning
+    queue: HeldQueue
+    log: MessageLog
+    images: ImageStore
+    chat: Chat
+    woken: Callable[[], None]
+    turning: Callable[[], bool]
 
     def hold(self, held: Held, *, strict: bool = False) -> None:
         """Hold a message for a turn, written to the held file first. `strict`: a message that
         cannot be made durable is refused (StoreError), as a client must not hear `accepted`
         for it; otherwise (a subagent's report) it is held all the same, in memory only."""
         self.queue.add(held, strict=strict)
-        self._woken()
+        self.woken()
 
     def recover(self) -> None:
         """At open: the messages accepted before the last owner stopped and not logged yet are
@@ -89,7 +81,7 @@ class Holding:
         calls like any report, as the model may be counting on that work; with no turn running
         it is logged at once and starts none: the user chose to end the work, a turn would
         only spend money on it, and the next turn reads it in the view all the same."""
-        if self._turning():
+        if self.turning():
             self.hold(Quiet(held.kind, held.text, held.agent))
         else:
             self._log_quietly([held])
@@ -99,4 +91,4 @@ class Holding:
             self.log_all(held)
         except Exception:  # the log failed (a full disk): a turn tries again, and says why
             self.queue.put_back(held)
-            self._woken()
+            self.woken()
