@@ -8,15 +8,18 @@ server's commands run as `nobody`, which owns the folder.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -115,19 +118,22 @@ class PgServer:
         program may take the port between the probe and the start: then a new one is tried."""
         for attempt in range(3):
             self.port = _free_port()
-            options = (
-                f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.socket_dir}"
-                " -c fsync=off -c full_page_writes=off -c max_connections=60"
-            )
             try:
-                self._run(
-                    str(self.bin / "pg_ctl"), "start", "-w", "-t", "60",
-                    "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options,
-                )  # fmt: skip
+                self._pg_ctl_start()
                 return
             except RuntimeError:
                 if attempt == 2 or not self._port_taken():
                     raise RuntimeError(f"the server did not start: {self.log_tail()}") from None
+
+    def _pg_ctl_start(self) -> None:
+        options = (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.socket_dir}"
+            " -c fsync=off -c full_page_writes=off -c max_connections=60"
+        )
+        self._run(
+            str(self.bin / "pg_ctl"), "start", "-w", "-t", "60",
+            "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options,
+        )  # fmt: skip
 
     def _port_taken(self) -> bool:
         return "could not bind" in self.log_tail() or "in use" in self.log_tail()
@@ -148,6 +154,52 @@ class PgServer:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
+    # Faults, for the tests of a server that goes away (a server of their own: the session's
+    # is shared by every test)
+
+    def shut_down(self) -> None:
+        """Stop the server as an administrator would (`pg_ctl stop -m fast`: its connections
+        are ended, its data checkpointed), keeping its folder for `start_again`."""
+        self._run(str(self.bin / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(self.data))
+
+    def kill(self) -> None:
+        """Kill the server as a crash would: SIGKILL to the postmaster and to every process of
+        it, nothing flushed or checkpointed; returns once they are all dead.
+
+        Where nothing reaps them (a container's init), the dead stay as zombies, which the next
+        postmaster would take for a live one by the pid in its lock files (`postmaster.pid`,
+        and the socket's): they are removed, as a reboot would leave no such process."""
+        postmaster = self._postmaster_pid()
+        assert postmaster is not None and _alive(postmaster), "the server is not running"
+        children = [pid for pid in _pids() if _parent(pid) == postmaster]
+        for pid in [postmaster, *children]:  # the postmaster first, or it restarts the others
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in [postmaster, *children]):
+            assert time.monotonic() < deadline, "the server's processes outlived SIGKILL"
+            time.sleep(0.01)
+        (self.data / "postmaster.pid").unlink()
+        (self.socket_dir / f".s.PGSQL.{self.port}.lock").unlink(missing_ok=True)
+
+    def start_again(self) -> None:
+        """Start the server on its port again, after `shut_down` or `kill` (then it recovers
+        from its write-ahead log before it takes connections)."""
+        try:
+            self._pg_ctl_start()
+        except RuntimeError:
+            raise RuntimeError(f"the server did not start again: {self.log_tail()}") from None
+
+    def running(self) -> bool:
+        pid = self._postmaster_pid()
+        return pid is not None and _alive(pid)
+
+    def _postmaster_pid(self) -> int | None:
+        try:
+            return int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            return None
+
     def _admin(self, statement: str) -> None:
         import psycopg
 
@@ -167,6 +219,29 @@ class PgServer:
         self._admin(f"CREATE ROLE \"{name}\" LOGIN PASSWORD '{password}'")
         self.passwords[name] = password
         return password
+
+
+def _pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (state, parent, …), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _parent(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields is not None else None
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie is dead: it only waits to be reaped)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
 
 
 def _check_name(name: str) -> None:
