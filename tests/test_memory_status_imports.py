@@ -1,7 +1,7 @@
 """`evertalk memory status` loads only what it reads: run in a fresh interpreter on a chat whose
 index is whole and which is caught up, it opens the chat read-only and loads neither the
-service's side, nor the app, nor the rebuild's fast decoders (msgspec), nor the writers of
-other commands."""
+service's side, nor the app, nor the scanner of the log and its fast decoders (msgspec), nor
+the writers of other commands."""
 
 from __future__ import annotations
 
@@ -34,14 +34,23 @@ NOT_LOADED = (
     "evertalk.client",
     "evertalk.tui",
     "evertalk.config",
-    # what a rebuild of the index decodes the log with
+    # what a rebuild of the index decodes the log with, and every scan of it (none: the
+    # checkpoint covers the whole log)
     "msgspec",
     "evertalk.store.fast_lines",
+    "evertalk.store.scan",
+    "evertalk.store.skipped",
+    "evertalk.store.pages",
+    "evertalk.store.quarantine",
+    "evertalk.store.jsonl",
     # the words of a chat that is behind (this one is caught up)
     "evertalk.protocol.events",
+    # what argparse's help layout loads for the terminal's width (cli._Formatter finds it)
+    "shutil",
     # the writers of other commands
     "evertalk.store.search_index",
     "evertalk.store.forget",
+    "evertalk.store.rewrite",
     "evertalk.store.repair",
     "evertalk.store.copies",
     "evertalk.ledger",

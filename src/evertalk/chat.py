@@ -57,6 +57,8 @@ class ToolInputError(ValueError):
 
 @dataclass(frozen=True)
 class Status:
+    """What `evertalk memory status` shows of the chat."""
+
     path: Path
     messages: int
     last_date: str | None

@@ -14,7 +14,6 @@ module to build its parser, so psycopg is loaded only inside the commands themse
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -151,6 +150,8 @@ def _check_new(chat_dir: Path) -> None:
 def _remove_part(chat_dir: Path) -> None:
     """A pull that did not finish leaves no part of a chat behind (the folder was missing or
     empty before it, `_check_new`), so that the same command can be run again."""
+    import shutil  # not at the top: every command loads this module (see cli.py's _Formatter)
+
     shutil.rmtree(chat_dir, ignore_errors=True)
 
 

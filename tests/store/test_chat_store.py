@@ -249,6 +249,7 @@ _READ_ONLY_SCRIPT = textwrap.dedent(
     import os, sys
     from pathlib import Path
     from evertalk.store import ChatStore, StoreError
+    from evertalk.store import scan  # loaded by the first open that writes: before the setuid
     home = Path(sys.argv[1])
     if len(sys.argv) > 2:  # root writes through any mode: become someone else, imports done
         os.setgid(int(sys.argv[3]))

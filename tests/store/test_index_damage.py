@@ -5,6 +5,7 @@ and then the next open rebuilds."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 from array import array
@@ -19,6 +20,7 @@ from test_index import DAYS, build_chat
 from evertalk.store import ChatStore, CorruptLog, StoreError
 from evertalk.store.errors import IndexMismatch
 from evertalk.store.index_files import SIZE_CODE, sizes_fit
+from evertalk.store.meta import TAIL, tail_hash
 from evertalk.store.records import decode_node, encode_node
 
 
@@ -143,6 +145,15 @@ def test_lines_swapped_near_a_files_end_are_noticed_at_open(chat: Path) -> None:
         assert store.read_node(0, 0).text == "user: m0"  # type: ignore[union-attr]
     with ChatStore.open(chat) as store:
         assert store.warnings == []
+
+
+def test_the_tail_hash_is_hashlibs_blake2b(tmp_path: Path) -> None:
+    """meta.json keeps the hashes: a checkpoint written by any version must still check out."""
+    path = tmp_path / "day.jsonl"
+    path.write_bytes(bytes(range(256)) * 20)
+    for end in (1, 100, TAIL, 5000):
+        expected = hashlib.blake2b(path.read_bytes()[max(0, end - TAIL) : end], digest_size=8)
+        assert tail_hash(path, end) == expected.hexdigest()
 
 
 @pytest.mark.parametrize("readonly", [True, False])

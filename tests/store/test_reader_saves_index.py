@@ -147,6 +147,7 @@ _NOT_WRITABLE = textwrap.dedent(
     from pathlib import Path
     from evertalk.store import ChatStore
     from evertalk.store import fast_lines  # loaded by the first scan: here, before the setuid
+    from evertalk.store import scan  # loaded by the first open that scans or writes: as well
     from evertalk.store.records import encode_message
     chat = Path(sys.argv[1])
     if len(sys.argv) > 2:  # root writes through any mode: become someone else, imports done

@@ -17,6 +17,9 @@ SMALLEST_CEILING = 4_096
 
 @dataclass(frozen=True)
 class Budget:
+    """The view's ceiling and floor and the compaction view's, in bytes (SPEC §3), and the window
+    of unbuilt leaves a leaf may start within (§4.1)."""
+
     ceiling: int = 128_000  # the view starts a batch once it is strictly above this
     floor: int = 64_000  # … and merges until it is at or under this
     cceiling: int = 32_000  # the same pair for the compaction view

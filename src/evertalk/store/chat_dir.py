@@ -8,26 +8,19 @@ from array import array
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from evertalk.memory.core import SavedViews
 from evertalk.memory.tree import FREE
 from evertalk.store import views
+from evertalk.store.checkpoint import INDEX_DIR, MAIN, REBUILDING, TREE, behind, log_sizes
 from evertalk.store.closing import Closing
 from evertalk.store.days import as_local, day_file_name, iso, local_now
 from evertalk.store.errors import ChatLocked, IndexMismatch, StoreError, describe
-from evertalk.store.index import Index, Location, Rewrite
+from evertalk.store.index import Index, Location
 from evertalk.store.index_files import StaleIndex
-from evertalk.store.jsonl import Appender, Reader, end_torn_line, parse_object
-from evertalk.store.loader import (
-    INDEX_DIR,
-    MAIN,
-    REBUILDING,
-    TREE,
-    behind,
-    log_sizes,
-    open_index,
-)
+from evertalk.store.line_files import Appender, Reader, end_torn_line, parse_object
+from evertalk.store.loader import open_index
 from evertalk.store.lock import ChatLock
 from evertalk.store.message_log import NewMessage, PageStore, page_keys
 from evertalk.store.meta import META_NAME
@@ -41,6 +34,9 @@ from evertalk.store.records import (
     encode_node,
 )
 from evertalk.store.secure import make_dir
+
+if TYPE_CHECKING:
+    from evertalk.store.rewrite import Rewrite
 
 _T = TypeVar("_T")
 

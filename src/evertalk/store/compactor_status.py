@@ -29,6 +29,8 @@ status` must start fast)."""
 
 @dataclass(frozen=True)
 class CompactorStatus:
+    """What the owner's compactor is doing, as compactor.json holds it."""
+
     pid: int
     running: int  # calls in flight
     queued: int  # nodes that need a model call, neither running nor failed (ready or not yet)

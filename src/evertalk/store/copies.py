@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from evertalk.store.checkpoint import MAIN
 from evertalk.store.days import list_day_files
 from evertalk.store.held import HELD_FILE
-from evertalk.store.loader import MAIN
 from evertalk.store.secure import fsync_dir, write_atomic
 
 COPY_DIRS = ("damaged", "quarantine", "agents")

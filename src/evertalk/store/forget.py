@@ -36,11 +36,11 @@ from evertalk.memory.nodes import Node
 from evertalk.memory.tree import FREE
 from evertalk.store import views
 from evertalk.store.chat_dir import ChatStore
+from evertalk.store.checkpoint import INDEX_DIR
 from evertalk.store.errors import StoreError
-from evertalk.store.index import Rewrite
-from evertalk.store.jsonl import parse_object
-from evertalk.store.loader import INDEX_DIR
+from evertalk.store.line_files import parse_object
 from evertalk.store.records import MessageRecord, decode_message, decode_node, encode_message
+from evertalk.store.rewrite import Rewrite
 from evertalk.store.search_db import remove
 from evertalk.store.search_index import SEARCH_NAME, SearchIndex
 from evertalk.store.secure import write_atomic

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evertalk.store.errors import StoreError, describe
-from evertalk.store.jsonl import TERM_NONE, Scan
+from evertalk.store.jsonl import Scan
+from evertalk.store.line_files import TERM_NONE
 from evertalk.store.secure import fsync_dir, open_file, write_all
 
 HELD_FILE = "held.jsonl"

@@ -10,11 +10,15 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evertalk.store.index_files import SIZE_CODE, IndexFiles, LevelFiles, StaleIndex
 from evertalk.store.keys import KeyStore
 from evertalk.store.meta import Meta, new_build, seal, write_meta
 from evertalk.store.tables import ABSENT, LOC_WIDTH, Loc, MemTable, Table, pack_loc
+
+if TYPE_CHECKING:
+    from evertalk.store.rewrite import Rewrite
 
 CHECKPOINT_EVERY = 1000
 CLOSE_CHECKPOINT_AFTER = 64
@@ -25,35 +29,13 @@ short `-p` run's own records."""
 
 @dataclass(frozen=True, slots=True)
 class Location:
+    """Where a record's line is in the log, its file named."""
+
     file: str
     """The log file, relative to the chat folder: `main/2026-11-30.jsonl`."""
     offset: int
     length: int
     """Bytes of the line, its newline included."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rewrite:
-    """A log or tree file rewritten in place by a forget (SPEC §12), as the index must follow
-    it: where each record line was and now is, and what went."""
-
-    name: str
-    """The file, relative to the chat folder."""
-    grew: int
-    """Bytes the file grew by (less than 0: it shrank)."""
-    messages: list[tuple[int, int, int, int]]
-    """(id, old offset, new offset, new length) of each message line the file now holds."""
-    nodes: list[tuple[int, int, int, int, int]]
-    """(l, i, old offset, new offset, new length) of each node line the file now holds."""
-    removed: list[tuple[int, int]]
-    """(old offset, length) of each line that went."""
-    gone: list[tuple[int, int]]
-    """Nodes whose lines went: they are unbuilt now."""
-
-    def moved(self, offset: int) -> int:
-        """Where a line boundary at `offset` of the old file is in the new one (the lines that
-        went shift it; a tree file's lines keep their length)."""
-        return offset - sum(length for start, length in self.removed if start < offset)
 
 
 class Level:

@@ -14,7 +14,6 @@ counts are not trusted: an open truncates them away and derives them again from 
 from __future__ import annotations
 
 import os
-import re
 import struct
 import sys
 from array import array
@@ -23,17 +22,14 @@ from pathlib import Path
 
 from evertalk.memory.text import LINE_LIMIT
 from evertalk.memory.tree import CUT
-from evertalk.store import keys
-from evertalk.store.meta import META_NAME, Meta, write_meta
-from evertalk.store.secure import fsync_dir, open_file, write_synced
+from evertalk.store.meta import Meta
+from evertalk.store.secure import open_file
 from evertalk.store.tables import LOC_WIDTH, FileTable
 
 MSG_LOC = "msg.loc"
 SIZE = struct.Struct("=I")
 SIZE_CODE = "I"
 assert array(SIZE_CODE).itemsize == SIZE.size, "array('I') must hold 32-bit sizes"
-
-_LEVEL_FILE = re.compile(r"tree-(\d+)\.(loc|size|flag)")
 
 # Where each byte of a native uint32 size sits, to check a whole level's sizes with C-speed bytes
 # operations rather than a Python loop over a million numbers at every open.
@@ -88,6 +84,8 @@ def check_level(level: int, raw_sizes: bytes | memoryview, flags: bytes | bytear
 
 @dataclass(slots=True)
 class LevelFiles:
+    """The three files of one tree level: locations, sizes and flags."""
+
     loc: FileTable
     size: FileTable
     flag: FileTable
@@ -207,51 +205,3 @@ class IndexFiles:
         for files in self.levels:
             tables.extend(files.tables())
         return tables
-
-
-def _replace(path: Path, data: bytes | bytearray) -> None:
-    """Write a new file under a temporary name and rename it in, so that a reader that opened
-    the old file keeps a consistent view of it."""
-    tmp = path.with_name(path.name + ".tmp")
-    write_synced(tmp, data, os.O_TRUNC)
-    os.replace(tmp, path)
-
-
-@dataclass(slots=True)
-class LevelData:
-    loc: bytes | bytearray
-    sizes: array[int]
-    flags: bytearray
-
-
-def write_rebuild(
-    index_dir: Path,
-    meta: Meta,
-    msg: bytes | bytearray,
-    levels: list[LevelData],
-    key_rows: dict[str, int],
-) -> None:
-    """Replace the whole index with a new build."""
-    # Without meta.json first, a crash midway cannot pair the old checkpoint with new files.
-    (index_dir / META_NAME).unlink(missing_ok=True)
-    fsync_dir(index_dir)
-    _replace(index_dir / MSG_LOC, msg)
-    for level, data in enumerate(levels):
-        contents = (data.loc, data.sizes.tobytes(), data.flags)
-        for name, content in zip(level_names(level), contents, strict=True):
-            _replace(index_dir / name, content)
-    for entry in index_dir.iterdir():
-        match = _LEVEL_FILE.fullmatch(entry.name)
-        if match and int(match.group(1)) >= len(levels):
-            entry.unlink()
-    tmp = index_dir / (keys.KEYS_NAME + ".tmp")
-    conn = keys.create(tmp)
-    try:
-        conn.executemany("INSERT INTO keys (key, i) VALUES (?, ?)", key_rows.items())
-        conn.commit()
-    finally:
-        conn.close()
-    # A journal left by a crash belongs to the old database and would be replayed into the new.
-    (index_dir / (keys.KEYS_NAME + "-journal")).unlink(missing_ok=True)
-    os.replace(tmp, index_dir / keys.KEYS_NAME)
-    write_meta(index_dir, meta)

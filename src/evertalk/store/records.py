@@ -10,11 +10,13 @@ from typing import Any, Literal, TypeGuard
 
 from evertalk.memory.text import KINDS, LINE_LIMIT
 from evertalk.memory.tree import BUILT, CUT, FREE
-from evertalk.store.jsonl import parse_object
+from evertalk.store.line_files import parse_object
 
 
 @dataclass(frozen=True, slots=True)
 class MessageRecord:
+    """A message line of the log (SPEC §1.2), its `size` that of its text in UTF-8."""
+
     i: int
     kind: str
     text: str
@@ -41,6 +43,9 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
+    """A line of the tree (SPEC §2.2): node (l, i), its text, the text's size in UTF-8 and the
+    flag the line gives it (1 built by the model, 2 free, 3 cut)."""
+
     l: int  # noqa: E741 - the spec's name for a level
     i: int
     text: str
@@ -214,10 +219,11 @@ NODE_LEVELS = 63
 names messages past the log's end, which the rebuild checks by level (see fast_lines.py)."""
 
 
-_CLAIMED_ID = re.compile(rb'\{\s*"i"\s*:\s*(\d{1,18})\s*,')
+_CLAIMED_ID = rb'\{\s*"i"\s*:\s*(\d{1,18})\s*,'
+"""Compiled (and kept by `re`) at the first damaged line, not at every open."""
 
 
 def claimed_id(raw: bytes) -> int | None:
     """The id a damaged message line still shows at its start (`{"i": 41, …`), if any."""
-    found = _CLAIMED_ID.match(raw)
+    found = re.match(_CLAIMED_ID, raw)
     return int(found.group(1)) if found else None

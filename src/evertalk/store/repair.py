@@ -24,7 +24,8 @@ from pathlib import Path
 
 from evertalk.store.days import list_day_files
 from evertalk.store.errors import CorruptLog
-from evertalk.store.jsonl import TORN, Line, Scan, torn_terminator
+from evertalk.store.jsonl import TORN, Line, Scan
+from evertalk.store.line_files import torn_terminator
 from evertalk.store.lock import ChatLock
 from evertalk.store.meta import META_NAME
 from evertalk.store.pages import verdicts

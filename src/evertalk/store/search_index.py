@@ -33,13 +33,14 @@ from evertalk.search.query import (
     tf_score,
 )
 from evertalk.store.chat_dir import ChatStore
+from evertalk.store.checkpoint import INDEX_DIR, TREE
 from evertalk.store.days import list_day_files
 from evertalk.store.errors import StoreError
-from evertalk.store.index import Rewrite
-from evertalk.store.jsonl import Scan, parse_object
-from evertalk.store.loader import INDEX_DIR, TREE
+from evertalk.store.jsonl import Scan
+from evertalk.store.line_files import parse_object
 from evertalk.store.meta import tail_hash
 from evertalk.store.records import MessageRecord, decode_node
+from evertalk.store.rewrite import Rewrite
 from evertalk.store.search_db import (
     HITS_SCHEMA,
     WAIT_S,

@@ -60,6 +60,8 @@ def join_words(firsts: array[int] | memoryview, seconds: array[int] | memoryview
 
 @dataclass(frozen=True, slots=True)
 class Loc:
+    """A location record unpacked: where a line is in the log file numbered `file_no`."""
+
     file_no: int
     offset: int
     length: int
