@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import random
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -67,22 +66,7 @@ TURN_APPENDS = 3
 class DurableServer(PgServer):
     """The tests' server, started with fsync on (the tests turn it off, to run faster)."""
 
-    def start(self) -> None:
-        self.port = free_port()
-        options = (
-            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.socket_dir}"
-            " -c max_connections=20"
-        )
-        self._run(
-            str(self.bin / "pg_ctl"), "start", "-w", "-t", "60",
-            "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options,
-        )  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    settings = "-c max_connections=20"
 
 
 @contextlib.contextmanager
