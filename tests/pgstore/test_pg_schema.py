@@ -82,3 +82,11 @@ def test_the_package_loads_no_driver() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
     assert psycopg.__version__ == "3.3.9"
+
+
+def test_a_connection_probes_a_silent_database(pg_connect: Callable[..., Connection]) -> None:
+    """A database gone silent (its machine off, a cable out) is found by TCP keepalives in
+    about a minute, not when the system gives up on the socket hours later."""
+    dsn = pg_connect().info.dsn
+    assert "keepalives=1" in dsn and "keepalives_idle=30" in dsn, dsn
+    assert "keepalives_interval=10" in dsn and "keepalives_count=3" in dsn

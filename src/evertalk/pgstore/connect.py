@@ -41,6 +41,12 @@ def _password(url: str) -> str | None:
     return unquote(password) if password else None
 
 
+KEEPALIVE_IDLE = 30
+"""Seconds of silence before the client's TCP keepalives probe (every 10 s, 3 times): a database
+whose machine or network went silent is noticed in about a minute, not when the system's TCP
+gives up, hours later."""
+
+
 def connect(url: str, *, timeout: int = 10) -> Connection:
     """An autocommit connection to the database at `url` whose schema is this code's (applied
     if missing). Every commit waits for the server's fsync (SPEC §1.3: nothing is acknowledged
@@ -48,7 +54,14 @@ def connect(url: str, *, timeout: int = 10) -> Connection:
     where = parse_url(url).where
     try:
         conn = psycopg.connect(
-            url, autocommit=True, connect_timeout=timeout, application_name="evertalk"
+            url,
+            autocommit=True,
+            connect_timeout=timeout,
+            application_name="evertalk",
+            keepalives=1,
+            keepalives_idle=KEEPALIVE_IDLE,
+            keepalives_interval=10,
+            keepalives_count=3,
         )
     except psycopg.Error as error:
         reason = one_line(error, url)
