@@ -658,9 +658,13 @@ class ChatApp(App[int]):
             await self.action_quit()
         elif command is slash.HELP:  # read from its top, though the log follows its end
             row = OutputRow(commands.help_text())
+            log = self.chat_log
+            # unanchored, not just released: a released anchor comes back whenever the log
+            # sits at its end, which it does until the row is laid out; the next line sent
+            # anchors it again
+            log.anchor(False)
             await self._add(row)
-            self.chat_log.release_anchor()
-            self.chat_log.scroll_to_widget(row, animate=False, top=True)
+            log.call_after_refresh(log.scroll_to_widget, row, animate=False, top=True)
         elif command is slash.IMAGE:
             try:
                 await self._output(self.attachments.command(line.args, self.workdir))
