@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from evertalk.memory import Budget, MemoryCore, Node, node_name
 from evertalk.memory.coarse import Fitted, fit, rendered_size, shown_size, summaries_to_go
@@ -40,6 +40,7 @@ from evertalk.store.chat_dir import ChatStore
 from evertalk.store.closing import Closing
 from evertalk.store.errors import StoreError
 from evertalk.store.message_log import MessageLog, NewMessage
+from evertalk.store.storage import ChatStorage
 from evertalk.store.views import ViewCheckpoints
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class Status:
 
 
 class Chat(MessageLog, Closing):
-    def __init__(self, store: ChatStore, core: MemoryCore, readonly: bool) -> None:
+    def __init__(self, store: ChatStorage, core: MemoryCore, readonly: bool) -> None:
         self.store = store
         self.core = core
         self.readonly = readonly
@@ -106,6 +107,18 @@ class Chat(MessageLog, Closing):
         search: bool = False,
     ) -> Chat:
         store = ChatStore.open(chat_dir, create=not readonly, readonly=readonly)
+        return cls.over(store, readonly=readonly, budget=budget, search=search)
+
+    @classmethod
+    def over(
+        cls,
+        store: ChatStorage,
+        *,
+        readonly: bool = False,
+        budget: Budget | None = None,
+        search: bool = False,
+    ) -> Self:
+        """The chat of an open store, which it closes from then on (and at once on failure)."""
         try:
             core, built, warning, loaded = _resume(store, budget)
             chat = cls(store, core, readonly)
@@ -145,9 +158,23 @@ class Chat(MessageLog, Closing):
 
         self.search_enabled = True
         try:
-            self.search = SearchIndex.open(self.store.path, self.warnings)
+            self.search = SearchIndex.open(self.files.path, self.warnings)
         except StoreError as error:
             self.warnings.append(str(error))
+
+    @property
+    def files(self) -> ChatStore:
+        """The chat folder's store, for what only it does (search, forget, repairs); a
+        StoreError for a chat kept elsewhere."""
+        store = self.store
+        if not isinstance(store, ChatStore):
+            raise StoreError(f"{self.kept_where}: this works on a chat kept in files only")
+        return store
+
+    @property
+    def kept_where(self) -> str:
+        """Where the chat is kept, as said to the user."""
+        return f"the chat at {self.store.path}"
 
     @property
     def broken(self) -> str | None:
@@ -179,20 +206,29 @@ class Chat(MessageLog, Closing):
         with self._stops_on_failure():
             ids = self.store.append_pages(message, pages, durable=not self._batched)
         if self.store.message_count > before:  # not a re-sent key
-            core = self.core
-            batches = core.view.shrinking, core.cview.shrinking
-            built: list[Built] = []
-            for page in pages:
-                built += core.append(kind, page)
-            self._persist(built)
-            after = core.view.shrinking, core.cview.shrinking
-            ended = any(was and not now for was, now in zip(batches, after, strict=True))
-            self.checkpoints.changed(len(pages))
-            if ended or self.checkpoints.due():
-                self._save_views_after_append()
+            self._take_pages(kind, pages)
             if self.search is not None:
-                self.search.follow(self.store)
+                self.search.follow(self.files)
         return ids
+
+    def _take_pages(self, kind: str, pages: Iterable[str], *, derive: bool = True) -> None:
+        """Logged pages reach the core; the free nodes they complete are written (unless
+        `derive` is False: another machine's, which wrote them), and the views saved at a
+        checkpoint."""
+        core = self.core
+        batches = core.view.shrinking, core.cview.shrinking
+        built: list[Built] = []
+        count = 0
+        for page in pages:
+            built += core.append(kind, page)
+            count += 1
+        if derive:
+            self._persist(built)
+        after = core.view.shrinking, core.cview.shrinking
+        ended = any(was and not now for was, now in zip(batches, after, strict=True))
+        self.checkpoints.changed(count)
+        if ended or self.checkpoints.due():
+            self._save_views_after_append()
 
     def _save_views_after_append(self) -> None:
         """A checkpoint of the views after a message: the message is logged whether or not
@@ -234,10 +270,10 @@ class Chat(MessageLog, Closing):
         if error:
             raise StoreError(error)
         with self._stops_on_failure():
-            self.store.append_node(node[0], node[1], text, BUILT)
+            self.store.append_nodes([(node[0], node[1], text, BUILT)])
         self._persist(self.core.build(node, text))
         if self.search is not None:
-            self.search.follow(self.store)
+            self.search.follow(self.files)
         self.tick()
 
     def fail(self, node: Node) -> None:
@@ -285,6 +321,21 @@ class Chat(MessageLog, Closing):
             more = f" and {len(built) - 3} more" if len(built) > 3 else ""
             self._broken = f"{names}{more} could not be written ({error})"
             raise broken_error(self._broken) from error
+
+    # -- other machines (a chat kept in files has none: see shared_chat.py) ---------------
+
+    def follow(self) -> list[int]:
+        """Fold in what other machines changed since; the ids of the messages they logged."""
+        return []
+
+    def claim(self, node: Node) -> bool:
+        """Whether this machine may build `node` now (no other builds it)."""
+        del node
+        return True
+
+    def release(self, node: Node) -> None:
+        """This machine does not build `node` after all (its call failed)."""
+        del node
 
     def _writable(self) -> None:
         if self.readonly:
@@ -502,7 +553,7 @@ def format_date(iso: str) -> str:
 
 
 def _resume(
-    store: ChatStore, budget: Budget | None
+    store: ChatStorage, budget: Budget | None
 ) -> tuple[MemoryCore, list[Built], str | None, SavedViews | str | None]:
     """The core, the free nodes it had to build, a warning, and what view.json held (the views,
     None when missing, why it is unreadable). `budget` None: the one view.json records (a reader
@@ -525,7 +576,7 @@ def _resume(
     return core, built, warning, saved
 
 
-def _load_tree(store: ChatStore) -> Tree:
+def _load_tree(store: ChatStorage) -> Tree:
     """The tree's sizes and flags, and the texts the core needs (see Tree.wanted); cut short
     when the store's index was rebuilt meanwhile (`store.stale`), to be loaded again."""
     tree = Tree.from_arrays(store.message_count, store.node_sizes(), store.node_flags())

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from evertalk.pgstore.connect import Connection
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.nul import read, stored
+from evertalk.store.index_files import SIZE_CODE
 from evertalk.store.records import NodeRecord, encode_node
 
 NodeRow = tuple[int, int, str, int]
@@ -101,3 +104,29 @@ def built_nodes(conn: Connection, chat: int) -> set[tuple[int, int]]:
     """The (l, i) of every node built."""
     rows = conn.execute("SELECT l, i FROM evertalk.nodes WHERE chat = %s", (chat,)).fetchall()
     return {(int(row[0]), int(row[1])) for row in rows}
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """Every built node's size (bytes of its text) and flag, per level: what the memory core
+    opens with (as the file store's index holds them)."""
+
+    sizes: list[array[int]]
+    flags: list[bytearray]
+
+
+def node_shape(conn: Connection, chat: int, t: int) -> NodeShape:
+    """The built nodes' sizes and flags, read in one go; `t`, read in the same snapshot, says
+    how long each level is."""
+    levels = t.bit_length()
+    sizes = [array(SIZE_CODE, bytes(4 * (t >> level))) for level in range(levels)]
+    flags = [bytearray(t >> level) for level in range(levels)]
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT l, i, flag, octet_length(text) FROM evertalk.nodes WHERE chat = %s", (chat,)
+        )
+        for l, i, flag, size in cursor:  # noqa: E741
+            if l < levels and i < len(flags[l]):
+                flags[l][i] = flag
+                sizes[l][i] = size
+    return NodeShape(sizes, flags)

@@ -9,6 +9,7 @@ both stores do the same thing, so that the store interface can be drawn from the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from evertalk.memory.core import SavedViews
 from evertalk.memory.text import KINDS
@@ -18,11 +19,21 @@ from evertalk.pgstore.chats import Change
 from evertalk.pgstore.connect import Connection, driver_errors
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.leases import LEASE_LIMIT, Lease
-from evertalk.pgstore.nodes import NodeRow
+from evertalk.pgstore.nodes import NodeRow, NodeShape
 from evertalk.store.days import iso, local_now
 from evertalk.store.message_log import NewMessage, PageStore, page_keys
 from evertalk.store.records import MessageRecord, NodeRecord, Page
 from evertalk.store.views import encode_views, parse_views
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The chat as of one moment: what an open builds its memory core from."""
+
+    t: int
+    seq: int
+    shape: NodeShape
+    views: SavedViews | str | None
 
 
 class PgChat(PageStore):
@@ -130,6 +141,10 @@ class PgChat(PageStore):
         (and counted) when the node was built already, by this machine or another."""
         return self._put((l, i, text, BUILT), free)
 
+    def put_built(self, l: int, i: int, text: str, flag: int) -> bool:  # noqa: E741
+        """Store node (l, i) as built by a model (flag BUILT) or cut (CUT), alone."""
+        return self._put((l, i, text, flag), ())
+
     def cut(self, l: int, i: int, text: str, *, free: Sequence[NodeRow] = ()) -> bool:  # noqa: E741
         """Store node (l, i) as cut (its input cut after the third failure, SPEC §2.5)."""
         return self._put((l, i, text, CUT), free)
@@ -153,6 +168,22 @@ class PgChat(PageStore):
                 what = {"nodes": [list(each) for each in written]}
                 chats.record_change(self.conn, self.chat, self.machine, what, locked.count)
             return len(written)
+
+    def put_derived(self, rows: Sequence[NodeRow]) -> None:
+        """Store nodes every machine derives alike (free nodes): no change is recorded, and
+        one stored already (by the machine whose change made it) is left as it is."""
+        if rows:
+            with driver_errors("store the free nodes"):
+                nodes.insert_nodes(self.conn, self.chat, rows)
+
+    def snapshot(self) -> Snapshot:
+        """T, the sequence number, and every node's size and flag, as of one moment."""
+        with driver_errors("read the chat"), self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            t, seq, _ = chats.chat_numbers(self.conn, self.chat)
+            shape = nodes.node_shape(self.conn, self.chat, t)
+            views = self.load_views()
+        return Snapshot(t, seq, shape, views)
 
     def read_node(self, l: int, i: int) -> NodeRecord | None:  # noqa: E741
         """Node (l, i), or None when it is not built."""
@@ -212,13 +243,14 @@ class PgChat(PageStore):
     # Views
 
     def save_views(self, saved: SavedViews) -> None:
-        """Replace the chat's saved views (its view.json, SPEC §3.6)."""
+        """Replace the chat's saved views (its view.json, SPEC §3.6), unless another machine
+        saved them at a later message already."""
         body = encode_views(saved).decode("utf-8")
         with driver_errors("save the views"):
             self.conn.execute(
-                "INSERT INTO evertalk.views (chat, body, t) VALUES (%s, %s, %s)"
+                "INSERT INTO evertalk.views AS v (chat, body, t) VALUES (%s, %s, %s)"
                 " ON CONFLICT (chat) DO UPDATE SET body = excluded.body, t = excluded.t,"
-                " saved = now()",
+                " saved = now() WHERE v.t <= excluded.t",
                 (self.chat, body, saved.t),
             )
 

@@ -1,0 +1,195 @@
+"""`PgStorage`: the store interface (`store.storage.ChatStorage`) over a chat in PostgreSQL.
+
+The chat's state is the database's; this machine keeps a folder of its own beside it (the
+home's `chat/`, 0700) for what belongs to the machine: the service's socket, the held messages,
+the images, the compactor's status. Its lock says, as for a chat kept in files, that one
+service owns the chat on this machine; other machines have their own.
+
+Every call goes through a `PgSession`, which connects again after a lost connection: an
+append with an idempotency key is sent again; one without a key that was cut off is not, and
+the chat then wants a reopen (`must_reopen`), since only the log says whether it got in. While
+the database is down each call raises `DatabaseDown`, one line, and nothing is kept aside.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from evertalk.memory.core import SavedViews
+from evertalk.pgstore.chats import Change
+from evertalk.pgstore.errors import PgStoreError
+from evertalk.pgstore.leases import Lease
+from evertalk.pgstore.pgchat import PgChat, Snapshot
+from evertalk.pgstore.session import OutcomeUnknown, PgSession
+from evertalk.store.lock import ChatLock
+from evertalk.store.message_log import NewMessage
+from evertalk.store.records import MessageRecord, NodeRecord
+from evertalk.store.secure import make_dir
+from evertalk.store.storage import NodeRow
+
+T = TypeVar("T")
+
+LEASE_SECONDS = 600.0
+"""How long a compaction's lease lasts: longer than any call's deadline, so that only a machine
+that died lets one lapse."""
+
+
+class PgStorage:
+    """The chat of `session`, owned on this machine by the process that holds `folder`'s lock."""
+
+    def __init__(self, session: PgSession, folder: Path, lock: ChatLock | None) -> None:
+        self.session = session
+        self.path = folder
+        self.warnings: list[str] = []
+        self.stale: str | None = None
+        self._lock = lock
+        self._closed = False
+        self._lost: str | None = None  # an append cut off: whether it got in is unknown
+        self._opened: Snapshot | None = None  # what the open reads, until `opened`
+
+    @classmethod
+    def open(cls, session: PgSession, folder: Path, *, readonly: bool = False) -> PgStorage:
+        """Connect (DatabaseDown when the database cannot be reached) and read the chat as of
+        one moment; the folder is made and locked unless `readonly`."""
+        lock = None
+        if not readonly:
+            make_dir(folder)
+            lock = ChatLock.acquire(folder)
+        storage = cls(session, folder, lock)
+        try:
+            storage._opened = storage._run(PgChat.snapshot)
+        except BaseException:
+            storage.close()
+            raise
+        return storage
+
+    @property
+    def where(self) -> str:
+        return self.session.where
+
+    @property
+    def opened_at(self) -> int:
+        """The sequence number the open read the chat at: the changes after it are folded."""
+        assert self._opened is not None
+        return self._opened.seq
+
+    def opened(self) -> None:
+        """The chat was built from the open's reads: T is read from the database from now."""
+        self._opened = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def message_count(self) -> int:
+        if self._opened is not None:
+            return self._opened.t
+        return self._run(lambda chat: chat.message_count)
+
+    @property
+    def must_reopen(self) -> str | None:
+        return self._lost
+
+    # Writing
+
+    def append_pages(
+        self, message: NewMessage, pages: Sequence[str], *, durable: bool = True
+    ) -> list[int]:
+        """Log the pages in one transaction, committed before this returns (`durable` is
+        always so: every commit is synchronous)."""
+        del durable
+        try:
+            return self._run(
+                lambda chat: chat.append_pages(message, pages), idempotent=message.key is not None
+            )
+        except OutcomeUnknown as error:
+            self._lost = str(error)
+            raise
+
+    def append_nodes(self, nodes: Sequence[NodeRow]) -> None:
+        """Store the nodes the memory core derived (free nodes), as every machine derives them."""
+        self._run(lambda chat: chat.put_derived(nodes))
+
+    def put_node(self, node: NodeRow) -> bool:
+        """Store a node built by a model (or cut): one change of the chat; False when another
+        machine built it first (the refusal is counted)."""
+        l, i, text, flag = node  # noqa: E741
+        return self._run(lambda chat: chat.put_built(l, i, text, flag))
+
+    # Reading
+
+    def read_message(self, i: int) -> MessageRecord:
+        return self._run(lambda chat: chat.read_message(i))
+
+    def read_messages(self, start: int, stop: int) -> list[MessageRecord]:
+        return self._run(lambda chat: chat.read_messages(start, stop))
+
+    def read_node(self, l: int, i: int) -> NodeRecord | None:  # noqa: E741
+        return self._run(lambda chat: chat.read_node(l, i))
+
+    def logged(self, key: str) -> bool:
+        return self._run(lambda chat: chat.logged(key))
+
+    def node_sizes(self) -> list[array[int]]:
+        assert self._opened is not None, "sizes are read at the open only"
+        return self._opened.shape.sizes
+
+    def node_flags(self) -> list[bytearray]:
+        assert self._opened is not None, "flags are read at the open only"
+        return self._opened.shape.flags
+
+    def changes_since(self, seq: int) -> list[Change]:
+        return self._run(lambda chat: chat.changes_since(seq))
+
+    # Leases
+
+    def claim(self, l: int, i: int) -> bool:  # noqa: E741
+        return self._run(lambda chat: chat.claim(l, i, LEASE_SECONDS))
+
+    def release(self, l: int, i: int) -> None:  # noqa: E741
+        self._run(lambda chat: chat.release(l, i))
+
+    def live_leases(self) -> list[Lease]:
+        return self._run(PgChat.live_leases)
+
+    # Views
+
+    def load_views(self) -> SavedViews | str | None:
+        if self._opened is not None:
+            return self._opened.views
+        return self._run(PgChat.load_views)
+
+    def save_views(self, saved: SavedViews) -> None:
+        self._run(lambda chat: chat.save_views(saved))
+
+    def save_views_unowned(self, saved: SavedViews, loaded: SavedViews | str | None) -> bool:
+        """A reader leaves the views to the services: they save them as they go."""
+        del saved, loaded
+        return False
+
+    # The rest of the interface
+
+    def sync(self) -> None:
+        """Nothing to do: every change was committed, synchronously, as it was made."""
+
+    def resync(self) -> None:
+        self.stale = None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.session.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+
+    def _run(self, operation: Callable[[PgChat], T], *, idempotent: bool = True) -> T:
+        if self._closed:
+            raise PgStoreError(f"the chat in the database at {self.where} is closed")
+        return self.session.run(operation, idempotent=idempotent)

@@ -1,0 +1,222 @@
+"""`SharedChat`: the chat kept in PostgreSQL, shared by every machine's service (SPEC §13).
+
+Every change to the shared state (a message logged, a node built or cut) is one transaction in
+the database, and gets the chat's next sequence number there. No change reaches this machine's
+memory core when it is made: the core takes every change, this machine's too, from the chat's
+feed, in sequence order (`follow`). Each machine's core so takes the same events in the same
+order, and all hold the same tree and the same views.
+
+What each core derives alike (free nodes) is written by the machine whose change made it, and
+left alone by the others. A compaction runs only under a lease (`claim`), so that one machine
+calls a model for a node; a second build that gets in anyway is refused by the database and
+counted. A failure is this machine's own count; the third makes a cut, which is a change like
+a build.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Set
+from pathlib import Path
+from typing import Any
+
+from evertalk.chat import Chat
+from evertalk.memory import Budget, MemoryCore, Node
+from evertalk.memory.core import FAILURES_BEFORE_CUT
+from evertalk.memory.text import split_text, valid_unicode
+from evertalk.memory.tree import BUILT, CUT
+from evertalk.pgstore.chats import Change
+from evertalk.pgstore.follow import Follower
+from evertalk.pgstore.session import PgSession
+from evertalk.pgstore.storage import PgStorage
+from evertalk.store.errors import StoreError
+from evertalk.store.message_log import NewMessage
+from evertalk.store.storage import ChatStorage
+
+LEASES_READ_EVERY = 2.0
+"""Seconds the other machines' leases are taken as read: a claim settles who builds anyway."""
+
+
+class SharedChat(Chat):
+    """The chat of a `PgStorage`, folded in from the chat's feed."""
+
+    def __init__(self, store: ChatStorage, core: MemoryCore, readonly: bool) -> None:
+        assert isinstance(store, PgStorage)
+        super().__init__(store, core, readonly)
+        self.shared = store
+        self.follower = Follower(store.session.machine, store.opened_at)
+        store.opened()
+        self.others: list[int] = []  # ids of other machines' messages not yet taken (`follow`)
+        self._own: dict[int, tuple[str, list[str]]] = {}  # pages this machine just logged
+        self._texts_built: dict[Node, str] = {}  # lines this machine just stored
+        self._leased: Set[Node] = frozenset()
+        self._leases_read = -float("inf")
+
+    @classmethod
+    def open_shared(
+        cls,
+        session: PgSession,
+        folder: Path,
+        *,
+        readonly: bool = False,
+        budget: Budget | None = None,
+    ) -> SharedChat:
+        """The chat of `session`'s database, with `folder` as this machine's place for it."""
+        return cls.over(PgStorage.open(session, folder, readonly=readonly), budget=budget)
+
+    @property
+    def kept_where(self) -> str:
+        return f"the chat in the database at {self.shared.where}"
+
+    @property
+    def machine(self) -> str:
+        return self.follower.machine
+
+    # -- changes --------------------------------------------------------------------------
+
+    def log_message(self, message: NewMessage) -> list[int]:
+        self._writable()
+        pages = split_text(valid_unicode(message.text))
+        with self._stops_on_failure():
+            ids = self.shared.append_pages(message, pages)
+        self._own[ids[0]] = (message.kind, pages)
+        self.follow()
+        return ids
+
+    def build(self, node: Node, text: str) -> None:
+        self._writable()
+        text = valid_unicode(text)
+        self.follow()
+        if self.core.tree.is_built(node):
+            return  # another machine's line got in first (its lease had lapsed)
+        error = self.core.pending_error(node)
+        if error:
+            raise StoreError(error)
+        self._put(node, text, BUILT)
+        self.tick()
+
+    def fail(self, node: Node) -> None:
+        """One failed compaction, counted here; the third cuts the node, for every machine."""
+        self._writable()
+        self.follow()
+        if self.core.tree.is_built(node):
+            return  # another machine built it meanwhile
+        if self.core.failures.get(node, 0) + 1 < FAILURES_BEFORE_CUT:
+            self.core.fail(node)
+        else:
+            self.cut(node)
+
+    def cut(self, node: Node) -> None:
+        self._writable()
+        self.follow()
+        if self.core.tree.is_built(node):
+            return
+        error = self.core.pending_error(node)
+        if error:
+            raise StoreError(error)
+        self._put(node, self.core.tree.cut_text(node), CUT)
+
+    def resume_batch(self) -> bool:
+        """Nothing: the views change at a message only, so that every machine's stay alike."""
+        return False
+
+    def _put(self, node: Node, text: str, flag: int) -> None:
+        self._texts_built[node] = text
+        try:
+            self.shared.put_node((node[0], node[1], text, flag))
+        finally:
+            self.follow()
+            self._texts_built.pop(node, None)
+
+    # -- the feed ---------------------------------------------------------------------------
+
+    def follow(self) -> list[int]:
+        """Fold in every change made since the last one folded, this machine's too, in order;
+        the ids of the messages other machines logged (also added to `others`)."""
+        changes = self.shared.changes_since(self.follower.seq)
+        logged: list[int] = []
+        for change in self.follower.feed(changes):
+            logged += self._fold(change)
+        self.others += logged
+        return logged
+
+    def _fold(self, change: Change) -> list[int]:
+        own = change.machine == self.machine
+        what: dict[str, Any] = change.what
+        if "append" in what:
+            first, count = (int(n) for n in what["append"])
+            self._fold_append(first, count)
+            return [] if own else list(range(first, first + count))
+        for l, i in what.get("nodes", ()):  # noqa: E741
+            self._fold_node((int(l), int(i)), derive=own)
+        return []
+
+    def _fold_append(self, first: int, count: int) -> None:
+        mine = self._own.pop(first, None)
+        if mine is not None:
+            kind, pages = mine
+            self._take_pages(kind, pages)
+            return
+        records = self.shared.read_messages(first, first + count)
+        if len(records) != count:
+            raise StoreError(f"messages {first} … {first + count - 1} are not in the database")
+        for record in records:
+            self._take_pages(record.kind, [record.text], derive=False)
+
+    def _fold_node(self, node: Node, *, derive: bool) -> None:
+        if self.core.tree.is_built(node):
+            return  # derived here already: a free parent
+        text = self._texts_built.get(node)
+        flag = BUILT
+        if text is None:
+            record = self.shared.read_node(node[0], node[1])
+            if record is None:
+                raise StoreError(f"node {node} is not in the database")
+            text, flag = record.text, record.flag
+        if flag == CUT:
+            built = self.core.cut(node)[1:]
+        elif flag == BUILT:
+            built = self.core.build(node, text)
+        else:
+            return  # a free node the core derives as its halves are built
+        if derive:
+            self._persist(built)
+        self._checkpoint_if_due()
+
+    def _checkpoint_if_due(self) -> None:
+        if self.checkpoints.due():
+            self._save_views_after_append()
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def claim(self, node: Node) -> bool:
+        taken = self.shared.claim(node[0], node[1])
+        if not taken:
+            self._leases_read = -float("inf")  # read them again before the next choice
+        return taken
+
+    def release(self, node: Node) -> None:
+        self.shared.release(node[0], node[1])
+
+    def leased_elsewhere(self) -> Set[Node]:
+        """The nodes other machines hold a live lease on, as read at most a moment ago."""
+        now = time.monotonic()
+        if now - self._leases_read >= LEASES_READ_EVERY:
+            self._leased = frozenset(
+                (lease.l, lease.i)
+                for lease in self.shared.live_leases()
+                if lease.machine != self.machine
+            )
+            self._leases_read = now
+        return self._leased
+
+    def ready_leaves(self) -> list[int]:
+        leased = self.leased_elsewhere()
+        return [i for i in super().ready_leaves() if (0, i) not in leased]
+
+    def batch_parents(self) -> list[Node]:
+        leased = self.leased_elsewhere()
+        return [node for node in super().batch_parents() if node not in leased]
+
+    def first_merge(self, skip: set[Node]) -> Node | None:
+        return super().first_merge(skip | set(self.leased_elsewhere()))
