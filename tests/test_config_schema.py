@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from evertalk import config
 from evertalk.config_schema import (
     EXPECTED,
+    HIDDEN,
     KEYS,
     TABLES,
     SettingProblem,
@@ -64,6 +65,8 @@ def test_the_file_gives_only_what_it_holds() -> None:
             "f: `memory.deadline` must be a number of seconds",
         ),
         ({"api_key": 5}, "f: `api_key` must be a non-empty string"),
+        ({"store": {"url": "pg://h/db"}}, "f: `store.url` must be a postgresql:// or postgres://"),
+        ({"store": "postgresql://h/db"}, "f: `store` must be a table ([store])"),
     ],
 )
 def test_a_refusal_names_the_setting(data: dict[str, object], line: str) -> None:
@@ -79,7 +82,7 @@ def test_any_value_is_taken_or_refused_in_one_line(key: str, value: object) -> N
     except SettingProblem as problem:
         line = problem.line("where")
         assert line.startswith(f"where: `{key}` must be ") and "\n" not in line
-        if key == "api_key":  # the value is never repeated
-            assert line == "where: `api_key` must be a non-empty string"
+        if key in HIDDEN:  # the value is never repeated
+            assert line == f"where: `{key}` must be {EXPECTED[key]}"
     else:
         assert taken == value

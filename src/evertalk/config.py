@@ -27,6 +27,10 @@ another provider's endpoint.
 The API key lives in a `Secret`, whose repr and str are `Secret('***')`; no error message of this
 module holds a value of `api_key`. `secret_values` and `redact` keep the key, and every credential
 variable's value, out of what tools return and what errors say (the log is kept forever).
+
+`[store] url` may hold the database's password: `Config.store_url` is left out of the repr, the
+loaded values (`Origin`) keep it in a `Secret` as they keep the key, a refusal never repeats it,
+and `secret_values` gives its password to be redacted too.
 """
 
 from __future__ import annotations
@@ -250,6 +254,11 @@ class Config:
     undo_keep_days: float = 14.0  # `[undo] keep_days`: how long a turn's checkpoint is kept
     undo_max_mb: float = 200.0  # `[undo] max_mb`: the room all checkpoints may take
     mcp: McpSettings = field(default_factory=McpSettings)  # `[mcp]`: other servers' tools
+    # `[store] url`: the database the chat is kept in; None: the home's files. Not in the repr:
+    # it may hold the password
+    store_url: str | None = field(default=None, repr=False)
+    # `[store] lease_seconds`: how long a machine that stops answering keeps its compactions
+    store_lease_seconds: float = 30.0
     origin: Origin | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -304,6 +313,9 @@ def config_path(home: Path) -> Path:
 # --- reading -------------------------------------------------------------------------------
 
 # The settings' keys and types are `config_schema`'s (KEYS, TABLES).
+SECRET_KEYS: Final = ("api_key", "store.url")
+"""The settings held as a `Secret` among the values by key, so that no repr of them (an Origin's)
+shows one."""
 # The settings that belong to one provider: not carried over when the environment switches.
 PROVIDER_KEYS: Final = ("model", "memory.model", "base_url", "api_key", "memory.base_url")
 MEMORY_PROVIDER_KEYS: Final = ("memory.model", "memory.base_url")
@@ -425,8 +437,9 @@ def _read_file(path: Path, warn: Warn, tables: dict[str, object] | None = None) 
     if tables is not None and mcp is not None:
         tables["mcp"] = mcp
     flat: dict[str, Value] = dict(plain)
-    if "api_key" in plain:
-        flat["api_key"] = Secret(cast(str, plain["api_key"]))
+    for key in SECRET_KEYS:
+        if key in plain:
+            flat[key] = Secret(cast(str, plain[key]))
     return flat
 
 
@@ -531,7 +544,13 @@ def _build(values: Mapping[str, Value]) -> Config:
         budget_daily=cast("float | None", get("budget.daily", None)),
         undo_keep_days=cast(float, get("undo.keep_days", 14.0)),
         undo_max_mb=cast(float, get("undo.max_mb", 200.0)),
+        store_url=_revealed(get("store.url", None)),
+        store_lease_seconds=cast(float, get("store.lease_seconds", 30.0)),
     )
+
+
+def _revealed(value: object) -> str | None:
+    return value.reveal() if isinstance(value, Secret) else cast("str | None", value)
 
 
 def _memory_is_local(values: Mapping[str, Value]) -> bool:
@@ -594,6 +613,8 @@ def _flatten(config: Config) -> dict[str, Value]:
         "budget.daily": config.budget_daily,
         "undo.keep_days": config.undo_keep_days,
         "undo.max_mb": config.undo_max_mb,
+        "store.url": None if config.store_url is None else Secret(config.store_url),
+        "store.lease_seconds": config.store_lease_seconds,
     }
 
 
@@ -609,7 +630,23 @@ def secret_values(config: Config | None = None, env: Mapping[str, str] = os.envi
         values.add(config.api_key.reveal())
     if config is not None:  # a token an MCP server is started with (a server may repeat it)
         values.update(config.mcp.secret_values())
+    if config is not None and config.store_url is not None:
+        values.update(url_passwords(config.store_url))
     return sorted(filter(is_credential, values), key=len, reverse=True)
+
+
+def url_passwords(url: str) -> set[str]:
+    """The passwords a postgresql:// URL holds, as written and decoded (either may be printed):
+    its user's, and those of its query (`?password=`, `?sslpassword=`)."""
+    from urllib.parse import parse_qsl, unquote, urlsplit  # only a database's URL needs it
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # unreadable: nothing in it can be told to be a password
+        return set()
+    found = {parts.password or ""}
+    found.update(v for k, v in parse_qsl(parts.query) if k in ("password", "sslpassword"))
+    return {form for value in found if value for form in (value, unquote(value))}
 
 
 def is_credential(value: str) -> bool:
@@ -719,6 +756,17 @@ def save_models(
     changed = replace(config, model=config.model if model is None else model, memory=memory)
     try:
         save_config(home, changed)
+    except OSError as error:
+        raise ConfigError(f"cannot write {config_path(home)}: {error.strerror or error}") from None
+
+
+def save_store_url(home: Path, url: str) -> None:
+    """Set `[store] url` in `<home>/config.toml`, every other line of the file kept. A bad URL,
+    or a file that cannot be read or written, is a ConfigError (one line), and then nothing is
+    written."""
+    config = load_config(home)
+    try:
+        save_config(home, replace(config, store_url=url))
     except OSError as error:
         raise ConfigError(f"cannot write {config_path(home)}: {error.strerror or error}") from None
 

@@ -4,7 +4,7 @@ Each table is a `Struct` that refuses keys it does not know; each setting's type
 limits (`Meta`). `read_settings` turns the parsed file into its settings by dotted key;
 `check_setting` checks one value (from a variable, or about to be saved) by the same types.
 A refusal is a `SettingProblem`, which says what the setting must be in the project's words
-(`EXPECTED`), and never shows a value of `api_key`.
+(`EXPECTED`), and never shows a value of `api_key` or `store.url` (HIDDEN).
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ Folder = Annotated[str, Meta(pattern=r"\A(?=[\s\S]*\S)[^\x00]*\Z")]  # not blank
 Key = Annotated[str, Meta(min_length=1)]
 Seconds = Annotated[float, Meta(ge=0, le=_FINITE)]
 Tokens = Annotated[int, Meta(ge=MIN_CONTEXT_WINDOW)]
+# libpq's URL form only, not its `host=… dbname=…` one: a URL is what `evertalk store push`
+# takes and writes, and what can be shown without its password (`pgstore.url`)
+DatabaseUrl = Annotated[str, Meta(pattern=r"\Apostgres(?:ql)?://\S*\Z")]
 
 
 class _Table(Struct, forbid_unknown_fields=True):
@@ -102,6 +105,13 @@ class UndoTable(_Table):
     max_mb: Annotated[float, Meta(ge=0, le=_FINITE)] | UnsetType = UNSET
 
 
+class StoreTable(_Table):
+    """`[store]`: where the chat is kept (unset: the files of the home)."""
+
+    url: DatabaseUrl | UnsetType = UNSET
+    lease_seconds: Annotated[float, Meta(ge=3, le=3600)] | UnsetType = UNSET
+
+
 class SettingsFile(_Table):
     """The whole file. `mcp` is not flat: `mcp_client.settings` reads it."""
 
@@ -115,6 +125,7 @@ class SettingsFile(_Table):
     tools: ToolsTable | UnsetType = UNSET
     budget: BudgetTable | UnsetType = UNSET
     undo: UndoTable | UnsetType = UNSET
+    store: StoreTable | UnsetType = UNSET
     mcp: Any = UNSET
 
 
@@ -124,6 +135,7 @@ _TABLE_TYPES: Final[Mapping[str, type[_Table]]] = {
     "tools": ToolsTable,
     "budget": BudgetTable,
     "undo": UndoTable,
+    "store": StoreTable,
 }
 TABLES: Final[tuple[str, ...]] = tuple(_TABLE_TYPES)
 KEYS: Final[tuple[str, ...]] = tuple(
@@ -180,6 +192,8 @@ EXPECTED: Final[Mapping[str, str]] = {
     "budget.daily": "a number of dollars > 0",
     "undo.keep_days": "a number >= 0",
     "undo.max_mb": "a number >= 0",
+    "store.url": "a postgresql:// or postgres:// URL",
+    "store.lease_seconds": "a number of seconds from 3 to 3600",
 }
 """What each setting must be, as a refusal says it."""
 
@@ -189,6 +203,9 @@ IN_RANGE: Final[Mapping[str, str]] = {
     "memory.deadline": "a positive number of seconds",
 }
 """… said more exactly when the value is a finite number out of the setting's range."""
+
+HIDDEN: Final = frozenset({"api_key", "store.url"})
+"""The settings whose value a refusal never repeats: a key, a URL that may hold a password."""
 
 
 class SettingProblem(Exception):
@@ -201,15 +218,15 @@ class SettingProblem(Exception):
         self._unknown = unknown
 
     def line(self, where: object) -> str:
-        """`where: …`, naming the setting and what it must be (never a value of `api_key`)."""
+        """`where: …`, naming the setting and what it must be (never a value of HIDDEN)."""
         key, value = self.key, self._value
         if self._unknown:
             return f"{where}: unknown setting `{key}`"
         if key in _TABLE_TYPES:
             return f"{where}: `{key}` must be a table ([{key}])"
         expected = IN_RANGE.get(key, EXPECTED[key]) if _finite(value) else EXPECTED[key]
-        if key == "api_key":  # never repeat any part of it
-            return f"{where}: `api_key` must be {expected}"
+        if key in HIDDEN:  # never repeat any part of it
+            return f"{where}: `{key}` must be {expected}"
         # Short values (a misspelt name) are shown; a long one may be a key put in the wrong
         # place, so only its kind is.
         shown = repr(value)

@@ -173,7 +173,7 @@ def _via_service(args: argparse.Namespace, home: Path) -> int:
 def _run(args: argparse.Namespace, chat_dir: Path) -> int:
     chat = Chat.open(chat_dir)
     try:
-        plan = _plan(args, chat.store)
+        plan = _plan(args, chat.files)
         if not plan.changes and not plan.dropped:
             _say("Nothing to forget: no message or summary holds it.")
             return 0
@@ -182,7 +182,7 @@ def _run(args: argparse.Namespace, chat_dir: Path) -> int:
         if not args.yes and not confirmed(FORGET_QUESTION):
             _say("Nothing was changed.")
             return 1
-        apply(chat.store, plan)
+        apply(chat.files, plan)
     finally:
         chat.close()  # the store is invalidated once applied: the views are not saved over
     with Chat.open(chat_dir) as chat:

@@ -109,18 +109,18 @@ def search(
     model has it before it, and its own call would be the best match of its own query."""
     matches = tiers(query)
     own = min(max(0, chat.t - own_from), OWN_MOST) if own_from is not None else 0
-    behind = index.behind(chat.store)
+    behind = index.behind(chat.files)
     if backlog is not None and behind > backlog:
         raise SearchBehind(
             f"the search index is {behind:,} messages behind; `evertalk memory search QUERY` "
             "in a terminal builds it (about a minute per million messages)"
         )
     try:
-        index.catch_up(chat.store, report)
+        index.catch_up(chat.files, report)
         found = index.search(matches, tokens(query), limit + own)
     except sqlite3.DatabaseError as error:  # damaged since it was opened: once more, anew
         index.recover(error)
-        index.catch_up(chat.store, report)
+        index.catch_up(chat.files, report)
         found = index.search(matches, tokens(query), limit + own)
     view = chat.view_nodes()
     hits = []

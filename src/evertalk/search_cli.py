@@ -66,7 +66,7 @@ def as_json(found: SearchResult) -> dict[str, object]:
 
 
 def _announce(chat: Chat, index: SearchIndex) -> None:
-    behind = index.behind(chat.store)
+    behind = index.behind(chat.files)
     if behind >= SAID_AFTER:
         _say(
             f"building the search index: {behind:,} messages and their summaries to read "

@@ -15,8 +15,9 @@ a build.
 
 from __future__ import annotations
 
+import socket
 import time
-from collections.abc import Set
+from collections.abc import Iterable, Set
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,21 @@ from evertalk.memory.tree import BUILT, CUT
 from evertalk.pgstore.chats import Change
 from evertalk.pgstore.follow import Follower
 from evertalk.pgstore.session import PgSession
-from evertalk.pgstore.storage import PgStorage
+from evertalk.pgstore.storage import LEASE_SECONDS, PgStorage
 from evertalk.store.errors import StoreError
 from evertalk.store.message_log import NewMessage
 from evertalk.store.storage import ChatStorage
 
 LEASES_READ_EVERY = 2.0
 """Seconds the other machines' leases are taken as read: a claim settles who builds anyway."""
+
+
+def machine_name(home: Path) -> str:
+    """How this home on this machine is named to the others: the host, and the home when it is
+    not the default one (two homes on one host are two machines of the chat)."""
+    host = socket.gethostname() or "a machine"
+    default = Path.home() / ".evertalk"
+    return host if home.resolve() == default.resolve() else f"{host}:{home}"
 
 
 class SharedChat(Chat):
@@ -46,7 +55,8 @@ class SharedChat(Chat):
         self.shared = store
         self.follower = Follower(store.session.machine, store.opened_at)
         store.opened()
-        self.others: list[int] = []  # ids of other machines' messages not yet taken (`follow`)
+        self.others: list[tuple[str, int]] = []
+        """(machine, id) of the messages other machines logged, not yet taken (`follow`)."""
         self._own: dict[int, tuple[str, list[str]]] = {}  # pages this machine just logged
         self._texts_built: dict[Node, str] = {}  # lines this machine just stored
         self._leased: Set[Node] = frozenset()
@@ -60,13 +70,26 @@ class SharedChat(Chat):
         *,
         readonly: bool = False,
         budget: Budget | None = None,
+        lease_seconds: float = LEASE_SECONDS,
     ) -> SharedChat:
         """The chat of `session`'s database, with `folder` as this machine's place for it."""
-        return cls.over(PgStorage.open(session, folder, readonly=readonly), budget=budget)
+        storage = PgStorage.open(session, folder, readonly=readonly, lease_seconds=lease_seconds)
+        return cls.over(storage, budget=budget)
 
     @property
     def kept_where(self) -> str:
         return f"the chat in the database at {self.shared.where}"
+
+    @property
+    def renew_every(self) -> float:
+        """Seconds between two renewals of the claims whose calls run: a third of a lease, so
+        that two may fail before it lapses."""
+        return self.shared.lease_seconds / 3
+
+    def renew(self, nodes: Iterable[Node]) -> None:
+        """Claim again the nodes whose calls run here, so that no other machine takes them."""
+        for node in nodes:
+            self.shared.claim(node[0], node[1])
 
     @property
     def machine(self) -> str:
@@ -136,8 +159,9 @@ class SharedChat(Chat):
         changes = self.shared.changes_since(self.follower.seq)
         logged: list[int] = []
         for change in self.follower.feed(changes):
-            logged += self._fold(change)
-        self.others += logged
+            ids = self._fold(change)
+            self.others += [(change.machine, i) for i in ids]
+            logged += ids
         return logged
 
     def _fold(self, change: Change) -> list[int]:
@@ -191,8 +215,8 @@ class SharedChat(Chat):
 
     def claim(self, node: Node) -> bool:
         taken = self.shared.claim(node[0], node[1])
-        if not taken:
-            self._leases_read = -float("inf")  # read them again before the next choice
+        if not taken:  # another's, or the chat's leases are all out: not tried again at once
+            self._leased = self._leased | {node}
         return taken
 
     def release(self, node: Node) -> None:

@@ -3,9 +3,10 @@ database and back (SPEC §13: nothing locks a user in).
 
 `push` copies the home's file chat into the database chat at URL, from where the database's
 copy stands: run again, it copies what was logged since, or nothing. It opens the file chat
-read-only, so a service running on it meanwhile goes on undisturbed. The file chat stays the
-one in use: this version's service runs on the files, and the database holds a copy. `pull`
-writes the database chat into the `chat/` folder of a new home.
+read-only, so a service running on it meanwhile goes on undisturbed. Once the copy is done, it
+sets `[store] url = URL` in the home's config.toml, so that the home uses the database; a home
+set to another database is refused before anything is copied (its files may be behind that
+database's chat). `pull` writes the database chat into the `chat/` folder of a new home.
 
 Whatever is printed names the database by its URL without the password. `cli` imports this
 module to build its parser, so psycopg is loaded only inside the commands themselves.
@@ -48,8 +49,8 @@ def add_parser(commands: Any) -> None:
     actions = store.add_subparsers(dest="action", parser_class=type(store))
     push = actions.add_parser(
         "push",
-        help="copy the home's chat, or what the database lacks of it, into the database at URL "
-        "(the chat in use stays the files)",
+        help="copy the home's chat, or what the database lacks of it, into the database at URL, "
+        "and have the home use it ([store] url)",
     )
     push.add_argument("url", metavar="URL", help="postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DB")
     pull = actions.add_parser("pull", help="write the database's chat into a new home DIR")
@@ -61,7 +62,7 @@ def run_store(args: argparse.Namespace, home: Path) -> int:
     """`store push` (the chat of `home`) or `store pull` (into DIR); the exit status."""
     try:
         if args.action == "push":
-            return _push(home / "chat", args.url)
+            return _push(home, args.url)
         return _pull(args.url, args.dir.expanduser() / "chat")
     except _Refused as error:
         return fail(str(error))
@@ -72,12 +73,14 @@ def run_store(args: argparse.Namespace, home: Path) -> int:
 # Push
 
 
-def _push(chat_dir: Path, url: str) -> int:
+def _push(home: Path, url: str) -> int:
     from evertalk.pgstore.transfer import push
 
     where = _shown(url)
+    chat_dir = home / "chat"
     if not (chat_dir / "main").is_dir():
         raise _Refused(f"no chat in {chat_dir} to push (set --home or EVERTALK_HOME)")
+    _check_store_setting(home, url, where)
     progress = _Progress()
     with _database(url, create=True) as chat:
         try:
@@ -98,12 +101,43 @@ def _push(chat_dir: Path, url: str) -> int:
         _say(f"copied {_counts(copied)} to {where}")
     else:
         _say(f"nothing to copy: {where} holds all {total:,} messages of this chat already")
-    _say(
-        f"the chat in use is still the one in {chat_dir}, which this version's service runs on:"
-        " `evertalk store push` brings the database's copy up to date again, and"
-        " `evertalk store pull` brings it back"
-    )
+    _say(f"this home now uses {where}: {_point_at(home, url)}")
     return 0
+
+
+def _check_store_setting(home: Path, url: str, where: str) -> None:
+    """Refuse, before anything is copied, a URL the setting would not take, and a home whose
+    config.toml is unusable or set to another database (its files may be behind that
+    database's chat)."""
+    from evertalk.config import ConfigError, config_path, load_config
+    from evertalk.config_schema import SettingProblem, check_setting
+    from evertalk.pgstore.url import shown
+
+    try:
+        check_setting("store.url", url)  # what the file may hold: no space in it, say
+        current = load_config(home).store_url
+    except SettingProblem as problem:
+        raise _Refused(problem.line("URL")) from None
+    except ConfigError as error:  # one line that holds no secret
+        raise _Refused(str(error)) from None
+    # the same database, whatever the password said: the URL given replaces the file's
+    if current is not None and shown(current) != where:
+        raise _Refused(
+            f"this home uses {shown(current)} ([store] url in {config_path(home)}): "
+            f"remove that line to push to {where}"
+        )
+
+
+def _point_at(home: Path, url: str) -> str:
+    """Set `[store] url` in the home's config.toml (the rest of the file kept); what was
+    changed, as it may be printed."""
+    from evertalk.config import ConfigError, config_path, save_store_url
+
+    try:
+        save_store_url(home, url)
+    except ConfigError as error:
+        raise _Refused(f"copied, but the home was not set to use the database: {error}") from None
+    return f"[store] url in {config_path(home)}"
 
 
 # Pull

@@ -212,15 +212,15 @@ async def test_a_line_the_disk_cannot_take_counts_no_failure(
     chat = one_message_chat(home)
     fake = AnthropicFake(summarizer(300))
     compactor = compactor_for(chat, compactor_provider(fake))
-    append_node = chat.store.append_node
+    append_nodes = chat.store.append_nodes
     refusals = [error] * 4
 
-    def full_disk(level: int, index: int, text: str, flag: int, **options: Any) -> None:
-        if flag == BUILT and refusals:
+    def full_disk(nodes: list[tuple[int, int, str, int]], **options: Any) -> None:
+        if any(flag == BUILT for *_, flag in nodes) and refusals:
             raise refusals.pop()
-        append_node(level, index, text, flag, **options)
+        append_nodes(nodes, **options)
 
-    monkeypatch.setattr(chat.store, "append_node", full_disk)
+    monkeypatch.setattr(chat.store, "append_nodes", full_disk)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)

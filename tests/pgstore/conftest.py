@@ -8,7 +8,7 @@ from uuid import uuid4
 import pytest
 
 from evertalk.pgstore.connect import Connection, connect
-from pg_server import PgServer
+from pg_server import PgServer, missing, start_server
 
 
 @pytest.fixture
@@ -30,3 +30,16 @@ def pg_connect(pg_url: str) -> Iterator[Callable[..., Connection]]:
     yield open_one
     for conn in opened:
         conn.close()
+
+
+@pytest.fixture
+def own_server() -> Iterator[PgServer]:
+    """A server of the test's own, to stop or kill."""
+    why = missing()
+    if why is not None:
+        pytest.skip(why)
+    server = start_server()
+    yield server
+    if not server.running():
+        server.port = 0  # nothing to stop: `stop` only removes its folder
+    server.stop()

@@ -26,7 +26,7 @@ from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.pgchat import PgChat
 from evertalk.pgstore.session import DatabaseDown, OutcomeUnknown, PgSession
 from evertalk.store.message_log import NewMessage
-from pg_server import PgServer, missing, start_server
+from pg_server import PgServer
 from polling import wait_until
 
 # The backoff
@@ -188,19 +188,6 @@ def test_a_malformed_url_is_refused_without_its_password() -> None:
 
 
 # Faults on real servers
-
-
-@pytest.fixture
-def own_server() -> Iterator[PgServer]:
-    """A server of the test's own, to stop or kill."""
-    why = missing()
-    if why is not None:
-        pytest.skip(why)
-    server = start_server()
-    yield server
-    if not server.running():
-        server.port = 0  # nothing to stop: `stop` only removes its folder
-    server.stop()
 
 
 def appending(n: int) -> Callable[[PgChat], int]:

@@ -1,6 +1,8 @@
 """`evertalk store push URL` and `evertalk store pull URL DIR` as a user runs them: a chat of
 10,000 messages goes to the database and comes back the same, a push stopped midway goes on
-where it stopped, and every refusal is one line that never shows the password."""
+where it stopped, a push that is done points the home at the database (`[store] url`) and one
+that is not leaves config.toml as it was, and every refusal is one line that never shows the
+password."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import random
 import socket
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +24,7 @@ import pytest
 
 from evertalk.chat import Chat
 from evertalk.cli import main
+from evertalk.config import load_config
 from evertalk.memory.text import MESSAGE_LIMIT
 from evertalk.pgstore import transfer
 from evertalk.pgstore.connect import connect
@@ -36,6 +40,14 @@ WORDS = ("disk", "quota", "backup", "nightly", "rotate", "cron", "mirror", "tarb
 START = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 
 CUT_OFF = "running the same command again goes on where it stopped"
+MINE = """\
+# my settings
+model = "claude-opus-5-5"   # the one I like
+
+[tools]
+shell = "allow"
+"""
+"""A home's config.toml as its user wrote it."""
 
 
 # The chats
@@ -80,12 +92,20 @@ def write_chat(chat_dir: Path, count: int, *, seed: int = 11) -> None:
 
 
 @pytest.fixture(scope="session")
-def big_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def big_chat(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A home whose chat holds 10,000 messages, written once for the session. The commands
-    only read it (a push opens it read-only)."""
+    only read the chat (a push opens it read-only)."""
     home = tmp_path_factory.mktemp("big-home")
     write_chat(home / "chat", MESSAGES)
     return home
+
+
+@pytest.fixture
+def big_home(big_chat: Path) -> Path:
+    """`big_chat` with no config.toml: a push of an earlier test set it to that test's
+    database, which another push would be refused for."""
+    (big_chat / "config.toml").unlink(missing_ok=True)
+    return big_chat
 
 
 def small_home(home: Path, count: int = 40, *, seed: int = 11) -> Path:
@@ -199,7 +219,7 @@ def test_push_then_pull_gives_the_same_chat(
     assert pushed.returncode == 0, pushed.stderr
     first, second = pushed.stdout.splitlines()
     assert first == f"copied 10,000 messages, {nodes:,} summaries and the views to {shown}"
-    assert second.startswith(f"the chat in use is still the one in {big_home / 'chat'}")
+    assert second == f"this home now uses {shown}: [store] url in {big_home / 'config.toml'}"
     assert pushed.stderr == ""  # not a terminal: no progress lines
     assert_database_holds(pg_url, big_home / "chat")
 
@@ -263,6 +283,8 @@ def test_an_interrupted_push_goes_on_where_it_stopped(
     assert err.splitlines() == [
         f"evertalk: stopped (10,000 messages are in the database): {CUT_OFF}"
     ]
+
+    assert not (big_home / "config.toml").exists()  # a push cut off sets nothing
 
     monkeypatch.undo()
     rest = evertalk("store", "push", pg_url, home=big_home)
@@ -347,6 +369,7 @@ def test_refusals_without_a_database(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["--home", str(home), "store", "push", f"mysql://u:{SECRET}@h/db"], "not a postgresql"),
         (["store", "pull", f"postgresql://u:{SECRET}@h:port/db", str(tmp_path / "new")], "port"),
         (["store", "pull", f"u:{SECRET}@h/db", str(tmp_path / "new")], "not a postgresql"),
+        (["--home", str(home), "store", "push", secret_url(port) + " x"], "`store.url` must be"),
         # nothing listens there
         (["--home", str(home), "store", "push", secret_url(port)], "cannot reach the database"),
         (["store", "pull", secret_url(port), str(tmp_path / "new")], "cannot reach"),
@@ -357,6 +380,7 @@ def test_refusals_without_a_database(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert says in assert_refused(code, out, err), words
     assert not (tmp_path / "new").exists()  # a refused pull writes nothing
     assert not (tmp_path / "empty").exists()
+    assert not (home / "config.toml").exists()  # nor does a refused push
 
 
 def test_refusals_of_a_database(
@@ -367,10 +391,12 @@ def test_refusals_of_a_database(
     assert main(["--home", str(theirs), "store", "push", pg_url]) == 0
     capsys.readouterr()
 
+    (mine / "config.toml").write_text(MINE)
     code = main(["--home", str(mine), "store", "push", pg_url])
     line = assert_refused(code, *capsys.readouterr(), pg_server.password)
     assert " differs between the database chat and the chat at " in line
     assert line.endswith(": it is another chat")
+    assert (mine / "config.toml").read_text() == MINE  # a failed push sets nothing
 
     taken = tmp_path / "taken"
     (taken / "chat").mkdir(parents=True)
@@ -390,6 +416,58 @@ def test_refusals_of_a_database(
     code = main(["--home", str(mine), "store", "push", wrong])
     line = assert_refused(code, *capsys.readouterr(), pg_server.password, "not-the-password")
     assert "password authentication failed" in line
+    assert (mine / "config.toml").read_text() == MINE
+
+
+# The home's config.toml
+
+
+def test_a_push_points_the_home_at_the_database(
+    tmp_path: Path, pg_server: PgServer, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = small_home(tmp_path / "home")
+    config = home / "config.toml"
+    config.write_text(MINE)
+    config.chmod(0o644)
+
+    assert main(["--home", str(home), "store", "push", pg_url]) == 0
+    out, err = capsys.readouterr()
+    said = f"this home now uses {shown_url(pg_url)}: [store] url in {config}"
+    assert out.splitlines()[-1] == said
+    assert pg_server.password not in out + err
+    text = config.read_text()
+    assert text.startswith(MINE)  # every line and comment kept, the table added after them
+    assert tomllib.loads(text) == {**tomllib.loads(MINE), "store": {"url": pg_url}}
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert load_config(home, {}).store_url == pg_url
+
+    # again, to the same database: nothing to change
+    assert main(["--home", str(home), "store", "push", pg_url]) == 0
+    assert config.read_text() == text
+
+
+def test_a_home_set_to_another_database_is_refused_before_copying(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing listens at the URL given: the refusal is the config's, so no copy was tried."""
+    home = small_home(tmp_path / "home")
+    config = home / "config.toml"
+    other = f"postgresql://other:{SECRET}@elsewhere.example/notes"
+    config.write_text(f'{MINE}\n[store]\nurl = "{other}"\n')
+    before = config.read_bytes()
+    target = secret_url(closed_port())
+
+    code = main(["--home", str(home), "store", "push", target])
+    line = assert_refused(code, *capsys.readouterr())
+    assert line == (
+        f"evertalk: this home uses postgresql://other@elsewhere.example/notes ([store] url in"
+        f" {config}): remove that line to push to postgresql://someone@{target.split('@')[1]}"
+    )
+    assert config.read_bytes() == before
+
+    config.write_text("model = \n")  # a file that cannot be read: refused before copying too
+    code = main(["--home", str(home), "store", "push", target])
+    assert "not valid TOML" in assert_refused(code, *capsys.readouterr())
 
 
 # What other commands load

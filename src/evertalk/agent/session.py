@@ -32,7 +32,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, closing, suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import anyio
 from anyio.abc import TaskGroup
@@ -82,6 +82,7 @@ from evertalk.protocol.events import (
     AgentEvent,
     CatchingUp,
     MemoryWarning,
+    Recorded,
     ReplyLogged,
     TurnEnded,
     TurnStarted,
@@ -94,9 +95,15 @@ from evertalk.runtime import configuration_problem as configuration_problem
 from evertalk.store.compactor_status import catch_up_seconds
 from evertalk.store.errors import StoreError
 from evertalk.store.message_log import MessageLog, NewMessage
+
+if TYPE_CHECKING:
+    from evertalk.agent.sharing import Sharing
 from evertalk.terminal_text import one_line
 
 RESTART_SECONDS = 5.0
+OTHERS_SHOWN = 20
+"""The most messages of other machines a window shows one by one, at one fold; more are
+counted."""
 """A compactor stopped by a bug starts again after this long: a session without one would
 leave every new message a placeholder, and turns would see less and less."""
 
@@ -176,6 +183,23 @@ async def _providers(
             await turns.aclose()
             if memory is not turns:
                 await memory.aclose()
+
+
+def _open_chat(home: Path, runtime: Runtime, budget: Budget, search: bool) -> Chat:
+    """The home's chat: in its folder, or in the database `[store] url` names, with the
+    folder kept for what belongs to this machine."""
+    url = runtime.config.store_url
+    if url is None:
+        return Chat.open(home / "chat", budget=budget, search=search)
+    from evertalk.pgstore.session import PgSession
+    from evertalk.shared_chat import SharedChat, machine_name
+
+    session = PgSession(url, machine_name(home))
+    lease = runtime.config.store_lease_seconds
+    chat = SharedChat.open_shared(session, home / "chat", budget=budget, lease_seconds=lease)
+    if search:
+        chat.warnings.append("memory: search is kept for a chat in files only, not in a database")
+    return chat
 
 
 def _local_now() -> datetime:
@@ -269,6 +293,7 @@ class Agent:
         self._turning = False
         self._closed = False
         self._opened = False
+        self.sharing: Sharing | None = None  # a chat shared with other machines (`share`)
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -299,9 +324,7 @@ class Agent:
         budget = Budget.for_window(runtime.config.turn.context_window)
         async with AsyncExitStack() as stack:
             search = runtime.config.memory.search  # keeps the search index as records come
-            chat = stack.enter_context(
-                closing(Chat.open(home / "chat", budget=budget, search=search))
-            )
+            chat = stack.enter_context(closing(_open_chat(home, runtime, budget, search)))
             turns, memory = await stack.enter_async_context(_providers(runtime, provider))
             ledger = stack.enter_context(closing(Ledger(ledger_path(home))))
             lane = runtime.turn_lane()  # turns first on a server that serves one at a time
@@ -338,6 +361,8 @@ class Agent:
                         mcp=mcp,
                     )
                     agent.holding.recover()
+                    if runtime.config.store_url is not None:
+                        agent.share(stack, group)
                     group.start_soon(agent._compact)
                     group.start_soon(agent._drive)
                     try:
@@ -353,6 +378,35 @@ class Agent:
                 if body_error is not None and list(errors.exceptions) == [body_error]:
                     raise body_error from None
                 raise
+
+    def share(self, stack: AsyncExitStack, group: TaskGroup) -> None:
+        """Follow the other machines of a shared chat, and take turns with them."""
+        from evertalk.agent.sharing import Sharing
+        from evertalk.shared_chat import SharedChat
+
+        chat, url = self.chat, self.runtime.config.store_url
+        assert isinstance(chat, SharedChat) and url is not None
+        sharing = Sharing(
+            chat,
+            url,
+            on_logged=self._others_logged,
+            on_changed=self.compactor.message_logged,
+            warn=self._memory_warning,
+            in_flight=lambda: self.compactor.in_flight,
+            wake=self.compactor.wake,
+        )
+        stack.callback(sharing.close)
+        self.sharing = sharing
+        group.start_soon(sharing.follow)
+
+    def _others_logged(self, logged: list[tuple[str, int]]) -> None:
+        """Messages another machine logged: each window shows them (a long run, counted)."""
+        if len(logged) > OTHERS_SHOWN:
+            self._send(Recorded(logged[-1][0], len(logged)))
+            return
+        for machine, i in logged:
+            record = self.chat.record(i)
+            self._send(Recorded(machine, 1, record.kind, redact(record.text, self.secrets)))
 
     def _close(self) -> None:
         """No more turns: messages typed but never delivered are still the user's words."""
@@ -641,7 +695,11 @@ class Agent:
                 self._wake = anyio.Event()
                 await self._wake.wait()
                 continue
-            await self._turn()
+            if self.sharing is None:
+                await self._turn()
+            else:
+                async with self.sharing.turn():
+                    await self._turn()
             self.holding.after_turn()
             self._changed()
 

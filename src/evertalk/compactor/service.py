@@ -473,7 +473,14 @@ class Compactor:
         try:
             with anyio.CancelScope() as scope:  # `cancel_in_flight` ends it, quietly
                 self._scopes[node] = scope
-                await self._attempt(node)
+                if not self.chat.claim(node):
+                    return  # another machine builds it (a chat shared through a database)
+                try:
+                    await self._attempt(node)
+                finally:
+                    if not self.chat.is_built(node):
+                        with contextlib.suppress(StoreError):  # its lease lapses by itself
+                            self.chat.release(node)
         except Exception as error:  # the disk (or the chat) could not take it: not the node's
             # fault, so it is not counted; the node waits for the next message like a failure
             self._report(node, f"{type(error).__name__}: {error}")

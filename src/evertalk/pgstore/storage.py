@@ -32,16 +32,23 @@ from evertalk.store.storage import NodeRow
 
 T = TypeVar("T")
 
-LEASE_SECONDS = 600.0
-"""How long a compaction's lease lasts: longer than any call's deadline, so that only a machine
-that died lets one lapse."""
+LEASE_SECONDS = 30.0
+"""How long a compaction's lease lasts unless renewed: its machine renews it while the call
+runs, so that only a machine that died (or lost the database) lets one lapse."""
 
 
 class PgStorage:
     """The chat of `session`, owned on this machine by the process that holds `folder`'s lock."""
 
-    def __init__(self, session: PgSession, folder: Path, lock: ChatLock | None) -> None:
+    def __init__(
+        self,
+        session: PgSession,
+        folder: Path,
+        lock: ChatLock | None,
+        lease_seconds: float = LEASE_SECONDS,
+    ) -> None:
         self.session = session
+        self.lease_seconds = lease_seconds
         self.path = folder
         self.warnings: list[str] = []
         self.stale: str | None = None
@@ -49,18 +56,28 @@ class PgStorage:
         self._closed = False
         self._lost: str | None = None  # an append cut off: whether it got in is unknown
         self._opened: Snapshot | None = None  # what the open reads, until `opened`
+        self.chat_id = 0
+        """The chat's id in the database (its row in evertalk.chats)."""
 
     @classmethod
-    def open(cls, session: PgSession, folder: Path, *, readonly: bool = False) -> PgStorage:
+    def open(
+        cls,
+        session: PgSession,
+        folder: Path,
+        *,
+        readonly: bool = False,
+        lease_seconds: float = LEASE_SECONDS,
+    ) -> PgStorage:
         """Connect (DatabaseDown when the database cannot be reached) and read the chat as of
         one moment; the folder is made and locked unless `readonly`."""
         lock = None
         if not readonly:
             make_dir(folder)
             lock = ChatLock.acquire(folder)
-        storage = cls(session, folder, lock)
+        storage = cls(session, folder, lock, lease_seconds)
         try:
             storage._opened = storage._run(PgChat.snapshot)
+            storage.chat_id = storage._run(lambda chat: chat.chat)
         except BaseException:
             storage.close()
             raise
@@ -148,7 +165,7 @@ class PgStorage:
     # Leases
 
     def claim(self, l: int, i: int) -> bool:  # noqa: E741
-        return self._run(lambda chat: chat.claim(l, i, LEASE_SECONDS))
+        return self._run(lambda chat: chat.claim(l, i, self.lease_seconds))
 
     def release(self, l: int, i: int) -> None:  # noqa: E741
         self._run(lambda chat: chat.release(l, i))

@@ -215,4 +215,5 @@ AgentEvent = (
     | MemoryWarning
     | ToolsUnused
     | Retrying
+    | Recorded
 )

@@ -97,7 +97,9 @@ def scratch_config(options: Options, home: Path) -> Config:
             config.memory, search=False, model=options.memory_model or config.memory.model
         )
         denied = ToolPolicies(shell="deny", read="deny", write="deny", edit="deny", fetch="deny")
-        save_config(home, replace(config, memory=memory, tools=denied, workdir=str(work)))
+        # the bench's chat is a scratch one, in files: never the user's database
+        scratch = replace(config, memory=memory, tools=denied, workdir=str(work), store_url=None)
+        save_config(home, scratch)
         return load_config(home)
     except ConfigError as error:
         raise BenchError(str(error)) from None

@@ -23,6 +23,7 @@ from evertalk.protocol.paths import log
 from evertalk.service.context import Reply, Served
 from evertalk.service.session import Session, error_frame
 from evertalk.store.chat_dir import ChatStore
+from evertalk.store.errors import StoreError
 from evertalk.store.forget import Plan, apply
 
 STOPS_TURN = "a forget changed the memory it was sent"
@@ -56,10 +57,10 @@ def forget(service: Served, session: Session, request: requests.Forget) -> Reply
     agent = service.agent_open()
     if not request.preview and agent.subagents.running:
         return error_frame("busy", "a subagent is working: stop it first, or wait until it ends")
-    store = agent.chat.store
     try:
+        store = agent.chat.files  # forgetting in a database is not built yet
         plan = _plan(store, request)
-    except ForgetError as error:
+    except (ForgetError, StoreError) as error:
         return error_frame("bad_request", f"forget: {error}")
     if request.preview:
         return replies.ForgetPreview(
