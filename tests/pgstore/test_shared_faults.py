@@ -16,7 +16,7 @@ from agent.test_turn_support import is_compaction, is_turn, write_config
 from evertalk.client.connection import Connection, RequestFailed, connect
 from evertalk.pgstore.connect import connect as db_connect
 from evertalk.protocol import requests
-from evertalk.protocol.replies import Appended
+from evertalk.protocol.replies import Accepted, Appended
 from fakes import AnthropicFake, Call, Script, serve, slow, summarizer
 from fakes import chat as answer
 from fakes.behaviours import Outcome
@@ -154,6 +154,13 @@ def test_the_database_stopped_and_started_again(
                     append(conn, 1)
                 line = str(refused.value)
                 assert "\n" not in line and "database" in line, line
+                # a window's message is refused in one line (it keeps it), `-p` fails clearly
+                with pytest.raises(RequestFailed) as unsent:
+                    conn.request(requests.Send(text="hello?", key="s1"), Accepted)
+                assert "\n" not in str(unsent.value) and "database" in str(unsent.value)
+                asked = run(home, "-p", "anyone?")
+                assert asked.returncode != 0 and asked.stdout == ""
+                assert asked.stderr.count("\n") == 1 and "database" in asked.stderr, asked.stderr
                 own_server.start_again()
                 # the service connects again by itself, and the message goes in once
                 wait_until(lambda: _appended(conn, 1), "the message is taken again", timeout=60)

@@ -446,6 +446,10 @@ class Agent:
             raise ValueError("an empty message cannot be sent")
         # as it will be logged: a lone surrogate (from a broken terminal or pipe) cannot be
         # encoded for the model either
+        if self.sharing is not None:
+            # the database is reachable (a StoreError, one line, when not: the user keeps the
+            # message), and the turn it may open sees what the other machines logged
+            self.chat.follow()
         held = Held(
             "user",
             valid_unicode(text),

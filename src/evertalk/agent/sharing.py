@@ -55,6 +55,7 @@ class Sharing:
         self._in_flight = in_flight
         self._wake = wake
         self._leased = False  # whether other machines held leases when last looked at
+        self._turn_backoff = Backoff()
         self._renewed = time.monotonic()
         self._said: str | None = None
         self._changed = anyio.Event()
@@ -122,7 +123,9 @@ class Sharing:
     async def turn(self) -> AsyncIterator[None]:
         """Hold the chat's turn for the block, once no other machine holds it (said once)."""
         told = False
-        while not await self._try_take():
+        while not (taken := await self._try_take()):
+            if taken is None:
+                continue  # the database is down: said, and waited for
             if not told:
                 told = True
                 holder = await anyio.to_thread.run_sync(self._holder)
@@ -138,8 +141,17 @@ class Sharing:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.turns.release)
 
-    async def _try_take(self) -> bool:
-        return await anyio.to_thread.run_sync(self.turns.try_take)
+    async def _try_take(self) -> bool | None:
+        """Whether the turn was taken; None while the database cannot be reached (said once,
+        and waited for with a growing delay): the message stays held meanwhile."""
+        try:
+            taken = await anyio.to_thread.run_sync(self.turns.try_take)
+        except StoreError as error:
+            self._say(str(error))
+            await anyio.sleep(self._turn_backoff.next_delay())
+            return None
+        self._turn_backoff.reset()
+        return taken
 
     def _holder(self) -> str | None:
         try:
