@@ -22,6 +22,7 @@ from evertalk.store.chat_dir import ChatStore
 from evertalk.store.copies import holding
 from evertalk.store.errors import StoreError
 from evertalk.store.forget import Plan, apply, marker, plan_edit, plan_forget
+from evertalk.store_setting import files_problem
 from evertalk.summary_cost import summary_calls
 from evertalk.terminal_text import confirmed, escape_controls, fail
 
@@ -127,8 +128,9 @@ def describe(plan: Plan, chat_dir: Path) -> list[str]:
 def run_forget(args: argparse.Namespace, home: Path) -> int:
     """`memory forget` (args.range, args.reason) or `memory redact` (args.text, args.regex)."""
     chat_dir = home / "chat"
-    if not (chat_dir / "main").is_dir():
-        return fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
+    problem = files_problem(home, "memory forget")
+    if problem is not None:
+        return fail(problem)
     from evertalk.client.connection import ServiceError, running
 
     try:

@@ -17,6 +17,7 @@ from typing import TextIO
 from evertalk.chat import Chat, Status, ToolInputError
 from evertalk.store.compactor_status import CompactorStatus, catch_up_seconds, read_status
 from evertalk.store.errors import StoreError
+from evertalk.store_setting import database_url
 from evertalk.terminal_text import escape_controls
 
 
@@ -26,12 +27,16 @@ class CommandError(Exception):
 
 def run_memory_command(args: argparse.Namespace, home: Path) -> int:
     chat_dir = home / "chat"
-    if not (chat_dir / "main").is_dir():
+    try:
+        url = database_url(home)
+    except StoreError as error:
+        return _fail(str(error))
+    if url is None and not (chat_dir / "main").is_dir():
         if args.action == "status":  # a new user (or bare `evertalk` in a pipe): nothing is wrong
             return _no_chat_yet(chat_dir, as_json=getattr(args, "json", False))
         return _fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
     try:
-        chat = Chat.open(chat_dir, readonly=True)
+        chat = Chat.open(chat_dir, readonly=True) if url is None else _shared(home, url)
     except StoreError as error:
         return _fail(str(error))
     try:
@@ -41,6 +46,15 @@ def run_memory_command(args: argparse.Namespace, home: Path) -> int:
         return _fail(str(error))
     finally:
         chat.close()
+
+
+def _shared(home: Path, url: str) -> Chat:
+    """The chat of the database the home uses, read as it is now."""
+    from evertalk.pgstore.session import PgSession
+    from evertalk.shared_chat import SharedChat, machine_name
+
+    session = PgSession(url, machine_name(home))
+    return SharedChat.open_shared(session, home / "chat", readonly=True)
 
 
 def report_warnings(chat: Chat) -> None:

@@ -13,14 +13,16 @@ from pathlib import Path
 from evertalk.client.connection import ServiceError, take_over
 from evertalk.client.hold import Held, holding
 from evertalk.store.repair import Fixed, Report, repair
+from evertalk.store_setting import files_problem
 
 WHAT = "memory repair"
 
 
 def run_repair(home: Path) -> int:
     chat_dir = home / "chat"
-    if not (chat_dir / "main").is_dir():
-        print(f"evertalk: no chat in {chat_dir} (set --home or EVERTALK_HOME)", file=sys.stderr)
+    problem = files_problem(home, "repair")
+    if problem is not None:
+        print(f"evertalk: {problem}", file=sys.stderr)
         return 1
     try:
         with holding(home, WHAT):

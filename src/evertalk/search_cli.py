@@ -20,6 +20,7 @@ from evertalk.memory_search import SearchResult, search, search_index
 from evertalk.search.query import words
 from evertalk.store.errors import StoreError
 from evertalk.store.search_index import SearchIndex
+from evertalk.store_setting import files_problem
 from evertalk.terminal_text import escape_controls, fail
 
 SAID_AFTER = 20_000
@@ -34,8 +35,9 @@ def run_search(args: argparse.Namespace, home: Path) -> int:
     if args.limit < 1:
         return _usage(f"memory search: --limit is a whole number from 1 on, not {args.limit}")
     chat_dir = home / "chat"
-    if not (chat_dir / "main").is_dir():
-        return fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
+    problem = files_problem(home, "memory search")
+    if problem is not None:
+        return fail(problem)
     try:
         chat = Chat.open(chat_dir, readonly=True)
     except StoreError as error:

@@ -74,7 +74,7 @@ class SharedChat(Chat):
     ) -> SharedChat:
         """The chat of `session`'s database, with `folder` as this machine's place for it."""
         storage = PgStorage.open(session, folder, readonly=readonly, lease_seconds=lease_seconds)
-        return cls.over(storage, budget=budget)
+        return cls.over(storage, readonly=readonly, budget=budget)
 
     @property
     def kept_where(self) -> str:

@@ -90,3 +90,28 @@ def test_a_connection_probes_a_silent_database(pg_connect: Callable[..., Connect
     dsn = pg_connect().info.dsn
     assert "keepalives=1" in dsn and "keepalives_idle=30" in dsn, dsn
     assert "keepalives_interval=10" in dsn and "keepalives_count=3" in dsn
+
+
+def test_a_database_of_version_1_gets_the_shape_of_its_nodes(pg_url: str) -> None:
+    from evertalk.pgstore.nodes import node_shape
+    from evertalk.pgstore.schema import MIGRATIONS
+
+    with psycopg.connect(pg_url, autocommit=True) as old:
+        old.execute(MIGRATIONS[0].encode("utf-8"))
+        old.execute("INSERT INTO evertalk.version (version) VALUES (1)")
+        old.execute("INSERT INTO evertalk.chats (name, count) VALUES ('main', 4)")
+        old.execute(
+            "INSERT INTO evertalk.nodes (chat, l, i, text, flag)"
+            " SELECT id, 0, 1, 'été', 2 FROM evertalk.chats UNION ALL"
+            " SELECT id, 1, 1, E'\\x01nul\\x01a\\\\0b', 1 FROM evertalk.chats"
+        )
+    conn = connect(pg_url)  # brings it to the current version
+    try:
+        assert schema_version(conn) == KNOWN
+        row = conn.execute("SELECT id FROM evertalk.chats").fetchone()
+        assert row is not None
+        shape = node_shape(conn, row[0], 4)
+        assert [list(level) for level in shape.flags] == [[0, 2, 0, 0], [0, 1], [0]]
+        assert [list(level) for level in shape.sizes] == [[0, 5, 0, 0], [0, 3], [0]]
+    finally:
+        conn.close()

@@ -72,7 +72,7 @@ def test_two_machines_alternating_hold_the_same_chat(machines: Opener) -> None:
     assert a.core.saved() == b.core.saved()
     assert a.render_view() == b.render_view()
     assert a.core.tree.flags == b.core.tree.flags
-    assert b.others == [i for i in range(60) if i % 2 == 0]
+    assert b.others == [("home", i) for i in range(60) if i % 2 == 0]
 
 
 def test_a_node_built_by_one_machine_is_not_built_again(machines: Opener) -> None:
@@ -113,3 +113,25 @@ def test_a_failed_node_is_cut_for_every_machine(machines: Opener) -> None:
     a.follow()
     assert a.is_built(leaf) and b.is_built(leaf)
     assert a.text_of(leaf) == b.text_of(leaf)
+
+
+def test_the_shape_read_at_an_open_is_every_nodes_size_and_flag(machines: Opener) -> None:
+    a = machines("home")
+    texts = ["plain", "with a NUL \x00 inside", "\x01nul\x01 starts like the mark", "é \\0 ü"]
+    for n in range(600):  # more than two rows of the shape table on level 0
+        a.append("user", f"{n} " + texts[n % 4] * (1 + n % 50))
+    rng = random.Random(5)
+    while compact_some(a, rng, 50):
+        pass
+    snapshot = a.shared.session.run(lambda chat: chat.snapshot(), idempotent=True)
+    nodes = a.shared.session.run(lambda chat: chat.read_nodes(limit=100_000), idempotent=True)
+    sizes = [[0] * len(level) for level in snapshot.shape.flags]
+    flags = [[0] * len(level) for level in snapshot.shape.flags]
+    for node in nodes:
+        if node.l < len(flags) and node.i < len(flags[node.l]):
+            sizes[node.l][node.i] = len(node.text.encode("utf-8"))
+            flags[node.l][node.i] = node.flag
+    assert [list(level) for level in snapshot.shape.sizes] == sizes
+    assert [list(level) for level in snapshot.shape.flags] == flags
+    assert any(flags[1])  # merges were built: more than the leaves' level is checked
+    assert any("\x00" in node.text for node in nodes)  # stored escaped, its size as written

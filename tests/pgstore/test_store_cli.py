@@ -495,3 +495,32 @@ def test_memory_status_does_not_load_the_database_driver(tmp_path: Path) -> None
     loaded = [name for name in modules if name.split(".")[0] == "psycopg"]
     loaded += [name for name in modules if name.startswith("evertalk.pgstore")]
     assert loaded == []  # …and nothing of the database is loaded for it
+
+
+def test_after_a_push_the_read_commands_read_the_database(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = small_home(tmp_path / "home")
+    with Chat.open(home / "chat", readonly=True) as chat:
+        before = chat.status()
+        view = chat.render_view()
+        zoomed = chat.zoom(7, 1)
+    assert main(["--home", str(home), "store", "push", pg_url]) == 0
+    capsys.readouterr()
+    status = evertalk("memory", "status", "--json", home=home)
+    assert status.returncode == 0, status.stderr
+    found = json.loads(status.stdout)
+    assert (found["messages"], found["view_lines"]) == (before.messages, before.view_lines)
+    shown = evertalk("memory", "view", home=home)
+    assert shown.returncode == 0 and shown.stdout.strip() == view.strip()
+    zoom = evertalk("memory", "zoom", "7", "1", home=home)
+    assert zoom.returncode == 0 and zoom.stdout.strip() == zoomed.strip()
+    # what reads the chat's files says in one line why it does not run here
+    for words in (
+        ("memory", "forget", "3", "--yes"),
+        ("memory", "search", "word"),
+        ("memory", "repair"),
+    ):
+        refused = evertalk(*words, home=home)
+        assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "kept in files" in refused.stderr and "store pull" in refused.stderr

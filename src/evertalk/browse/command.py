@@ -16,6 +16,7 @@ from pathlib import Path
 from evertalk.browse.data import ChatData
 from evertalk.ledger import ledger_path
 from evertalk.store.errors import StoreError
+from evertalk.store_setting import files_problem
 from evertalk.terminal_text import escape_controls, fail
 
 
@@ -23,8 +24,9 @@ def run_browse(args: argparse.Namespace, home: Path) -> int:
     if not 0 <= args.port <= 65535:
         return fail(f"--port must be between 0 and 65535, not {args.port}")
     chat_dir = home / "chat"
-    if not (chat_dir / "main").is_dir():
-        return fail(f"no chat in {chat_dir} (set --home or EVERTALK_HOME)")
+    problem = files_problem(home, "memory browse")
+    if problem is not None:
+        return fail(problem)
     try:
         data = ChatData(chat_dir)
     except StoreError as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ from evertalk.store.records import NodeRecord, encode_node
 
 NodeRow = tuple[int, int, str, int]
 """(l, i, text, flag): flag 1 built by a model, 2 free, 3 cut."""
+
+CHUNK = 256
+"""Nodes to a row of the shape table (schema.py's `shape_set`)."""
 
 LARGEST = 2**63 - 1
 """The largest bigint: no chat's T is larger."""
@@ -116,17 +120,25 @@ class NodeShape:
 
 
 def node_shape(conn: Connection, chat: int, t: int) -> NodeShape:
-    """The built nodes' sizes and flags, read in one go; `t`, read in the same snapshot, says
-    how long each level is."""
+    """The built nodes' sizes and flags, read from the shape table (256 nodes to a row, kept
+    by the schema's trigger as nodes are stored); `t`, read in the same snapshot, says how long
+    each level is."""
     levels = t.bit_length()
     sizes = [array(SIZE_CODE, bytes(4 * (t >> level))) for level in range(levels)]
     flags = [bytearray(t >> level) for level in range(levels)]
+    swap = sys.byteorder == "little"  # the table's sizes are big-endian
     with conn.cursor() as cursor:
-        cursor.execute(
-            "SELECT l, i, flag, octet_length(text) FROM evertalk.nodes WHERE chat = %s", (chat,)
-        )
-        for l, i, flag, size in cursor:  # noqa: E741
-            if l < levels and i < len(flags[l]):
-                flags[l][i] = flag
-                sizes[l][i] = size
+        cursor.execute("SELECT l, chunk, flags, sizes FROM evertalk.shape WHERE chat = %s", (chat,))
+        for l, chunk, chunk_flags, chunk_sizes in cursor:  # noqa: E741
+            if l >= levels:
+                continue
+            start = chunk * CHUNK
+            count = min(CHUNK, len(flags[l]) - start)
+            if count <= 0:
+                continue
+            flags[l][start : start + count] = bytes(chunk_flags)[:count]
+            part = array(SIZE_CODE, bytes(chunk_sizes)[: 4 * count])
+            if swap:
+                part.byteswap()
+            sizes[l][start : start + count] = part
     return NodeShape(sizes, flags)

@@ -237,7 +237,98 @@ They run with the caller's rights: row-level security holds in them as it does o
 feed, and the chat's channel (`chats.channel`) notified at the commit.
 """
 
-MIGRATIONS: tuple[str, ...] = (_TABLES + _row_security() + ";\n" + _CHANGES,)
+_SHAPE = r"""
+CREATE TABLE evertalk.shape (
+    chat bigint NOT NULL REFERENCES evertalk.chats ON DELETE CASCADE,
+    l smallint NOT NULL,
+    chunk bigint NOT NULL,
+    flags bytea NOT NULL,  -- a byte per node of the chunk: 0 unbuilt, else the node's flag
+    sizes bytea NOT NULL,  -- four bytes per node, big-endian: its text's size in UTF-8
+    PRIMARY KEY (chat, l, chunk)
+);
+CREATE FUNCTION evertalk.text_size(t text) RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN left(t, 5) <> E'\x01nul\x01' THEN octet_length(t)
+        ELSE octet_length(substr(t, 6))
+            - (octet_length(substr(t, 6))
+               - octet_length(regexp_replace(substr(t, 6), E'\\\\.', '', 'g'))) / 2
+    END
+$$;
+CREATE FUNCTION evertalk.shape_set(
+    p_chat bigint, p_l smallint, p_i bigint, p_flag smallint, p_text text
+) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    k bigint := p_i / 256;
+    pos integer := (p_i % 256)::integer;
+BEGIN
+    INSERT INTO evertalk.shape (chat, l, chunk, flags, sizes)
+        VALUES (p_chat, p_l, k, decode(repeat('00', 256), 'hex'),
+            decode(repeat('00', 1024), 'hex'))
+        ON CONFLICT DO NOTHING;
+    UPDATE evertalk.shape AS s SET flags = set_byte(s.flags, pos, p_flag),
+        sizes = overlay(s.sizes PLACING int4send(evertalk.text_size(p_text))
+            FROM pos * 4 + 1 FOR 4)
+        WHERE s.chat = p_chat AND s.l = p_l AND s.chunk = k;
+END
+$$;
+CREATE FUNCTION evertalk.shape_nodes() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+    k bigint;
+    at_chat bigint;
+    at_l smallint;
+    at_k bigint := -1;
+    f bytea;
+    s bytea;
+BEGIN
+    -- in the order of the rows' keys, each chunk read and written once: a copy of thousands
+    -- of nodes costs a write per chunk, and two writers lock chunks in the same order
+    FOR r IN SELECT n.chat, n.l, n.i, n.flag, n.text FROM new_nodes AS n
+            ORDER BY n.chat, n.l, n.i LOOP
+        k := r.i / 256;
+        IF at_k < 0 OR r.chat <> at_chat OR r.l <> at_l OR k <> at_k THEN
+            IF at_k >= 0 THEN
+                UPDATE evertalk.shape AS x SET flags = f, sizes = s
+                    WHERE x.chat = at_chat AND x.l = at_l AND x.chunk = at_k;
+            END IF;
+            at_chat := r.chat;
+            at_l := r.l;
+            at_k := k;
+            INSERT INTO evertalk.shape (chat, l, chunk, flags, sizes)
+                VALUES (at_chat, at_l, at_k, decode(repeat('00', 256), 'hex'),
+                    decode(repeat('00', 1024), 'hex'))
+                ON CONFLICT DO NOTHING;
+            SELECT x.flags, x.sizes INTO f, s FROM evertalk.shape AS x
+                WHERE x.chat = at_chat AND x.l = at_l AND x.chunk = at_k FOR UPDATE;
+        END IF;
+        f := set_byte(f, (r.i % 256)::integer, r.flag);
+        s := overlay(s PLACING int4send(evertalk.text_size(r.text))
+            FROM (r.i % 256)::integer * 4 + 1 FOR 4);
+    END LOOP;
+    IF at_k >= 0 THEN
+        UPDATE evertalk.shape AS x SET flags = f, sizes = s
+            WHERE x.chat = at_chat AND x.l = at_l AND x.chunk = at_k;
+    END IF;
+    RETURN NULL;
+END
+$$;
+ALTER TABLE evertalk.shape ENABLE ROW LEVEL SECURITY;
+ALTER TABLE evertalk.shape FORCE ROW LEVEL SECURITY;
+CREATE POLICY owner_only ON evertalk.shape
+    USING (chat IN (SELECT id FROM evertalk.chats WHERE owner = current_user))
+    WITH CHECK (chat IN (SELECT id FROM evertalk.chats WHERE owner = current_user));
+GRANT SELECT, INSERT, UPDATE, DELETE ON evertalk.shape TO PUBLIC;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA evertalk TO PUBLIC;
+-- the nodes stored before: their shape, as the trigger writes it from now on
+SELECT count(evertalk.shape_set(chat, l, i, flag, text)) FROM evertalk.nodes;
+CREATE TRIGGER shape AFTER INSERT ON evertalk.nodes REFERENCING NEW TABLE AS new_nodes
+    FOR EACH STATEMENT EXECUTE FUNCTION evertalk.shape_nodes()
+"""
+"""Every built node's flag and size, 256 nodes to a row, kept by a trigger as nodes are stored
+(`shape_set` fills it for the nodes stored before it, one by one):
+an open reads the tree's shape in a few thousand rows at a million messages, not a row per
+node."""
+
+MIGRATIONS: tuple[str, ...] = (_TABLES + _row_security() + ";\n" + _CHANGES, _SHAPE)
 """MIGRATIONS[n - 1] brings the schema to version n."""
 
 KNOWN = len(MIGRATIONS)
