@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.test_turn_support import is_compaction, write_config
+from agent.test_turn_support import is_compaction, is_turn, write_config
 from evertalk.client.connection import Connection, ServiceGone, connect
 from evertalk.pgstore.connect import connect as db_connect
 from evertalk.protocol import events, replies, requests
-from fakes import AnthropicFake, Script, serve, summarizer
-from served_home import run
+from fakes import AnthropicFake, Script, serve, slow, summarizer
+from fakes import chat as answer
+from polling import wait_until
+from served_home import run, start
 
 pytestmark = pytest.mark.slow
 
@@ -132,3 +134,29 @@ def unbuilt_leaves(db: object) -> int:
         " FROM evertalk.chats c"
     ).fetchone()
     return int(row[0])
+
+
+def test_a_message_from_another_machine_waits_for_the_running_turn(
+    homes: tuple[Path, Path], pg_url: str, script: Script
+) -> None:
+    home, office = homes
+    script.push(slow(4, answer("home's answer")), answer("office's answer"))
+    first = start(home, "-p", "a long question")
+    try:
+        wait_until(lambda: any(is_turn(call) for call in script.calls), "home's turn call")
+        second = run(office, "-p", "a short one", timeout=120)
+        out, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert (first.returncode, out) == (0, "home's answer\n"), err
+    assert (second.returncode, second.stdout) == (0, "office's answer\n"), second.stderr
+    with db_connect(pg_url) as db:
+        rows = db.execute("SELECT kind, text FROM evertalk.messages ORDER BY id").fetchall()
+    # office's turn started once home's had ended: its message is logged after home's answer
+    assert rows == [
+        ("user", "a long question"),
+        ("ever", "home's answer"),
+        ("user", "a short one"),
+        ("ever", "office's answer"),
+    ]
