@@ -41,6 +41,7 @@ from evertalk.memory.tree import BUILT, Built
 from evertalk.pgstore.connect import Connection, connect
 from evertalk.pgstore.pgchat import PgChat
 from evertalk.pgstore.session import PgSession
+from evertalk.pgstore.turns import TurnLock
 from evertalk.shared_chat import SharedChat
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.records import MessageRecord, NodeRecord
@@ -339,6 +340,8 @@ class Distant:
     trips: float
     views: float
     turn: float
+    shared_turn: float
+    shared_trips: float
 
 
 def distant(server: PgServer, database: str) -> Distant:
@@ -366,6 +369,7 @@ def distant(server: PgServer, database: str) -> Distant:
                 ended = time.perf_counter()
                 saves.append(ended - saving)
                 turns.append(ended - started)
+        shared, shared_trips = shared_turns(url, relay)
     finally:
         relay.stop()
     return Distant(
@@ -373,7 +377,35 @@ def distant(server: PgServer, database: str) -> Distant:
         statistics.median(trips),
         statistics.median(saves),
         statistics.median(turns),
+        shared,
+        shared_trips,
     )
+
+
+def shared_turns(url: str, relay: DelayRelay) -> tuple[float, float]:
+    """A turn as a service runs it on a shared chat: the message's check of the database and
+    fold, the chat's turn lock taken, the message, a tool's call and result and the reply
+    logged (each folded back from the feed), the lock given back; the median time and round
+    trips."""
+    with tempfile.TemporaryDirectory() as folder:
+        session = PgSession(url, "bench", name="shared")
+        chat = SharedChat.open_shared(session, Path(folder) / "chat")
+        lock = TurnLock(lambda: connect(url, timeout=30), chat.shared.chat_id, "bench")
+        try:
+            times, trips = [], []
+            for _ in range(DISTANT_TURNS):
+                before, started = relay.up, time.perf_counter()
+                chat.follow()
+                assert lock.try_take()
+                for kind in ("user", "tool", "echo", "ever"):
+                    chat.append(kind, TEXT)
+                lock.release()
+                times.append(time.perf_counter() - started)
+                trips.append(relay.up - before)
+        finally:
+            lock.close()
+            chat.close()
+    return statistics.median(times), statistics.median(trips)
 
 
 # The whole run
@@ -423,7 +455,9 @@ class Result:
             f"postgresql {DELAY * 1e3:.0f} ms away each way: append median {ms(far.append)} "
             f"({far.trips:.0f} round trips), save of the views {ms(far.views)}; a turn of "
             f"{TURN_APPENDS} appends and a save: {ms(estimate)} estimated, "
-            f"{ms(far.turn)} measured",
+            f"{ms(far.turn)} measured; a turn of a shared chat as a service runs it (fold, turn "
+            f"lock, 4 messages each folded back, lock given back): {ms(far.shared_turn)}, "
+            f"{far.shared_trips:.0f} round trips",
         ]
 
 

@@ -599,12 +599,24 @@ class ChatApp(App[int]):
             await remote.request(frame, Accepted)
         except ServiceError as error:
             self.rows.sending = [item for item in self.rows.sending if item.text != text]
-            await self._add(NoteRow(f"not sent: {error} (Up brings it back)", classes="error"))
+            await self._add(
+                NoteRow(f"not sent: {error} ({self._typed_again(text)})", classes="error")
+            )
             return
         self.sent_count += 1
         self.busy = True  # a turn runs or waits for it, before the events from it say so
         self.attachments.clear()
         self._show_title()
+
+    def _typed_again(self, text: str) -> str:
+        """A message the service refused goes back into the input, unless the user typed
+        something else meanwhile; where it is, as said after the refusal."""
+        prompt = self.prompt
+        if prompt.text:
+            return "Up brings it back"
+        prompt.load_text(text)
+        prompt.move_cursor(prompt.document.end)
+        return "it is back in the input"
 
     async def _asks_over_budget(
         self, remote: Remote, go: Callable[[], Awaitable[None]], kept: str, hint: str
