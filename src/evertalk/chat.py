@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -211,10 +211,17 @@ class Chat(MessageLog, Closing):
                 self.search.follow(self.files)
         return ids
 
-    def _take_pages(self, kind: str, pages: Iterable[str], *, derive: bool = True) -> None:
-        """Logged pages reach the core; the free nodes they complete are written (unless
-        `derive` is False: another machine's, which wrote them), and the views saved at a
-        checkpoint."""
+    def _take_pages(
+        self,
+        kind: str,
+        pages: Iterable[str],
+        *,
+        derive: bool = True,
+        stored: Container[int] = (),
+    ) -> None:
+        """Logged pages reach the core, and the views are saved at a checkpoint. The free nodes
+        they complete are written, unless `derive` is False (another machine's pages: it wrote
+        them), and but for the leaves of the messages in `stored` (written with them)."""
         core = self.core
         batches = core.view.shrinking, core.cview.shrinking
         built: list[Built] = []
@@ -223,7 +230,7 @@ class Chat(MessageLog, Closing):
             built += core.append(kind, page)
             count += 1
         if derive:
-            self._persist(built)
+            self._persist([b for b in built if b.level or b.index not in stored])
         after = core.view.shrinking, core.cview.shrinking
         ended = any(was and not now for was, now in zip(batches, after, strict=True))
         self.checkpoints.changed(count)

@@ -24,8 +24,8 @@ from typing import Any
 from evertalk.chat import Chat
 from evertalk.memory import Budget, MemoryCore, Node
 from evertalk.memory.core import FAILURES_BEFORE_CUT
-from evertalk.memory.text import split_text, valid_unicode
-from evertalk.memory.tree import BUILT, CUT
+from evertalk.memory.text import leaf_input, split_text, valid_unicode
+from evertalk.memory.tree import BUILT, CUT, free_leaf
 from evertalk.pgstore.chats import Change
 from evertalk.pgstore.follow import Follower
 from evertalk.pgstore.session import PgSession
@@ -100,10 +100,11 @@ class SharedChat(Chat):
     def log_message(self, message: NewMessage) -> list[int]:
         self._writable()
         pages = split_text(valid_unicode(message.text))
+        leaves = [free_leaf(leaf_input(message.kind, page)) for page in pages]
         with self._stops_on_failure():
-            ids = self.shared.append_pages(message, pages)
+            ids, seq = self.shared.log_pages(message, pages, leaves)
         self._own[ids[0]] = (message.kind, pages)
-        self.follow()
+        self._fold_own(seq, {"append": [ids[0], len(ids)]})
         return ids
 
     def build(self, node: Node, text: str) -> None:
@@ -145,13 +146,28 @@ class SharedChat(Chat):
 
     def _put(self, node: Node, text: str, flag: int) -> None:
         self._texts_built[node] = text
+        seq = None
         try:
-            self.shared.put_node((node[0], node[1], text, flag))
+            seq = self.shared.put_node((node[0], node[1], text, flag))
         finally:
-            self.follow()
+            self._fold_own(seq, {"nodes": [list(node)]})
             self._texts_built.pop(node, None)
 
     # -- the feed ---------------------------------------------------------------------------
+
+    def _fold_own(self, seq: int | None, what: dict[str, Any]) -> None:
+        """Fold this machine's change `seq` at once when it is the next one, without reading
+        the feed; else (others' changes came first, or nothing changed) read the feed."""
+        if seq is not None and seq == self.follower.seq + 1:
+            for change in self.follower.fold_own(seq, what):
+                self._take(change)
+        else:
+            self.follow()
+
+    def _take(self, change: Change) -> list[int]:
+        ids = self._fold(change)
+        self.others += [(change.machine, i) for i in ids]
+        return ids
 
     def follow(self) -> list[int]:
         """Fold in every change made since the last one folded, this machine's too, in order;
@@ -159,9 +175,7 @@ class SharedChat(Chat):
         changes = self.shared.changes_since(self.follower.seq)
         logged: list[int] = []
         for change in self.follower.feed(changes):
-            ids = self._fold(change)
-            self.others += [(change.machine, i) for i in ids]
-            logged += ids
+            logged += self._take(change)
         return logged
 
     def _fold(self, change: Change) -> list[int]:
@@ -177,9 +191,9 @@ class SharedChat(Chat):
 
     def _fold_append(self, first: int, count: int) -> None:
         mine = self._own.pop(first, None)
-        if mine is not None:
+        if mine is not None:  # its free leaves were stored with it
             kind, pages = mine
-            self._take_pages(kind, pages)
+            self._take_pages(kind, pages, stored=range(first, first + count))
             return
         records = self.shared.read_messages(first, first + count)
         if len(records) != count:

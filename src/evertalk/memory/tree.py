@@ -36,6 +36,14 @@ class Built:
         return (self.level, self.index)
 
 
+def free_leaf(node_input: str) -> str | None:
+    """A leaf's text when its input is its own line (it fits in one), else None: a model
+    writes it."""
+    # a str of more than 512 characters never fits; skip encoding it
+    fits = len(node_input) <= LINE_LIMIT and utf8_len(node_input) <= LINE_LIMIT
+    return node_input if fits else None
+
+
 class Tree:
     def __init__(self) -> None:
         self.t = 0
@@ -131,9 +139,7 @@ class Tree:
         """The text of a free node whose sources are built, or None when a model is needed."""
         level, index = node
         if level == 0:
-            text = self.inputs[index]
-            # a str of more than 512 characters never fits; skip encoding it
-            return text if len(text) <= LINE_LIMIT and utf8_len(text) <= LINE_LIMIT else None
+            return free_leaf(self.inputs[index])
         below = self.sizes[level - 1]
         if below[2 * index] + 1 + below[2 * index + 1] > LINE_LIMIT:
             return None

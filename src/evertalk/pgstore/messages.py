@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evertalk.pgstore.connect import Connection
@@ -14,6 +15,16 @@ from evertalk.store.records import MessageRecord, Page
 _COLUMNS = "id, kind, date, text, images, key, agent, failed, part, parts"
 
 
+@dataclass(frozen=True)
+class Logged:
+    """What an append did: T as the lock found it, the messages' ids (None: not logged), and
+    the change's sequence number (None: no change, as for a key logged before)."""
+
+    count: int
+    ids: list[int] | None
+    seq: int | None
+
+
 def log_messages(
     conn: Connection,
     chat: int,
@@ -22,19 +33,23 @@ def log_messages(
     *,
     key: str | None = None,
     numbered: bool = False,
-) -> tuple[int, list[int] | None]:
+    leaves: Sequence[str | None] = (),
+) -> Logged:
     """Log the records as the chat's next messages and record the change, in one statement
     (evertalk.log_messages, schema.py): its own transaction, under the chat's row lock, unless
     the caller holds one open. (T as the lock found it, the messages' ids.)
 
     With `key`, a message logged under it already (on one page or several) is not logged
     again: its ids are returned. The records' ids are the chat's next ones, unless `numbered`:
-    then they are kept, and nothing is logged (ids None) unless they follow the chat's T."""
+    then they are kept, and nothing is logged (ids None) unless they follow the chat's T.
+    `leaves`: per record, its leaf's text when that is free (the message is its own line),
+    stored with it, or None."""
     images = [json.dumps(list(r.images)) if r.images is not None else None for r in records]
     row = conn.execute(
-        "SELECT t, first_id, pages FROM evertalk.log_messages(%s::bigint, %s::text, %s::text[],"
-        " %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
-        " %s::boolean[], %s::integer[], %s::integer[])",
+        "SELECT t, first_id, pages, seq FROM evertalk.log_messages(%s::bigint, %s::text,"
+        " %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
+        " %s::text[],"
+        " %s::boolean[], %s::integer[], %s::integer[], %s::text[])",
         (
             chat,
             machine,
@@ -49,13 +64,15 @@ def log_messages(
             [r.failed for r in records],
             [r.page.part if r.page is not None else None for r in records],
             [r.page.parts if r.page is not None else None for r in records],
+            [stored_or_none(leaf) for leaf in leaves] if leaves else None,
         ),
         prepare=False,  # preparing it would cost a round trip of its own, once
     ).fetchone()
     if row is None or row[0] is None:
         raise PgStoreError("the chat is not in the database any more")
     count, first, pages = int(row[0]), row[1], row[2]
-    return count, list(range(first, first + pages)) if first is not None else None
+    ids = list(range(first, first + pages)) if first is not None else None
+    return Logged(count, ids, int(row[3]) if row[3] is not None else None)
 
 
 def _record(row: tuple[Any, ...]) -> MessageRecord:

@@ -31,16 +31,17 @@ def check_node(node: NodeRow, count: int) -> None:
     encode_node(l, i, text, flag)  # the checks of a tree line: the text's size, the flag
 
 
-def put_node(conn: Connection, chat: int, machine: str, rows: Sequence[NodeRow]) -> bool:
+def put_node(conn: Connection, chat: int, machine: str, rows: Sequence[NodeRow]) -> int | None:
     """Store the node rows[0] with the free parents rows[1:] it completes, in one statement
-    (evertalk.put_node, schema.py): its own transaction, under the chat's row lock. False, and
-    one more build refused, when the node was built already; then nothing is written. The
+    (evertalk.put_node, schema.py): its own transaction, under the chat's row lock; the
+    change's sequence number. None, and one more build refused, when the node was built
+    already; then nothing is written. The
     nodes' existence is checked against T under the lock (ValueError as `check_node`'s)."""
     for node in rows:
         check_node(node, LARGEST)  # what the chat's T cannot change
     needed = max((i + 1) << l for l, i, _, _ in rows)  # noqa: E741
     row = conn.execute(
-        "SELECT t, stored FROM evertalk.put_node(%s::bigint, %s::text, %s::bigint,"
+        "SELECT t, stored, seq FROM evertalk.put_node(%s::bigint, %s::text, %s::bigint,"
         " %s::smallint[], %s::bigint[], %s::text[], %s::smallint[])",
         (
             chat,
@@ -58,7 +59,7 @@ def put_node(conn: Connection, chat: int, machine: str, rows: Sequence[NodeRow])
     if row[1] is None:  # a node past the chat's T: nothing was done
         for node in rows:
             check_node(node, int(row[0]))
-    return bool(row[1])
+    return int(row[2]) if row[1] else None
 
 
 def insert_nodes(conn: Connection, chat: int, nodes: Sequence[NodeRow]) -> list[tuple[int, int]]:

@@ -89,6 +89,13 @@ class PgChat(PageStore):
     def append_pages(self, message: NewMessage, pages: Sequence[str]) -> list[int]:
         """Log `message` as consecutive pages in one transaction; their ids (keys as in the file
         store)."""
+        return self.log_pages(message, pages)[0]
+
+    def log_pages(
+        self, message: NewMessage, pages: Sequence[str], leaves: Sequence[str | None] = ()
+    ) -> tuple[list[int], int | None]:
+        """As `append_pages`, with the change's sequence number (None: the key was logged
+        before, and nothing changed); `leaves`, the pages' free leaves, are stored with them."""
         if message.kind not in KINDS:
             raise ValueError(f"unknown message kind {message.kind!r}")
         if not pages:
@@ -96,11 +103,11 @@ class PgChat(PageStore):
         when = iso(message.date if message.date is not None else local_now())
         records = _pages(0, message, pages, when)  # their ids are the chat's next ones
         with driver_errors("log the message"):
-            _, ids = messages.log_messages(
-                self.conn, self.chat, self.machine, records, key=message.key
+            logged = messages.log_messages(
+                self.conn, self.chat, self.machine, records, key=message.key, leaves=leaves
             )
-        assert ids is not None  # logged now, or under its key before
-        return ids
+        assert logged.ids is not None  # logged now, or under its key before
+        return logged.ids, logged.seq
 
     def insert_records(self, records: Sequence[MessageRecord]) -> int:
         """Log records as they are (their ids, dates, keys): the next ones of the chat, as a
@@ -108,10 +115,11 @@ class PgChat(PageStore):
         if not records:
             return self.message_count
         with driver_errors("copy the messages"):
-            count, ids = messages.log_messages(
+            logged = messages.log_messages(
                 self.conn, self.chat, self.machine, records, numbered=True
             )
-        if ids is None:
+        count = logged.count
+        if logged.ids is None:
             raise PgStoreError(
                 f"messages {records[0].i} … {records[-1].i} do not follow the chat's"
                 f" {count} messages"
@@ -141,9 +149,11 @@ class PgChat(PageStore):
         (and counted) when the node was built already, by this machine or another."""
         return self._put((l, i, text, BUILT), free)
 
-    def put_built(self, l: int, i: int, text: str, flag: int) -> bool:  # noqa: E741
-        """Store node (l, i) as built by a model (flag BUILT) or cut (CUT), alone."""
-        return self._put((l, i, text, flag), ())
+    def put_built(self, l: int, i: int, text: str, flag: int) -> int | None:  # noqa: E741
+        """Store node (l, i) as built by a model (flag BUILT) or cut (CUT), alone; the
+        change's sequence number, None when the node was built already."""
+        with driver_errors("store the node"):
+            return nodes.put_node(self.conn, self.chat, self.machine, [(l, i, text, flag)])
 
     def cut(self, l: int, i: int, text: str, *, free: Sequence[NodeRow] = ()) -> bool:  # noqa: E741
         """Store node (l, i) as cut (its input cut after the third failure, SPEC §2.5)."""
@@ -153,7 +163,7 @@ class PgChat(PageStore):
         """One statement under the chat's row lock: the nodes checked against T, the node
         written (or its refusal counted), its free parents, its lease ended, the change."""
         with driver_errors("store the node"):
-            return nodes.put_node(self.conn, self.chat, self.machine, [node, *free])
+            return nodes.put_node(self.conn, self.chat, self.machine, [node, *free]) is not None
 
     def insert_nodes(self, records: Sequence[NodeRecord]) -> int:
         """Store the records' nodes not built yet, as a transfer copies them; how many."""

@@ -152,8 +152,9 @@ $$;
 CREATE FUNCTION evertalk.log_messages(
     p_chat bigint, p_machine text, p_logged text[], p_ids bigint[],
     p_kinds text[], p_dates text[], p_texts text[], p_images text[], p_keys text[],
-    p_agents text[], p_failed boolean[], p_parts integer[], p_partss integer[]
-) RETURNS TABLE (t bigint, first_id bigint, pages integer) LANGUAGE plpgsql AS $$
+    p_agents text[], p_failed boolean[], p_parts integer[], p_partss integer[],
+    p_leaves text[]
+) RETURNS TABLE (t bigint, first_id bigint, pages integer, seq bigint) LANGUAGE plpgsql AS $$
 DECLARE
     n integer := cardinality(p_texts);
 BEGIN
@@ -181,7 +182,12 @@ BEGIN
         FROM unnest(p_kinds, p_dates, p_texts, p_images, p_keys, p_agents, p_failed, p_parts,
             p_partss) WITH ORDINALITY AS m(kind, date, text, images, key, agent, failed, part,
             parts, n);
-    PERFORM evertalk.record_change(
+    -- the leaves that are their message's own line, as every machine derives them
+    INSERT INTO evertalk.nodes (chat, l, i, text, flag)
+        SELECT p_chat, 0, t + f.n - 1, f.leaf, 2
+        FROM unnest(p_leaves) WITH ORDINALITY AS f(leaf, n) WHERE f.leaf IS NOT NULL
+        ON CONFLICT DO NOTHING;
+    seq := evertalk.record_change(
         p_chat, p_machine, jsonb_build_object('append', jsonb_build_array(t, n)), t + n);
     first_id := t;
     pages := n;
@@ -191,7 +197,7 @@ $$;
 CREATE FUNCTION evertalk.put_node(
     p_chat bigint, p_machine text, p_needed bigint,
     p_l smallint[], p_i bigint[], p_texts text[], p_flags smallint[]
-) RETURNS TABLE (t bigint, stored boolean) LANGUAGE plpgsql AS $$
+) RETURNS TABLE (t bigint, stored boolean, seq bigint) LANGUAGE plpgsql AS $$
 DECLARE
     parents jsonb;
 BEGIN
@@ -221,7 +227,7 @@ BEGIN
     SELECT jsonb_agg(jsonb_build_array(g.l, g.i) ORDER BY g.n) INTO parents
         FROM written AS w JOIN given AS g ON (g.l, g.i) = (w.l, w.i);
     DELETE FROM evertalk.leases AS s WHERE s.chat = p_chat AND s.l = p_l[1] AND s.i = p_i[1];
-    PERFORM evertalk.record_change(p_chat, p_machine, jsonb_build_object('nodes',
+    seq := evertalk.record_change(p_chat, p_machine, jsonb_build_object('nodes',
         jsonb_build_array(jsonb_build_array(p_l[1], p_i[1])) || coalesce(parents, '[]')), t);
     RETURN NEXT;
 END

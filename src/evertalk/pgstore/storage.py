@@ -119,9 +119,17 @@ class PgStorage:
         """Log the pages in one transaction, committed before this returns (`durable` is
         always so: every commit is synchronous)."""
         del durable
+        return self.log_pages(message, pages)[0]
+
+    def log_pages(
+        self, message: NewMessage, pages: Sequence[str], leaves: Sequence[str | None] = ()
+    ) -> tuple[list[int], int | None]:
+        """As `append_pages`, with the change's sequence number (None: nothing changed), and
+        the pages' free leaves stored with them."""
         try:
             return self._run(
-                lambda chat: chat.append_pages(message, pages), idempotent=message.key is not None
+                lambda chat: chat.log_pages(message, pages, leaves),
+                idempotent=message.key is not None,
             )
         except OutcomeUnknown as error:
             self._lost = str(error)
@@ -131,9 +139,9 @@ class PgStorage:
         """Store the nodes the memory core derived (free nodes), as every machine derives them."""
         self._run(lambda chat: chat.put_derived(nodes))
 
-    def put_node(self, node: NodeRow) -> bool:
-        """Store a node built by a model (or cut): one change of the chat; False when another
-        machine built it first (the refusal is counted)."""
+    def put_node(self, node: NodeRow) -> int | None:
+        """Store a node built by a model (or cut): one change of the chat, its sequence number;
+        None when another machine built it first (the refusal is counted)."""
         l, i, text, flag = node  # noqa: E741
         return self._run(lambda chat: chat.put_built(l, i, text, flag))
 
