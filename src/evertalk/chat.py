@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -334,6 +334,10 @@ class Chat(MessageLog, Closing):
     def follow(self) -> list[int]:
         """Fold in what other machines changed since; the ids of the messages they logged."""
         return []
+
+    def usage_copy(self) -> Callable[[str], None] | None:
+        """Where the ledger's records go besides the home's file (None: nowhere)."""
+        return None
 
     def claim(self, node: Node) -> bool:
         """Whether this machine may build `node` now (no other builds it)."""

@@ -100,8 +100,11 @@ class Ledger(Closing):
     `last_error`, and never raised, so that accounting cannot break a turn or a compaction.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, copy_to: Callable[[str], None] | None = None) -> None:
         self.path = path
+        self.copy_to = copy_to
+        """Where each record goes too, as its JSON (a chat shared through a database keeps
+        every machine's calls there); best effort, as the file."""
         self.failures = 0
         self.last_error: str | None = None
         self._fd: int | None = None
@@ -167,7 +170,17 @@ class Ledger(Closing):
         except OSError as error:
             self.failures += 1
             self.last_error = f"{self.path}: {error.strerror or error}"
+        self._copy(line)
         return entry
+
+    def _copy(self, line: bytes) -> None:
+        if self.copy_to is None:
+            return
+        try:
+            self.copy_to(line.decode("utf-8").rstrip("\n"))
+        except Exception as error:  # the database's ledger, down: the file has the record
+            self.failures += 1
+            self.last_error = f"the ledger's copy: {error}"
 
     def _open(self) -> int:
         if self._fd is None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Set
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +224,9 @@ class SharedChat(Chat):
     def _checkpoint_if_due(self) -> None:
         if self.checkpoints.due():
             self._save_views_after_append()
+
+    def usage_copy(self) -> Callable[[str], None] | None:
+        return self.shared.add_usage
 
     # -- leases -----------------------------------------------------------------------------
 

@@ -117,6 +117,8 @@ def test_two_services_share_one_chat(homes: tuple[Path, Path], pg_url: str, scri
     made = db.execute("SELECT count(*) FROM evertalk.nodes WHERE flag = 1").fetchone()
     calls = sum(1 for call in script.calls if is_compaction(call))
     assert made is not None and made[0] == calls  # every node built by one call, once
+    kept = db.execute("SELECT count(*), count(DISTINCT row->>'machine') FROM evertalk.ledger")
+    assert kept.fetchone() == (calls, 2)  # every billed call in the chat's ledger, by machine
     builders = db.execute("SELECT DISTINCT machine FROM evertalk.changes WHERE what ? 'nodes'")
     assert len(builders.fetchall()) == 2  # both compactors took part
     assert most_leases <= 8

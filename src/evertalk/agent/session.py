@@ -326,7 +326,8 @@ class Agent:
             search = runtime.config.memory.search  # keeps the search index as records come
             chat = stack.enter_context(closing(_open_chat(home, runtime, budget, search)))
             turns, memory = await stack.enter_async_context(_providers(runtime, provider))
-            ledger = stack.enter_context(closing(Ledger(ledger_path(home))))
+            copy = chat.usage_copy()  # a shared chat keeps every machine's calls in its ledger
+            ledger = stack.enter_context(closing(Ledger(ledger_path(home), copy)))
             lane = runtime.turn_lane()  # turns first on a server that serves one at a time
             compactor = Compactor(
                 chat,

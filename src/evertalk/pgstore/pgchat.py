@@ -250,6 +250,17 @@ class PgChat(PageStore):
         with driver_errors("read the leases"):
             return leases.leases(self.conn, self.chat, live=False)
 
+    # The ledger
+
+    def add_usage(self, row: str) -> None:
+        """Keep one model call's ledger record (JSON), as this machine made it."""
+        with driver_errors("keep the ledger's record"):
+            self.conn.execute(
+                "INSERT INTO evertalk.ledger (chat, row)"
+                " VALUES (%s, %s::jsonb || jsonb_build_object('machine', %s::text))",
+                (self.chat, row, self.machine),
+            )
+
     # Views
 
     def save_views(self, saved: SavedViews) -> None:

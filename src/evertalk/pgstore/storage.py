@@ -181,6 +181,10 @@ class PgStorage:
     def live_leases(self) -> list[Lease]:
         return self._run(PgChat.live_leases)
 
+    def add_usage(self, row: str) -> None:
+        """Keep a model call's ledger record in the database too (every machine's there)."""
+        self._run(lambda chat: chat.add_usage(row), idempotent=False)
+
     # Views
 
     def load_views(self) -> SavedViews | str | None:
