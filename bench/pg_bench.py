@@ -11,8 +11,9 @@ plain role, so that row-level security is paid for as a user would pay for it.
 3. open: the service's open of a chat of N messages, every node built (N = 1,048,576, or as
    many as could be copied in five minutes): the tree's shape, the views, the nodes and
    messages the view needs, the memory core resumed (target 1 s).
-4. two writers: two connections, each appending 2,000 messages from its own thread: the total
-   messages per second, and whether the ids came out dense.
+4. two machines: two shared chats (as two services hold them), each appending 2,000 messages
+   from its own thread: the total messages per second, whether the ids came out dense, and
+   whether both hold the same views after.
 5. distance: appends and a turn (three appends, one save of the views) through a relay that
    holds every chunk 20 ms each way, as a database 40 ms of round trip away.
 """
@@ -228,24 +229,36 @@ def zoom_times(long: LongChat) -> list[float]:
 
 
 def two_writers(url: str) -> tuple[float, bool]:
-    """Messages per second of two writers at once, and whether their ids came out dense."""
-    with connect(url) as one, connect(url) as two:
+    """Messages per second of two machines' chats appending at once, each from its own thread
+    as each service would (every append folded back from the feed, the other's in between);
+    whether the ids came out dense and both machines hold the same views after."""
+    with tempfile.TemporaryDirectory() as folder:
         chats = [
-            PgChat.open(conn, "pair", machine=f"writer {n}") for n, conn in enumerate((one, two))
+            SharedChat.open_shared(
+                PgSession(url, f"machine {n}", name="pair"), Path(folder) / str(n) / "chat"
+            )
+            for n in range(WRITERS)
         ]
-        start = chats[0].message_count
+        try:
+            start = chats[0].t
 
-        def send(chat: PgChat) -> list[int]:
-            return [chat.append_message("user", TEXT) for _ in range(WRITER_APPENDS)]
+            def send(chat: SharedChat) -> list[int]:
+                return [chat.append("user", TEXT)[0] for _ in range(WRITER_APPENDS)]
 
-        started = time.perf_counter()
-        with ThreadPoolExecutor(WRITERS) as pool:
-            ids = list(pool.map(send, chats))
-        elapsed = time.perf_counter() - started
+            started = time.perf_counter()
+            with ThreadPoolExecutor(WRITERS) as pool:
+                ids = list(pool.map(send, chats))
+            elapsed = time.perf_counter() - started
+            for chat in chats:
+                chat.follow()
+            same = all(chat.core.saved() == chats[0].core.saved() for chat in chats)
+        finally:
+            for chat in chats:
+                chat.close()
     everything = sorted(i for each in ids for i in each)
     dense = everything == list(range(start, start + WRITERS * WRITER_APPENDS))
     in_order = all(each == sorted(each) for each in ids)
-    return WRITERS * WRITER_APPENDS / elapsed, dense and in_order
+    return WRITERS * WRITER_APPENDS / elapsed, dense and in_order and same
 
 
 # 5. A distant database
@@ -435,7 +448,7 @@ class Result:
 
     def lines(self) -> list[str]:
         db, files, far = self.database, self.files, self.far
-        dense = "dense and in order" if self.dense else "NOT dense"
+        dense = "dense and in order, the same views" if self.dense else "NOT dense or not alike"
         estimate = TURN_APPENDS * far.append + far.views
         return [
             f"postgresql append: median {ms(db.median)}, p99 {ms(p99(db.times))} over "
@@ -450,8 +463,8 @@ class Result:
             f"copied in {self.fill_s:.0f} s), as a service opens it: a view of "
             f"{self.view_lines} lines, median {ms(statistics.median(self.opens))}, "
             f"first {ms(self.opens[0])} (target under 1 s)",
-            f"postgresql two writers at once: {self.pair_per_s:,.0f} messages/s in all, "
-            f"{WRITERS} x {WRITER_APPENDS:,}; ids {dense}",
+            f"postgresql two machines' chats appending at once: {self.pair_per_s:,.0f} "
+            f"messages/s in all, {WRITERS} x {WRITER_APPENDS:,}; ids {dense}",
             f"postgresql {DELAY * 1e3:.0f} ms away each way: append median {ms(far.append)} "
             f"({far.trips:.0f} round trips), save of the views {ms(far.views)}; a turn of "
             f"{TURN_APPENDS} appends and a save: {ms(estimate)} estimated, "
