@@ -4,7 +4,6 @@ machine logs and builds, as `evertalk serve` runs for real on both."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,13 +77,6 @@ def text_of(n: int) -> str:
     return f"message {n} from {'home' if n % 2 == 0 else 'office'}: " + "detail words " * 60
 
 
-def until(ready: object, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_two_services_share_one_chat(homes: tuple[Path, Path], pg_url: str, script: Script) -> None:
     windows = [Window(home) for home in homes]
     senders = [connect(home, "capture", start=True) for home in homes]
@@ -94,7 +86,7 @@ def test_two_services_share_one_chat(homes: tuple[Path, Path], pg_url: str, scri
         for n in range(COUNT):
             assert send(senders[n % 2], text_of(n), f"k{n}") == [n]
             most_leases = max(most_leases, live_leases(db))
-        until(lambda: all(w.count >= COUNT for w in windows), 60)
+        wait_until(lambda: all(w.count >= COUNT for w in windows), "both windows", 60)
         for window in windows:
             assert window.count == COUNT
             assert sorted(window.texts) == sorted(text_of(n) for n in range(COUNT))
@@ -104,7 +96,7 @@ def test_two_services_share_one_chat(homes: tuple[Path, Path], pg_url: str, scri
             most_leases = max(most_leases, live_leases(db))
             return unbuilt_leaves(db) == 0 and live_leases(db) == 0
 
-        until(built, 120)
+        wait_until(built, "every leaf built, no lease left", 120)
     finally:
         for conn in [*senders, *(w.conn for w in windows)]:
             conn.close()
