@@ -58,7 +58,7 @@ class SharedChat(Chat):
         self.others: list[tuple[str, int]] = []
         """(machine, id) of the messages other machines logged, not yet taken (`follow`)."""
         self._own: dict[int, tuple[str, list[str]]] = {}  # pages this machine just logged
-        self._texts_built: dict[Node, str] = {}  # lines this machine just stored
+        self._texts_built: dict[Node, tuple[str, int]] = {}  # lines (and flags) just stored
         self._leased: Set[Node] = frozenset()
         self._leases_read = -float("inf")
 
@@ -103,14 +103,14 @@ class SharedChat(Chat):
         leaves = [free_leaf(leaf_input(message.kind, page)) for page in pages]
         with self._stops_on_failure():
             ids, seq = self.shared.log_pages(message, pages, leaves)
-        self._own[ids[0]] = (message.kind, pages)
+        if seq is not None:  # else its key was logged before: folded then
+            self._own[ids[0]] = (message.kind, pages)
         self._fold_own(seq, {"append": [ids[0], len(ids)]})
         return ids
 
     def build(self, node: Node, text: str) -> None:
         self._writable()
         text = valid_unicode(text)
-        self.follow()
         if self.core.tree.is_built(node):
             return  # another machine's line got in first (its lease had lapsed)
         error = self.core.pending_error(node)
@@ -145,7 +145,7 @@ class SharedChat(Chat):
         return False
 
     def _put(self, node: Node, text: str, flag: int) -> None:
-        self._texts_built[node] = text
+        self._texts_built[node] = (text, flag)
         seq = None
         try:
             seq = self.shared.put_node((node[0], node[1], text, flag))
@@ -204,9 +204,10 @@ class SharedChat(Chat):
     def _fold_node(self, node: Node, *, derive: bool) -> None:
         if self.core.tree.is_built(node):
             return  # derived here already: a free parent
-        text = self._texts_built.get(node)
-        flag = BUILT
-        if text is None:
+        mine = self._texts_built.get(node) if derive else None  # this machine's own line
+        if mine is not None:
+            text, flag = mine
+        else:
             record = self.shared.read_node(node[0], node[1])
             if record is None:
                 raise StoreError(f"node {node} is not in the database")

@@ -12,6 +12,7 @@ import pytest
 
 from evertalk.chat import Chat
 from evertalk.memory import Budget, Node
+from evertalk.memory.tree import CUT
 from evertalk.pgstore.session import PgSession
 from evertalk.shared_chat import SharedChat
 
@@ -84,9 +85,11 @@ def test_a_node_built_by_one_machine_is_not_built_again(machines: Opener) -> Non
     assert not b.claim(leaf)  # a holds the lease
     assert leaf not in [(0, i) for i in b.ready_leaves()]
     a.build(leaf, "a line about one")
-    b.build(leaf, "a second line, from a machine that did not claim")  # folded first: dropped
+    b.build(leaf, "a second line, from a machine that did not claim")  # refused, and counted
     assert b.text_of(leaf) == a.text_of(leaf) == "a line about one"
-    assert a.shared.session.run(lambda chat: chat.refused, idempotent=True) == 0
+    assert a.shared.session.run(lambda chat: chat.refused, idempotent=True) == 1
+    b.build(leaf, "once more")  # folded by now: not sent at all
+    assert a.shared.session.run(lambda chat: chat.refused, idempotent=True) == 1
 
 
 def test_a_reopen_finds_what_both_machines_did(machines: Opener) -> None:
@@ -113,6 +116,7 @@ def test_a_failed_node_is_cut_for_every_machine(machines: Opener) -> None:
     a.follow()
     assert a.is_built(leaf) and b.is_built(leaf)
     assert a.text_of(leaf) == b.text_of(leaf)
+    assert a.core.tree.flag(leaf) == b.core.tree.flag(leaf) == CUT  # as a cut on both
 
 
 def test_the_shape_read_at_an_open_is_every_nodes_size_and_flag(machines: Opener) -> None:
