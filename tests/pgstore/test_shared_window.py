@@ -14,7 +14,7 @@ from agent.test_turn_support import write_config
 from evertalk.client.connection import Connection, connect
 from evertalk.protocol import requests
 from evertalk.protocol.replies import Appended
-from evertalk.tui.widgets import NoteRow
+from evertalk.tui.widgets import NoteRow, UserRow
 from fakes import AnthropicFake, serve
 from pg_server import PgServer
 from served_home import run
@@ -49,22 +49,22 @@ async def test_a_window_shows_every_message_of_both_machines(tmp_path: Path, pg_
                     assert ids == [n]
 
                 def shown() -> list[str]:
-                    return [
-                        row.text for row in app.query(NoteRow) if " of the shared chat" in row.text
-                    ]
+                    """This machine's appends as notes; the other's whole, as user rows."""
+                    notes = [row.text for row in app.query(NoteRow) if "shared chat" in row.text]
+                    users = [row.text for row in app.query(UserRow) if "shared chat" in row.text]
+                    return notes + users
 
                 await wait_until(pilot, lambda: len(shown()) >= COUNT, timeout=60)
                 rows = shown()
+                heads = [row.text for row in app.query(NoteRow) if row.text.startswith("from ")]
                 for conn in (here, there):
                     conn.close()
-            # as each came: the other machine's a moment after it was logged, when it is folded
+            # as each came: the other machine's a moment after it was logged, when folded
             assert len(rows) == COUNT
-            other = f"user from {socket.gethostname()}:{office}: "
-            expected = {
-                ("user from capture: " if n % 2 == 0 else other) + f"note {n} of the shared chat"
-                for n in range(COUNT)
-            }
-            assert set(rows) == expected
+            mine = {f"user from capture: note {n} of the shared chat" for n in range(0, COUNT, 2)}
+            theirs = {f"note {n} of the shared chat" for n in range(1, COUNT, 2)}
+            assert set(rows) == mine | theirs
+            assert set(heads) == {f"from {socket.gethostname()}:{office}:"}
         finally:
             run(office, "service", "stop", timeout=120)
 

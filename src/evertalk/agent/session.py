@@ -101,9 +101,6 @@ if TYPE_CHECKING:
 from evertalk.terminal_text import one_line
 
 RESTART_SECONDS = 5.0
-OTHERS_SHOWN = 20
-"""The most messages of other machines a window shows one by one, at one fold; more are
-counted."""
 """A compactor stopped by a bug starts again after this long: a session without one would
 leave every new message a placeholder, and turns would see less and less."""
 
@@ -183,6 +180,17 @@ async def _providers(
             await turns.aclose()
             if memory is not turns:
                 await memory.aclose()
+
+
+def runs(logged: Sequence[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    """(machine, first id, count) of each run of consecutive ids one machine logged."""
+    found: list[tuple[str, int, int]] = []
+    for machine, i in logged:
+        if found and found[-1][0] == machine and found[-1][1] + found[-1][2] == i:
+            found[-1] = (machine, found[-1][1], found[-1][2] + 1)
+        else:
+            found.append((machine, i, 1))
+    return found
 
 
 def _open_chat(home: Path, runtime: Runtime, budget: Budget, search: bool) -> Chat:
@@ -401,13 +409,15 @@ class Agent:
         group.start_soon(sharing.follow)
 
     def _others_logged(self, logged: list[tuple[str, int]]) -> None:
-        """Messages another machine logged: each window shows them (a long run, counted)."""
-        if len(logged) > OTHERS_SHOWN:
-            self._send(Recorded(logged[-1][0], len(logged)))
-            return
-        for machine, i in logged:
-            record = self.chat.record(i)
-            self._send(Recorded(machine, 1, record.kind, redact(record.text, self.secrets)))
+        """Messages other machines logged: each window is told, a run of one machine's at a
+        time, with the first one's id to read them by (a single one's text comes along)."""
+        for machine, first, count in runs(logged):
+            if count == 1:
+                record = self.chat.record(first)
+                text = redact(record.text, self.secrets)
+                self._send(Recorded(machine, 1, record.kind, text, first=first))
+            else:
+                self._send(Recorded(machine, count, first=first))
 
     def _close(self) -> None:
         """No more turns: messages typed but never delivered are still the user's words."""

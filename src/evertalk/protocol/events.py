@@ -194,6 +194,7 @@ class Recorded(Event, frozen=True, tag="recorded"):
     count: int
     kind: str | None = None
     text: str | None = None
+    first: int | None = None  # another machine's messages: the first one's id
 
 
 class Quiet(Event, frozen=True, tag="quiet"):

@@ -20,6 +20,7 @@ from evertalk.protocol.events import Recorded, catching_up_text
 from evertalk.slash import RETRY_HINT
 from evertalk.terminal_text import one_line
 from evertalk.tui import service_messages as sm
+from evertalk.tui.history import earlier_rows
 from evertalk.tui.service_messages import shows
 from evertalk.tui.widgets import (
     NoteRow,
@@ -52,6 +53,10 @@ def refused_key(kind: str | None) -> bool:
     """Whether a failed model call's kind (TurnEnded's `error_kind`) is the provider refusing
     the key: the kind decides, never the words of the error."""
     return kind == "auth"
+
+
+WHOLE_MOST = 50
+"""The most messages of another machine shown whole at once; more are counted."""
 
 
 def recorded_text(event: Recorded) -> str:
@@ -204,7 +209,16 @@ class TurnRows(Widget):
 
     @shows(sm.RecordedArrived)
     async def _on_recorded(self, message: sm.RecordedArrived) -> None:
-        await self.add_rows(NoteRow(recorded_text(message.frame)))
+        frame = message.frame
+        if frame.first is None or frame.count > WHOLE_MOST:
+            await self.add_rows(NoteRow(recorded_text(frame)))
+            return
+        # another machine's messages: shown whole, as this window shows its own
+        found = await self.host.messages(frame.first, frame.first + frame.count)
+        if len(found) != frame.count:  # the service could not read them: say what came
+            await self.add_rows(NoteRow(recorded_text(frame)))
+            return
+        await self.add_rows(NoteRow(f"from {frame.client}:"), *earlier_rows(found))
 
     @shows(sm.RetryingArrived)
     async def _on_retrying(self, message: sm.RetryingArrived) -> None:
