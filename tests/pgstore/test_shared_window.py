@@ -1,10 +1,10 @@
-"""The terminal app's window of one machine, driven by a Pilot, while both machines log: it
-shows every message of the shared chat as it is logged, this machine's and the other's."""
+"""The terminal app's windows of two machines, driven by Pilots, while both machines log: each
+shows every message of the shared chat as it is logged, its machine's and the other's; and a
+window whose database is down."""
 
 from __future__ import annotations
 
 import socket
-from functools import partial
 from pathlib import Path
 
 import anyio
@@ -15,9 +15,8 @@ from evertalk.client.connection import Connection, connect
 from evertalk.protocol import requests
 from evertalk.protocol.replies import Appended
 from evertalk.tui.widgets import NoteRow, UserRow
-from fakes import AnthropicFake, serve
+from fakes import AnthropicFake
 from pg_server import PgServer
-from served_home import run
 from tui.tui_support import app_of, enter_line, running, script, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -30,43 +29,48 @@ def send(conn: Connection, n: int) -> list[int]:
     return conn.request(requests.Append(messages=[message]), Appended).ids
 
 
-async def test_a_window_shows_every_message_of_both_machines(tmp_path: Path, pg_url: str) -> None:
-    fake = AnthropicFake(script())
-    home, office = tmp_path / "home", tmp_path / "office"
-    store = ["", "[store]", f'url = "{pg_url}"']
-    with serve(fake.app) as url:
-        write_config(home, more=store)  # its service runs in this process, on the fake
-        write_config(office, base_url=url, more=store)
+async def test_both_windows_show_every_message_of_both_machines(
+    tmp_path: Path, pg_url: str
+) -> None:
+    homes = (tmp_path / "home", tmp_path / "office")
+    for home in homes:  # each machine's service runs in this process, on a fake of its own
+        write_config(home, more=["", "[store]", f'url = "{pg_url}"'])
+    async with (
+        running(homes[0], AnthropicFake(script()), size=(120, 40)) as one,
+        running(homes[1], AnthropicFake(script()), size=(120, 40)) as two,
+    ):
+        conns = [await anyio.to_thread.run_sync(connect, home, "capture") for home in homes]
         try:
-            async with running(home, fake, size=(120, 40)) as pilot:
-                app = app_of(pilot)
-                here = await anyio.to_thread.run_sync(connect, home, "capture")
-                there = await anyio.to_thread.run_sync(
-                    partial(connect, office, "capture", start=True)
-                )
-                for n in range(COUNT):
-                    ids = await anyio.to_thread.run_sync(send, here if n % 2 == 0 else there, n)
-                    assert ids == [n]
-
-                def shown() -> list[str]:
-                    """This machine's appends as notes; the other's whole, as user rows."""
-                    notes = [row.text for row in app.query(NoteRow) if "shared chat" in row.text]
-                    users = [row.text for row in app.query(UserRow) if "shared chat" in row.text]
-                    return notes + users
-
-                await wait_until(pilot, lambda: len(shown()) >= COUNT, timeout=60)
-                rows = shown()
-                heads = [row.text for row in app.query(NoteRow) if row.text.startswith("from ")]
-                for conn in (here, there):
-                    conn.close()
-            # as each came: the other machine's a moment after it was logged, when folded
-            assert len(rows) == COUNT
-            mine = {f"user from capture: note {n} of the shared chat" for n in range(0, COUNT, 2)}
-            theirs = {f"note {n} of the shared chat" for n in range(1, COUNT, 2)}
-            assert set(rows) == mine | theirs
-            assert set(heads) == {f"from {socket.gethostname()}:{office}:"}
+            for n in range(COUNT):
+                assert await anyio.to_thread.run_sync(send, conns[n % 2], n) == [n]
+            await wait_until(one, lambda: len(shown(one)) >= COUNT, timeout=60)
+            await wait_until(two, lambda: len(shown(two)) >= COUNT, timeout=60)
+            seen = [(shown(pilot), heads(pilot)) for pilot in (one, two)]
         finally:
-            run(office, "service", "stop", timeout=120)
+            for conn in conns:
+                conn.close()
+    for at, (rows, named) in enumerate(seen):
+        # as each came: the other machine's a moment after it was logged, when folded
+        assert len(rows) == COUNT
+        here = range(at, COUNT, 2)  # appended through this window's service: one note each
+        there = range(1 - at, COUNT, 2)  # the other machine's: whole, as user rows
+        mine = {f"user from capture: note {n} of the shared chat" for n in here}
+        theirs = {f"note {n} of the shared chat" for n in there}
+        assert set(rows) == mine | theirs
+        assert set(named) == {f"from {socket.gethostname()}:{homes[1 - at]}:"}
+
+
+def shown(pilot: object) -> list[str]:
+    """The rows of the shared chat's notes in a window: this machine's appends as notes, the
+    other machine's messages whole, as user rows."""
+    app = app_of(pilot)
+    notes = [row.text for row in app.query(NoteRow) if "shared chat" in row.text]
+    users = [row.text for row in app.query(UserRow) if "shared chat" in row.text]
+    return notes + users
+
+
+def heads(pilot: object) -> list[str]:
+    return [row.text for row in app_of(pilot).query(NoteRow) if row.text.startswith("from ")]
 
 
 async def test_the_window_keeps_a_message_the_database_cannot_take(
