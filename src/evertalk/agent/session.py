@@ -395,15 +395,7 @@ class Agent:
 
         chat, url = self.chat, self.runtime.config.store_url
         assert isinstance(chat, SharedChat) and url is not None
-        sharing = Sharing(
-            chat,
-            url,
-            on_logged=self._others_logged,
-            on_changed=self.compactor.message_logged,
-            warn=self._memory_warning,
-            in_flight=lambda: self.compactor.in_flight,
-            wake=self.compactor.wake,
-        )
+        sharing = Sharing(chat, url, self.compactor, self._others_logged, self._memory_warning)
         stack.callback(sharing.close)
         self.sharing = sharing
         group.start_soon(sharing.follow)

@@ -14,12 +14,12 @@ the chat goes on with what it has.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
 import anyio
 
-from evertalk.memory import Node
+from evertalk.compactor.service import Compactor
 from evertalk.pgstore.backoff import Backoff
 from evertalk.pgstore.connect import connect
 from evertalk.pgstore.listen import Listener
@@ -34,26 +34,23 @@ TURN_POLL_SECONDS = 0.5
 
 
 class Sharing:
-    """Following chat `chat` of the database at `url`, and its turn lock."""
+    """Following chat `chat` of the database at `url` for this machine's `compactor`, and the
+    chat's turn lock. `on_logged` is told of the other machines' messages, `warn` of what the
+    user should know (one line each)."""
 
     def __init__(
         self,
         chat: SharedChat,
         url: str,
-        *,
+        compactor: Compactor,
         on_logged: Callable[[list[tuple[str, int]]], None],
-        on_changed: Callable[[], None],
         warn: Callable[[str], None],
-        in_flight: Callable[[], Iterable[Node]],
-        wake: Callable[[], None],
     ) -> None:
         self.chat = chat
         self.url = url
+        self.compactor = compactor
         self._on_logged = on_logged
-        self._on_changed = on_changed
         self._warn = warn
-        self._in_flight = in_flight
-        self._wake = wake
         self._leased = False  # whether other machines held leases when last looked at
         self._turn_backoff = Backoff()
         self._renewed = time.monotonic()
@@ -94,8 +91,9 @@ class Sharing:
             self._warn(f"memory: the database at {self.chat.shared.where} is reachable again")
         if logged:
             self._on_logged(logged)
+            self.compactor.message_logged()  # new work, and failed nodes may be tried again
         if self.chat.follower.seq != before:
-            self._on_changed()
+            self.compactor.wake()  # a node built elsewhere may let a merge start here
             changed, self._changed = self._changed, anyio.Event()
             changed.set()
 
@@ -104,7 +102,7 @@ class Sharing:
         gone: a lease that lapsed (its machine died) lets a node start here."""
         leased = bool(self.chat.leased_elsewhere())
         if leased or self._leased:
-            self._wake()
+            self.compactor.wake()
         self._leased = leased
 
     def _renew(self) -> None:
@@ -112,7 +110,7 @@ class Sharing:
         now = time.monotonic()
         if now - self._renewed >= self.chat.renew_every:
             self._renewed = now
-            self.chat.renew(self._in_flight())
+            self.chat.renew(self.compactor.in_flight)
 
     def _say(self, line: str) -> None:
         if line != self._said:
