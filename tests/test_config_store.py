@@ -85,6 +85,16 @@ def test_the_check_of_one_value_says_the_same() -> None:
     assert caught.value.line("URL") == f"URL: {REFUSED}"
 
 
+def test_how_long_a_lease_lasts(tmp_path: Path) -> None:
+    assert load_config(tmp_path, {}).store_lease_seconds == 30.0
+    write(tmp_path, f'[store]\nurl = "{URL}"\nlease_seconds = 5\n')
+    assert load_config(tmp_path, {}).store_lease_seconds == 5.0
+    path = write(tmp_path, f'[store]\nurl = "{URL}"\nlease_seconds = 1\n')
+    assert error_of(tmp_path) == (
+        f"{path}: `store.lease_seconds` must be a number of seconds from 3 to 3600, not 1"
+    )
+
+
 # --- the password never shows ----------------------------------------------------------------
 
 
