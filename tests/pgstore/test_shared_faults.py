@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,3 +179,18 @@ def _appended(conn: Connection, n: int) -> bool:
         return append(conn, n) == [n]
     except RequestFailed:
         return False
+
+
+def test_p_with_the_database_down_from_the_start_fails_in_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"postgresql://me:pw-never-shown-4821@127.0.0.1:{port}/chat"
+    write_config(home, more=["", "[store]", f'url = "{url}"'])
+    asked = run(home, "-p", "hello?")
+    assert asked.returncode == 1 and asked.stdout == ""
+    assert asked.stderr.count("\n") == 1, asked.stderr
+    assert f"the database at 127.0.0.1:{port}/chat cannot be reached" in asked.stderr
+    assert "tries again" not in asked.stderr  # nothing does: the service did not start
+    assert "pw-never-shown-4821" not in asked.stderr + (home / "service.log").read_text()

@@ -199,12 +199,15 @@ def _open_chat(home: Path, runtime: Runtime, budget: Budget, search: bool) -> Ch
     url = runtime.config.store_url
     if url is None:
         return Chat.open(home / "chat", budget=budget, search=search)
-    from evertalk.pgstore.session import PgSession
+    from evertalk.pgstore.session import DatabaseDown, PgSession
     from evertalk.shared_chat import SharedChat, machine_name
 
     session = PgSession(url, machine_name(home))
     lease = runtime.config.store_lease_seconds
-    chat = SharedChat.open_shared(session, home / "chat", budget=budget, lease_seconds=lease)
+    try:
+        chat = SharedChat.open_shared(session, home / "chat", budget=budget, lease_seconds=lease)
+    except DatabaseDown:  # the service does not start: nothing tries again
+        raise StoreError(session.down_line or "the database cannot be reached") from None
     if search:
         chat.warnings.append("memory: search is kept for a chat in files only, not in a database")
     return chat

@@ -97,6 +97,14 @@ class PgSession:
             return f"not connected to the database at {self.where} yet"
         return str(self._down(self._clock()))
 
+    @property
+    def down_line(self) -> str | None:
+        """Why the last try failed, in one line without when the next comes (for a program
+        that stops rather than tries again), or None."""
+        if self._reason is None:
+            return None
+        return f"the database at {self.where} cannot be reached: {self._reason}"
+
     def run(self, operation: Callable[[PgChat], T], *, idempotent: bool) -> T:
         """`operation(chat)`, once the session is up (a try is made first if one is due).
 
