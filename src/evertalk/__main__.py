@@ -1,3 +1,3 @@
-from evertalk.cli import main
+from evertalk.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -36,6 +36,7 @@ from stat import S_ISREG
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from evertalk.protocol.paths import log_path
+from evertalk.secret_env import for_own_processes
 
 if TYPE_CHECKING:
     from evertalk.client.connection import Connection
@@ -132,6 +133,7 @@ def _start_worker(home: Path, job: Job) -> None:
             stderr=log,
             start_new_session=True,
             cwd=home,
+            env=for_own_processes(),  # it may start the service, which needs the keys
         )
     finally:
         os.close(log)
@@ -366,4 +368,7 @@ def _worker_main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+    from evertalk.secret_env import seal
+
+    seal()
     raise SystemExit(_worker_main(sys.argv[1:]))

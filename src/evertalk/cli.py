@@ -247,6 +247,15 @@ def _mcp_actions(mcp: argparse.ArgumentParser) -> None:
     remove.add_argument("name", metavar="NAME")
 
 
+def entry() -> int:
+    """The command as a process runs it: its credentials sealed away first (`secret_env`), so
+    that no command of a tool can read them from this process; `main` is the rest."""
+    from evertalk.secret_env import seal
+
+    seal()
+    return main()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = list(sys.argv[1:] if argv is None else argv)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, TypeAlias, cast
 
+from evertalk import secret_env
 from evertalk.config_schema import EFFORTS as EFFORTS
 from evertalk.config_schema import KEYS as KEYS
 from evertalk.config_schema import MAX_CONCURRENCY as MAX_CONCURRENCY
@@ -221,6 +222,9 @@ class ToolPolicies:
     shell_network: NetworkRule = "allow"
     fetch_private: bool = False
     """Whether `fetch` may reach loopback, link-local and private addresses."""
+    shell_env: tuple[str, ...] = ()
+    """Variables the user lets the shell's commands see beyond the allow-list, credentials
+    included (`agent/tools/tool_env.py`)."""
 
 
 Value: TypeAlias = str | int | float | bool | Secret | None
@@ -332,10 +336,13 @@ def warn_on_stderr(message: str) -> None:
 
 
 def load_config(
-    home: Path, env: Mapping[str, str] = os.environ, *, warn: Warn = warn_on_stderr
+    home: Path, env: Mapping[str, str] | None = None, *, warn: Warn = warn_on_stderr
 ) -> Config:
-    """The settings in effect for `home`: the file (if any), the environment, the defaults.
-    A file holding `api_key` that other users may read is made private first (`warn` is told)."""
+    """The settings in effect for `home`: the file (if any), the environment (by default this
+    process's, its sealed credentials included), the defaults. A file holding a secret that
+    other users may read is made private first (`warn` is told)."""
+    if env is None:
+        env = secret_env.environment()
     path = config_path(home)
     tables: dict[str, object] = {}  # `[mcp]`, which is not flat
     file = _read_file(path, warn, tables)
@@ -527,6 +534,7 @@ def _build(values: Mapping[str, Value]) -> Config:
         shell_sandbox=cast(SandboxMode, get("tools.shell_sandbox", "auto")),
         shell_network=cast(NetworkRule, get("tools.shell_network", "allow")),
         fetch_private=cast(bool, get("tools.fetch_private", False)),
+        shell_env=variable_names(cast(str, get("tools.shell_env", ""))),
     )
     return Config(
         provider=cast(ProviderName, values["provider"]),
@@ -547,6 +555,11 @@ def _build(values: Mapping[str, Value]) -> Config:
         store_url=_revealed(get("store.url", None)),
         store_lease_seconds=cast(float, get("store.lease_seconds", 30.0)),
     )
+
+
+def variable_names(text: str) -> tuple[str, ...]:
+    """`tools.shell_env`'s names, in order, once each."""
+    return tuple(dict.fromkeys(name for name in re.split(r"[\s,]+", text) if name))
 
 
 def _revealed(value: object) -> str | None:
@@ -610,6 +623,7 @@ def _flatten(config: Config) -> dict[str, Value]:
         "tools.shell_sandbox": tools.shell_sandbox,
         "tools.shell_network": tools.shell_network,
         "tools.fetch_private": tools.fetch_private,
+        "tools.shell_env": " ".join(tools.shell_env) or None,
         "budget.daily": config.budget_daily,
         "undo.keep_days": config.undo_keep_days,
         "undo.max_mb": config.undo_max_mb,
@@ -621,11 +635,14 @@ def _flatten(config: Config) -> dict[str, Value]:
 # --- secrets -------------------------------------------------------------------------------
 
 
-def secret_values(config: Config | None = None, env: Mapping[str, str] = os.environ) -> list[str]:
-    """The credentials this process knows: the configured key and every credential variable's
-    value (a command or file may print one that is not the configured key), longest first so
-    that a key containing another is redacted whole."""
+def secret_values(config: Config | None = None, env: Mapping[str, str] | None = None) -> list[str]:
+    """The credentials this process knows: the configured key and every variable's value that
+    looks like one (a command or file may print one that is not the configured key), longest
+    first so that a key containing another is redacted whole."""
+    if env is None:
+        env = secret_env.environment()
     values = {env.get(name, "") for name in CREDENTIAL_VARIABLES}
+    values.update(value for name, value in env.items() if secret_env.looks_secret(name, value))
     if config is not None and config.api_key is not None:
         values.add(config.api_key.reveal())
     if config is not None:  # a token an MCP server is started with (a server may repeat it)

@@ -46,6 +46,8 @@ Seconds = Annotated[float, Meta(ge=0, le=_FINITE)]
 Tokens = Annotated[int, Meta(ge=MIN_CONTEXT_WINDOW)]
 # libpq's URL form only, not its `host=… dbname=…` one: a URL is what `evertalk store push`
 # takes and writes, and what can be shown without its password (`pgstore.url`)
+# names of variables, apart by spaces or commas (`tools.shell_env`)
+VariableNames = Annotated[str, Meta(pattern=r"\A[\s,]*(?:[A-Za-z_][A-Za-z0-9_]*[\s,]*)*\Z")]
 DatabaseUrl = Annotated[str, Meta(pattern=r"\Apostgres(?:ql)?://\S*\Z")]
 
 
@@ -90,6 +92,7 @@ class ToolsTable(_Table):
     shell_sandbox: SandboxMode | UnsetType = UNSET
     shell_network: NetworkRule | UnsetType = UNSET
     fetch_private: bool | UnsetType = UNSET
+    shell_env: VariableNames | UnsetType = UNSET
 
 
 class BudgetTable(_Table):
@@ -189,6 +192,7 @@ EXPECTED: Final[Mapping[str, str]] = {
     "tools.shell_sandbox": _one_of(get_args(SandboxMode)),
     "tools.shell_network": _one_of(get_args(NetworkRule)),
     "tools.fetch_private": _SWITCH,
+    "tools.shell_env": "names of environment variables, apart by spaces or commas",
     "budget.daily": "a number of dollars > 0",
     "undo.keep_days": "a number >= 0",
     "undo.max_mb": "a number >= 0",

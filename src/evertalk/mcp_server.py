@@ -480,4 +480,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from evertalk.secret_env import seal
+
+    seal()
     sys.exit(main())

@@ -7,11 +7,11 @@ byte-identical on every call (SPEC §5), so an edit takes effect at the next sta
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from evertalk import secret_env
 from evertalk.config import (
     AUTH_TOKEN_VARIABLE,
     KEY_VARIABLES,
@@ -143,7 +143,7 @@ def configuration_problem(home: Path, config: Config) -> str | None:
     variable = KEY_VARIABLES.get(config.provider)
     if config.api_key is not None or variable is None:
         return None  # a local server needs no key
-    if config.provider == "anthropic" and os.environ.get(AUTH_TOKEN_VARIABLE):
+    if config.provider == "anthropic" and secret_env.kept(AUTH_TOKEN_VARIABLE):
         return None
     return (
         f"no provider is configured: set {variable}, or api_key in {config_path(home)} "

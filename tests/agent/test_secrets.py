@@ -17,7 +17,7 @@ from test_turn_support import (
     workdir_beside,
 )
 
-from evertalk.agent.tools.shell import shell_environment
+from evertalk.agent.tools.tool_env import tool_environment
 from evertalk.config import CREDENTIAL_VARIABLES, REDACTED, redact, secret_values
 from evertalk.protocol.events import ReplyLogged
 from evertalk.providers.errors import clean
@@ -66,7 +66,7 @@ def assert_clean(home: Path, fake: AnthropicFake) -> None:
 def test_one_list_of_credential_variables() -> None:
     assert "ANTHROPIC_AUTH_TOKEN" in CREDENTIAL_VARIABLES
     env = {name: f"value-of-{name}" for name in CREDENTIAL_VARIABLES} | {"PATH": "/bin"}
-    assert shell_environment(env) == {"PATH": "/bin"}
+    assert tool_environment((), env) == {"PATH": "/bin"}
     env = {"ANTHROPIC_AUTH_TOKEN": TOKEN, "OPENAI_API_KEY": "short", "HOME": "/home/u"}
     assert secret_values(None, env) == [TOKEN]  # a value under 8 characters is no key
 

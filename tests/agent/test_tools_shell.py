@@ -7,6 +7,7 @@ import os
 import re
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -115,14 +116,24 @@ async def test_undecodable_bytes_are_replaced(ctx: ToolContext) -> None:
     assert (await shell(ctx, r"printf '\377\376ok'")).text == "\ufffd\ufffdok\n[exit status 0]"
 
 
-async def test_api_keys_stay_out_of_commands(
+async def test_commands_see_the_allow_list_and_the_named_variables_only(
     ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-should-never-be-logged")
-    monkeypatch.setenv("EVERTALK_TEST_VISIBLE", "visible")
+    monkeypatch.setenv("PGPASSWORD", "pg-password-never-logged")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-never-logged")
+    monkeypatch.setenv("LC_TIME", "C.UTF-8")
+    monkeypatch.setenv("EVERTALK_TEST_UNLISTED", "unlisted")
+    monkeypatch.setenv("DEPLOY_TOKEN", "named-by-the-user")
     outcome = await shell(ctx, "env")
-    assert "sk-ant-should-never-be-logged" not in outcome.text
-    assert "EVERTALK_TEST_VISIBLE=visible" in outcome.text
+    assert "never-logged" not in outcome.text
+    assert "EVERTALK_TEST_UNLISTED" not in outcome.text  # not on the list, not named
+    assert "named-by-the-user" not in outcome.text
+    assert "LC_TIME=C.UTF-8" in outcome.text and "\nPATH=" in "\n" + outcome.text
+    ctx.sandbox = replace(ctx.sandbox, passed=("DEPLOY_TOKEN", "EVERTALK_TEST_UNLISTED"))
+    named = (await shell(ctx, "env")).text
+    assert "DEPLOY_TOKEN=named-by-the-user" in named and "EVERTALK_TEST_UNLISTED=unlisted" in named
+    assert "never-logged" not in named
 
 
 @pytest.mark.parametrize("mode", ["auto", "off"])  # in the sandbox (where it starts) and not

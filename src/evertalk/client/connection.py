@@ -23,6 +23,7 @@ from msgspec import UNSET
 from evertalk import __version__
 from evertalk.client.hold import held_by
 from evertalk.processes import process_alive as process_alive
+from evertalk.secret_env import for_own_processes
 from evertalk.protocol import environment, frames, wire
 from evertalk.protocol.frames import ServiceFrame
 from evertalk.protocol.paths import log_path, peer_uid, socket_folder_problem, socket_path
@@ -279,6 +280,7 @@ class Starting:
                 stderr=descriptor,
                 start_new_session=True,  # not ended by the terminal's Ctrl+C or hangup
                 cwd=home,
+                env=for_own_processes(),  # the keys this client sealed away (`secret_env`)
             )
         finally:
             os.close(descriptor)

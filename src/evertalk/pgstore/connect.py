@@ -9,6 +9,7 @@ from urllib.parse import unquote, urlsplit
 
 import psycopg
 
+from evertalk import secret_env
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.schema import apply_schema
 from evertalk.pgstore.url import parse_url
@@ -41,6 +42,15 @@ def _password(url: str) -> str | None:
     return unquote(password) if password else None
 
 
+def _sealed_password(url: str) -> dict[str, Any]:
+    """PGPASSWORD, which libpq would read from the environment, but which evertalk's processes
+    keep out of it (`secret_env`), for a URL that carries no password of its own."""
+    password = secret_env.kept("PGPASSWORD")
+    if password is None or _password(url) is not None or "password=" in url:
+        return {}
+    return {"password": password}
+
+
 KEEPALIVE_IDLE = 30
 """Seconds of silence before the client's TCP keepalives probe (every 10 s, 3 times): a database
 whose machine or network went silent is noticed in about a minute, not when the system's TCP
@@ -62,6 +72,7 @@ def connect(url: str, *, timeout: int = 10) -> Connection:
             keepalives_idle=KEEPALIVE_IDLE,
             keepalives_interval=10,
             keepalives_count=3,
+            **_sealed_password(url),
         )
     except psycopg.Error as error:
         reason = one_line(error, url)

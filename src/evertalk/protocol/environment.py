@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 from collections.abc import Mapping
 from typing import Any, Final
+
+from evertalk import secret_env
 
 PROVIDER_VARIABLES: Final = (
     "EVERTALK_PROVIDER",
@@ -32,15 +33,17 @@ PROVIDER_VARIABLES: Final = (
 (config.py reads them). `EVERTALK_WORKDIR` is not one: each message carries its own folder."""
 
 
-def digest(env: Mapping[str, str] = os.environ) -> dict[str, Any]:
+def digest(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What a hello says of the provider variables: a fresh salt and a hash of each."""
     salt = secrets.token_hex(16)
-    return {"salt": salt, "hashes": _hashes(salt, env)}
+    return {"salt": salt, "hashes": _hashes(salt, secret_env.environment() if env is None else env)}
 
 
-def differing(told: object, env: Mapping[str, str] = os.environ) -> list[str]:
+def differing(told: object, env: Mapping[str, str] | None = None) -> list[str]:
     """The names of the variables whose value the client sees otherwise than `env` holds
-    them; none when the hello said nothing of them (an older client, a program of its own)."""
+    them (default: this process's, its sealed credentials included); none when the hello
+    said nothing of them (an older client, a program of its own)."""
+    env = secret_env.environment() if env is None else env
     if not isinstance(told, dict):
         return []
     salt, hashes = told.get("salt"), told.get("hashes")

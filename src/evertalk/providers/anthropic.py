@@ -33,6 +33,8 @@ from anthropic.types import (
 from anthropic.types import TextDelta as SdkTextDelta
 from anthropic.types import ThinkingDelta as SdkThinkingDelta
 
+from evertalk import secret_env
+
 from .base import (
     CUT_SHORT,
     Event,
@@ -410,6 +412,8 @@ class AnthropicProvider:
         says so; the SDK's retries would come on top of it, silently."""
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
+            # sealed away from the environment the SDK would read it from (`secret_env`)
+            auth_token=None if api_key else secret_env.kept("ANTHROPIC_AUTH_TOKEN"),
             base_url=base_url,
             http_client=http_client,
             max_retries=max_retries,

@@ -11,13 +11,13 @@ is one line that names no key and repeats nothing the server sent.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from evertalk import secret_env
 from evertalk.config import AUTH_TOKEN_VARIABLE
 
 TIMEOUT: Final = 2.0
@@ -99,7 +99,7 @@ def _ask(
     if provider == "anthropic":
         # the SDK's address and headers, without the SDK: importing it would hold up the service
         headers["anthropic-version"] = ANTHROPIC_VERSION
-        token = os.environ.get(AUTH_TOKEN_VARIABLE)
+        token = secret_env.kept(AUTH_TOKEN_VARIABLE)
         if api_key:
             headers["x-api-key"] = api_key
         elif token:

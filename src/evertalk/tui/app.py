@@ -47,7 +47,7 @@ from textual.markup import escape
 from textual.widget import Widget
 from textual.widgets import Footer, TextArea
 
-from evertalk import slash
+from evertalk import secret_env, slash
 from evertalk.budget import Day
 from evertalk.client.remote import (
     Message,
@@ -908,6 +908,6 @@ def applied(frame: Reopened, *, file_key: bool) -> str:
     if frame.base_url:
         line += f", at {frame.base_url}"
     variable = KEY_VARIABLES.get(frame.provider)
-    if variable and os.environ.get(variable) and file_key:
+    if variable and secret_env.kept(variable) and file_key:
         line += f" ({variable} is set: its key is used, not the one in config.toml)"
     return escape_controls(line)

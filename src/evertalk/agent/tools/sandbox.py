@@ -33,6 +33,7 @@ from typing import Final
 
 import anyio
 
+from evertalk import secret_env
 from evertalk.config import NetworkRule, SandboxMode, ToolPolicies
 
 BWRAP: Final = "bwrap"
@@ -132,6 +133,7 @@ class Sandbox:
     network: NetworkRule = "allow"
     bwrap: str = BWRAP  # the binary: tests point it at one that does not exist
     fetch_private: bool = False  # `fetch` may reach private addresses (tools.fetch_private)
+    passed: tuple[str, ...] = ()  # variables commands see beyond the allow-list (tools.shell_env)
     _told: bool = field(default=False, init=False, repr=False)
 
     @classmethod
@@ -140,6 +142,7 @@ class Sandbox:
             mode=tools.shell_sandbox,
             network=tools.shell_network,
             fetch_private=tools.fetch_private,
+            passed=tools.shell_env,
         )
 
     async def wrap(
@@ -193,11 +196,22 @@ class Sandbox:
         if self._told:
             return Wrapped(list(command))
         self._told = True
-        note = (
-            f"[evertalk: commands run without a sandbox here ({why}): they see what evertalk "
-            "sees, its home and its processes included; said once per session]"
-        )
-        return Wrapped(list(command), note)
+        return Wrapped(list(command), unsandboxed_note(why))
+
+
+def unsandboxed_note(why: str) -> str:
+    """What a command without the sandbox can and cannot reach, said in its first result."""
+    processes = (
+        "evertalk's processes are closed to other programs"
+        if secret_env.closed()
+        else "this system cannot close evertalk's processes to other programs of yours"
+    )
+    return (
+        f"[evertalk: commands run without a sandbox here ({why}). They cannot see evertalk's "
+        "keys and passwords, nor any variable that looks like a credential (tools.shell_env "
+        f"names those you let through), and {processes}. They run as you: they can read and "
+        "change your files, evertalk's home among them; said once per session]"
+    )
 
 
 def _existing(folders: Sequence[Path]) -> list[Path]:

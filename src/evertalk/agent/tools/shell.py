@@ -2,8 +2,8 @@
 
 The command runs in the session's sandbox (`sandbox.py`: it sees neither evertalk's process nor
 its home, and writes only in the working directory), in a session (and process group) of its
-own, with stdin from /dev/null, stdout and stderr merged into one pipe, and no credential
-variable in its environment. On timeout, or when the turn is cancelled, the whole group is
+own, with stdin from /dev/null, stdout and stderr merged into one pipe, and an environment built
+from an allow-list (`tool_env.py`). On timeout, or when the turn is cancelled, the whole group is
 killed. The result is the output, then `[exit status N]` (or `[timed out after N s]`), clipped by
 SPEC §1.5 as it is read, so that a command that prints gigabytes costs no more memory than one
 that prints a page. A status other than 0, a kill or a timeout marks the call failed (the log's
@@ -26,7 +26,7 @@ import anyio.abc
 from evertalk.agent.tools.base import Args, RunState, ToolContext, ToolError, ToolOutcome
 from evertalk.agent.tools.output import ClipBuffer
 from evertalk.agent.tools.sandbox import SandboxRefused
-from evertalk.config import CREDENTIAL_VARIABLES
+from evertalk.agent.tools.tool_env import tool_environment
 from evertalk.providers.base import Text
 
 DEFAULT_TIMEOUT = 120
@@ -47,12 +47,6 @@ def parse_shell(tool_input: object) -> ShellCall:
     return ShellCall(command, timeout)
 
 
-def shell_environment(base: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The environment commands run with: ours, without the credential variables, so that a
-    command like `env` cannot copy a key into the log (which is kept forever and summarized)."""
-    return {name: value for name, value in base.items() if name not in CREDENTIAL_VARIABLES}
-
-
 @dataclass(frozen=True)
 class ShellCall:
     command: str
@@ -70,7 +64,7 @@ class ShellCall:
         if wrapped.note is not None:
             buffer.feed(wrapped.note + "\n")
         status, lingering = await run_command(
-            wrapped.argv, self.timeout, ctx, buffer, shell_environment()
+            wrapped.argv, self.timeout, ctx, buffer, tool_environment(ctx.sandbox.passed)
         )
         if buffer.total and not buffer.ends_with_newline():
             buffer.feed("\n")
