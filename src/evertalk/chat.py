@@ -9,8 +9,8 @@ nodes the disk does not, and anything built on them could name lines that a rest
 find. So the Chat stops there: every later change raises a StoreError asking for a reopen, which
 rebuilds the state from what is on disk (and builds the lost free nodes again). A failed append
 of the store's own (a full disk) stops it the same way: only a reopen, which scans the log's
-tail, knows what got in. `broken` says why; the service reopens a broken chat at the next
-message once the disk takes writes again.
+tail, knows what got in. `broken` says why; the service reopens a broken chat by itself once
+the disk takes writes again (or at the next message, if that comes first).
 
 Free nodes are derived (an open builds a lost one again), so their write is not synced on its
 own: a message or a compactor's line costs one fsync with the free nodes it completes. The
@@ -546,8 +546,8 @@ class Chat(MessageLog, Closing):
 
 
 REOPEN_ADVICE = (
-    "the chat takes no changes until it is reopened, which the next message does once the "
-    "disk takes writes again"
+    "the chat takes no changes until it is reopened, which the service does by itself once "
+    "the disk takes writes again"
 )
 
 

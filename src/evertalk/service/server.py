@@ -71,6 +71,10 @@ RECOVERS = (requests.Send, requests.Retry, requests.Command, requests.GetCompact
 the disk takes writes again (`Service.recover`). A look at the status does not probe the disk."""
 REFUSED_WHILE_FULL = (requests.Send, requests.Retry)
 """… and those refused while it does not (a slash command may only read)."""
+HEAL_SECONDS = 0.5
+HEAL_MOST = 60.0
+"""A chat stopped by a full disk is also reopened without any request: tried HEAL_SECONDS after
+it stopped, then twice as long after each try, up to HEAL_MOST (a disk may stay full for hours)."""
 
 
 @dataclasses.dataclass
@@ -116,6 +120,8 @@ class Service:
         self._opened = anyio.Event()  # set (and replaced by `recover`) when an agent opens
         self._recovering: str | None = None  # why a reopen under way was due (see `recover`)
         self._recovery = anyio.Lock()  # one recovery at a time, for every client's request
+        self._broke = anyio.Event()  # set when the chat is seen stopped by a failed write
+        self._heal_after = HEAL_SECONDS  # the wait before the next try (`_heal`)
 
     # -- the agent's side -----------------------------------------------------------------
 
@@ -289,6 +295,7 @@ class Service:
         self._reopen = anyio.Event()
         async with anyio.create_task_group() as group:
             group.start_soon(self.pump_events)
+            group.start_soon(self._heal, agent)
             group.start_soon(_load_sdks, agent)
             async with anyio.create_task_group() as either:
                 for event in (self.stopping, self._reopen):
@@ -301,6 +308,27 @@ class Service:
     def reopen(self) -> None:
         """Close the agent and open one on the settings saved now (`/setup`)."""
         self._reopen.set()
+
+    async def _heal(self, agent: Agent) -> None:
+        """Reopen a chat stopped by a failed write once the disk takes writes again, without
+        waiting for a request: a message accepted before it stopped waits in held.jsonl, and
+        the reopen answers it. Each try waits longer (HEAL_SECONDS); a reopen ends this task."""
+        while True:
+            if agent.chat.broken is None:
+                await self._broke.wait()
+                self._broke = anyio.Event()
+                continue
+            await anyio.sleep(self._heal_after)
+            self._heal_after = min(2 * self._heal_after, HEAL_MOST)
+            await self.recover()  # not yet while the disk is full, or a turn runs
+
+    def _watch_chat(self, event: object = None) -> None:
+        """Wake `_heal` when the chat is stopped; a turn that ended well resets its wait."""
+        agent = self.agent
+        if agent is not None and agent.chat.broken is not None:
+            self._broke.set()
+        elif isinstance(event, events.TurnEnded) and event.reason == "done":
+            self._heal_after = HEAL_SECONDS
 
     def broadcast_frame(self, frame: msgspec.Struct | bytes) -> None:
         data = frame if isinstance(frame, bytes) else frames.encode_frame(frame)
@@ -315,6 +343,7 @@ class Service:
             if isinstance(event, events.TurnEnded) and event.reason not in ("done", "cancelled"):
                 event = msgspec.structs.replace(event, retry=has_unanswered(agent.chat))
             self.broadcast(event)
+            self._watch_chat(event)
             if isinstance(event, events.TurnEnded) and not self.busy():
                 self.broadcast(events.Quiet())
 
@@ -544,6 +573,7 @@ class Service:
             reply = error_frame("not_ready", str(error))
         except StoreError as error:  # the chat cannot take this write: the service goes on
             reply = error_frame("store", f"{kind}: {error}")
+            self._watch_chat()
         except (ValueError, TypeError, KeyError) as error:
             reply = error_frame("bad_request", f"{kind}: {error}")
         if reply is not None:

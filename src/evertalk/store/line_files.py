@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import os
 from collections import OrderedDict
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,26 @@ from evertalk.store.secure import fsync_dir, open_file, read_all
 TERM_NONE = b""
 TERM_NEWLINE = b"\n"
 TERM_HASH = b"#\n"
+
+Write = Callable[[int, bytes], int]
+"""What puts an append's bytes in its file: os.write's signature."""
+
+_writers: list[Write] = []  # set by `writing_with`; none: os.write
+
+
+@contextmanager
+def writing_with(write: Write) -> Iterator[None]:
+    """Every append made meanwhile writes through `write`: the seam where a test makes the
+    disk fail (ENOSPC) without filling one."""
+    _writers.append(write)
+    try:
+        yield
+    finally:
+        _writers.remove(write)
+
+
+def _write(fd: int, data: bytes) -> int:
+    return _writers[-1](fd, data) if _writers else os.write(fd, data)
 
 
 def parse_object(raw: bytes) -> dict[str, Any] | str | None:
@@ -94,7 +115,7 @@ class Appender:
         data = b"".join([prefix, *(line + b"\n" for line in lines)])
         try:
             fd, created = self._fd(path)
-            done = os.write(fd, data)
+            done = _write(fd, data)
             if done != len(data):
                 self._failed = f"{path}: only {done} of {len(data)} bytes written (disk full?)"
                 raise StoreError(self._failed)
