@@ -1,6 +1,7 @@
 """A deep home's socket lives in `<tmp>/evertalk-<uid>/`, a folder another local user could make
 first and listen in. A client checks the folder (its own, 0700) and the listener's user before it
-sends a byte; the service refuses such a folder too (issue 23, "no way in")."""
+sends a byte (issue 23, "no way in"). A folder taken so does not keep the service from starting:
+it listens in a private folder of its own, which the home records for every client (issue 34)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -18,7 +20,13 @@ from pathlib import Path
 import pytest
 
 from agent.test_turn_support import write_config
-from evertalk.protocol.paths import peer_uid, socket_folder_problem, socket_path
+from evertalk.protocol.paths import (
+    SOCKET_RECORD,
+    peer_uid,
+    shared_socket_path,
+    socket_folder_problem,
+    socket_path,
+)
 
 NOBODY = 65534
 
@@ -36,20 +44,22 @@ class Deep:
 
     @property
     def socket(self) -> Path:
-        return self.folder / socket_path(self.home).name
+        return self.folder / shared_socket_path(self.home).name
 
-    def env(self) -> dict[str, str]:
-        clean = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_")
+    def env(self, runtime_dir: Path | None = None) -> dict[str, str]:
+        clean = ("EVERTALK_", "ANTHROPIC_", "OPENAI_", "OPENROUTER_", "XDG_RUNTIME_DIR")
         env = {k: v for k, v in os.environ.items() if not k.startswith(clean)}
+        if runtime_dir is not None:
+            env["XDG_RUNTIME_DIR"] = str(runtime_dir)
         return env | {"EVERTALK_HOME": str(self.home), "TMPDIR": str(self.tmpdir)}
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, runtime_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "evertalk", *args],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            env=self.env(),
+            env=self.env(runtime_dir),
             cwd=self.home.parent,
             timeout=60,
         )
@@ -65,9 +75,11 @@ def deep() -> Iterator[Deep]:
     home = base / ("h" * 60) / ("h" * 60)
     write_config(home)
     assert len(os.fsencode(home / "service.sock")) > 100
+    found = Deep(tmpdir, home)
     try:
-        yield Deep(tmpdir, home)
+        yield found
     finally:
+        found.run("service", "stop")
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -133,29 +145,46 @@ def assert_refused(result: subprocess.CompletedProcess[str], *words: str) -> Non
         assert word in result.stderr, result.stderr
 
 
-def assert_not_served(result: subprocess.CompletedProcess[str], *words: str) -> None:
-    """The service did not listen, and its last line says why."""
-    assert result.returncode == 1, result
-    last = result.stderr.splitlines()[-1]
-    assert last.startswith("evertalk: cannot serve: "), result.stderr
-    for word in words:
-        assert word in last, result.stderr
+def served_elsewhere(deep: Deep, runtime_dir: Path | None = None) -> Path:
+    """Start the home's service while its shared folder is taken: it listens in a private
+    folder of this user's, recorded in the home, where a client finds it. That socket."""
+    served = deep.run("serve", runtime_dir=runtime_dir)
+    assert served.returncode == 0, served.stderr
+    recorded = Path((deep.home / SOCKET_RECORD).read_text().strip())
+    assert socket_path(deep.home) == recorded and recorded.parent != deep.folder
+    assert f"on {recorded};" in served.stdout
+    folder = recorded.parent.lstat()
+    assert folder.st_uid == os.getuid() and stat.S_IMODE(folder.st_mode) == 0o700
+    assert recorded.is_socket()
+    status = deep.run("service", "status")  # another client, without XDG_RUNTIME_DIR
+    assert status.returncode == 0 and str(recorded) in status.stdout, status
+    return recorded
 
 
 @needs_root
-def test_a_folder_made_first_by_another_user_is_refused(deep: Deep) -> None:
+def test_a_folder_made_first_by_another_user_is_left_to_them(deep: Deep) -> None:
     impostor = Impostor(deep, uid=NOBODY, make_folder=True)
     try:
         assert deep.folder.stat().st_uid == NOBODY
-        asked = deep.run("-p", "the secret plan")
-        status = deep.run("service", "status")
-        served = deep.run("serve", "--foreground")
+        private = served_elsewhere(deep)
     finally:
         heard = impostor.heard()
-    assert heard == b""  # not a byte: not the hello, not the message
-    assert_refused(asked, str(deep.folder), "another user")
-    assert_refused(status, str(deep.folder), "another user")
-    assert_not_served(served, str(deep.folder), "another user")
+    assert heard == b""  # not a byte: not the hello, not a request
+    assert private.parent.parent == deep.tmpdir  # a folder of its own, named at random
+
+
+@needs_root
+def test_the_runtime_folder_serves_when_the_shared_one_is_taken(deep: Deep) -> None:
+    runtime = deep.tmpdir / "run"
+    runtime.mkdir(mode=0o700)
+    deep.folder.mkdir()
+    os.chown(deep.folder, NOBODY, NOBODY)
+    private = served_elsewhere(deep, runtime)
+    assert private.parent == runtime
+    stopped = deep.run("service", "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    again = deep.run("serve")  # the next start listens where the home says
+    assert again.returncode == 0 and f"on {private};" in again.stdout, again
 
 
 @needs_root
@@ -174,27 +203,33 @@ def test_a_listener_of_another_user_in_our_folder_is_refused(deep: Deep) -> None
     assert_refused(asked, "runs as another user", f"uid {NOBODY}")
 
 
-def test_a_folder_of_the_wrong_mode_is_refused(deep: Deep) -> None:
+def test_a_folder_of_the_wrong_mode_is_left_alone(deep: Deep) -> None:
     deep.folder.mkdir()
     deep.folder.chmod(0o755)
     impostor = Impostor(deep, uid=None, make_folder=False)
     try:
-        asked = deep.run("-p", "the secret plan")
-        served = deep.run("serve", "--foreground")
+        served_elsewhere(deep)
     finally:
         heard = impostor.heard()
     assert heard == b""
-    assert_refused(asked, str(deep.folder), "0755", "0700")
-    assert_not_served(served, str(deep.folder), "0755")
 
 
-def test_a_folder_that_is_a_link_is_refused(deep: Deep, tmp_path: Path) -> None:
+def test_a_folder_that_is_a_link_is_left_alone(deep: Deep, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(mode=0o700)
     deep.folder.symlink_to(elsewhere, target_is_directory=True)
-    asked = deep.run("-p", "the secret plan")
-    assert_refused(asked, str(deep.folder), "not a folder")
+    served_elsewhere(deep)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_free_shared_folder_is_used_and_the_record_dropped(deep: Deep) -> None:
+    """A record whose folder is gone (the temporary directory was emptied) is dropped: the
+    shared folder serves again."""
+    (deep.home / SOCKET_RECORD).write_text(str(deep.tmpdir / "gone" / "x.sock"))
+    served = deep.run("serve")
+    assert served.returncode == 0, served.stderr
+    assert f"on {deep.socket};" in served.stdout
+    assert not (deep.home / SOCKET_RECORD).exists()
 
 
 def test_the_peer_of_a_socket_pair_is_this_user() -> None:

@@ -26,7 +26,13 @@ from evertalk.processes import process_alive as process_alive
 from evertalk.secret_env import for_own_processes
 from evertalk.protocol import environment, frames, wire
 from evertalk.protocol.frames import ServiceFrame
-from evertalk.protocol.paths import log_path, peer_uid, socket_folder_problem, socket_path
+from evertalk.protocol.paths import (
+    log_path,
+    peer_uid,
+    shared_socket_path,
+    socket_folder_problem,
+    socket_path,
+)
 from evertalk.protocol.replies import Error, Welcome
 from evertalk.protocol.requests import Hello, Request, Stop
 from evertalk.service.startup import opening
@@ -234,9 +240,12 @@ def running(home: Path) -> bool:
 def _socket(home: Path) -> socket.socket | None:
     """A connected socket, or None when nothing listens (no file, or a stale one). Before a
     byte is sent, the socket's folder and the listener's user are checked: another user who
-    made a deep home's folder in the temporary directory first could listen there."""
+    made a deep home's folder in the temporary directory first could listen there (no service
+    of ours does: it listens in a folder of its own then, and the home records which)."""
     path = socket_path(home)
     problem = socket_folder_problem(path)
+    if problem is not None and path == shared_socket_path(home):
+        return None
     if problem is not None:
         raise ServiceError(f"not connecting to {path}: {problem}")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

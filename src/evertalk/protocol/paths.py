@@ -16,18 +16,42 @@ from pathlib import Path
 
 SOCKET_NAME = "service.sock"
 LOG_NAME = "service.log"
+SOCKET_RECORD = "service.address"
+"""In a deep home: the path of its socket, when the service listens in a private folder because
+the shared one was taken (`service/socket_place.py`)."""
 MAX_SOCKET_PATH = 100
 """Bytes of a Unix socket's path that every system takes (Linux 107, macOS 103)."""
 
 
 def socket_path(home: Path) -> Path:
-    """`<home>/service.sock`; for a home too deep for a socket's path, a name derived from the
-    home in a private folder of the temporary directory."""
+    """`<home>/service.sock`; for a home too deep for a socket's path, the one its record names,
+    else a name derived from the home in the user's shared folder of the temporary directory."""
     path = home.resolve() / SOCKET_NAME
     if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
         return path
-    digest = hashlib.sha256(os.fsencode(home.resolve())).hexdigest()[:20]
-    return Path(tempfile.gettempdir()) / f"evertalk-{os.getuid()}" / f"{digest}.sock"
+    return recorded_socket(home) or shared_socket_path(home)
+
+
+def socket_digest(home: Path) -> str:
+    """A short name for a deep home's socket, the same for every client."""
+    return hashlib.sha256(os.fsencode(home.resolve())).hexdigest()[:20]
+
+
+def shared_socket_path(home: Path) -> Path:
+    """A deep home's socket in `<tmp>/evertalk-<uid>/`, a folder another user could take first."""
+    folder = Path(tempfile.gettempdir()) / f"evertalk-{os.getuid()}"
+    return folder / f"{socket_digest(home)}.sock"
+
+
+def recorded_socket(home: Path) -> Path | None:
+    """The socket path the home's record names, or None (no record, or not a socket's path)."""
+    try:
+        text = (home.resolve() / SOCKET_RECORD).read_text("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    path = Path(text)
+    fits = len(os.fsencode(path)) <= MAX_SOCKET_PATH
+    return path if path.is_absolute() and path.suffix == ".sock" and fits else None
 
 
 def log_path(home: Path) -> Path:
@@ -44,9 +68,8 @@ def log(line: str) -> None:
 
 
 def is_private_folder(path: Path) -> bool:
-    """Whether the socket `path` is in the private folder of the temporary directory (a deep
-    home's), rather than in its home."""
-    return path.parent.name == f"evertalk-{os.getuid()}" and path.name != SOCKET_NAME
+    """Whether the socket `path` is in a private folder (a deep home's), rather than in its home."""
+    return path.name != SOCKET_NAME
 
 
 def socket_folder_problem(path: Path) -> str | None:

@@ -45,7 +45,7 @@ from evertalk.agent.session import Agent, NotConfigured
 from evertalk.compactor.service import Compactor
 from evertalk.config import ConfigError
 from evertalk.protocol import environment, events, frames, replies, requests, wire
-from evertalk.protocol.paths import is_private_folder, log, socket_folder_problem, socket_path
+from evertalk.protocol.paths import log, socket_folder_problem
 from evertalk.providers.base import ProviderError
 from evertalk.service import commands
 from evertalk.service.context import NotReady, Reply
@@ -53,6 +53,7 @@ from evertalk.service.forget_requests import before_forget
 from evertalk.service.requests import HANDLERS
 from evertalk.service.session import Session, error_frame, refusal, same_user
 from evertalk.service.settings_watch import settings_stamp, watch_settings
+from evertalk.service.socket_place import listen_path
 from evertalk.slash import MODEL
 from evertalk.store.errors import ChatLocked, StoreError
 from evertalk.store.probe import write_problem
@@ -644,9 +645,9 @@ async def _serve(
     signals: bool,
     task_status: anyio.abc.TaskStatus[Service],
 ) -> None:
-    path = socket_path(service.home)
     async with anyio.create_task_group() as agents:
         await agents.start(service.keep_agents, opener)  # the chat is ours before we listen
+        path = listen_path(service.home)  # chosen under the chat's lock: one service records it
         listener = await _listen(path)
         log(f"evertalk {__version__} serving {service.home} on {path}")
         try:
@@ -687,9 +688,6 @@ async def _load_sdks(agent: Agent) -> None:
 
 
 async def _listen(path: Path) -> Any:
-    if is_private_folder(path):  # the private folder of a deep home's socket
-        with contextlib.suppress(FileExistsError):
-            path.parent.mkdir(mode=0o700)
     problem = socket_folder_problem(path)
     if problem is not None:  # another user could listen there in our place
         raise OSError(f"{problem}: not listening there")
