@@ -21,6 +21,7 @@ from evertalk.config import (
     redact,
     secret_values,
 )
+from key_encodings import ENCODINGS, encode
 
 KEY = "sk-ant-api03-Zx9_Qw-7Hq2LmN0pRsTuVwXyZ+ab/cdEf12345"  # '+' and '/' differ in the alphabets
 
@@ -226,3 +227,13 @@ def test_base64_then_rev_is_redacted(shift: int) -> None:
     unturned = "".join(line[::-1] for line in left.splitlines())
     for start in range(len(middle) - 8):
         assert middle[start : start + 8] not in unturned, left
+
+
+@pytest.mark.parametrize("name", sorted(set(ENCODINGS) - {"gzip-base64", "split"}))
+def test_the_second_line_catches_the_cheap_encodings(name: str) -> None:
+    """Redaction is not what keeps a key from a command (the sealed service is): it catches
+    the forms that cost a pattern, all of those a command printed but compressed or split."""
+    key = "sk-ant-second-LINE-0123456789abcdef"
+    shown = encode(name, key)
+    assert redact(shown, [key]) != shown
+    assert "second-LINE" not in redact(shown, [key]) and "SECOND-LINE" not in redact(shown, [key])

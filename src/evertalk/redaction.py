@@ -27,6 +27,7 @@ searches, without running the regular expression.
 from __future__ import annotations
 
 import base64
+import binascii
 import codecs
 import re
 import sys
@@ -44,8 +45,15 @@ in every connection error, and the log keeps what it garbles forever), and are n
 _OFFSET: Final = r"[ \t]*(?:[0-9a-fA-F]{4,}:?[ \t]+)?"
 """What may start a row after a line break: a dump's offset (`00000010: `, `0000020 `)."""
 
-_BREAK: Final = rf"[ \t]*(?:\r?\n{_OFFSET})?"
-"""What may stand between two characters of a form: spaces, and one line break."""
+_SEPARATORS: Final = "[ \t,;:\u200b-\u200d\u2060\ufeff]"
+"""What a command may put between a form's characters: spaces, commas, semicolons, colons
+(`sed 's/./&,/g'`, hex joined by `:`) and the zero-width characters that do not show."""
+
+_BREAK: Final = rf"{_SEPARATORS}*(?:(?:\r?\n{_SEPARATORS}*)+{_OFFSET})?"
+"""What may stand between two characters of a form: separators, and line breaks (blank lines
+too)."""
+
+_GAPS: Final = re.compile(rf"(?:\s|{_SEPARATORS})+")
 
 _DUMP_BREAK: Final = rf"[ \t]*(?:[^\n]*\r?\n{_OFFSET})??"
 """What may stand between two units of a dump: spaces, or the rest of the row (its text column)
@@ -73,7 +81,7 @@ class Redactor:
     def apply(self, text: str) -> str:
         if self.pattern is None:
             return text
-        flat = "".join(text.split())
+        flat = _GAPS.sub("", text)
         if self._holds(flat) or _DUMP_ROW.search(text):
             text = self.pattern.sub(REDACTED, text)
         if any(half in flat for half in self.turned):
@@ -154,6 +162,8 @@ def _redactor(secrets: tuple[str, ...]) -> Redactor:
         exact.add(secret)
         exact.update(encoded_forms(secret))
         folded.add(data.hex())
+        folded.update(form.lower() for form in escaped_forms(secret))
+        exact.update(leading_forms(data))
         wrapped.update(wrapped_forms(data))
         dumps.update(dump_forms(data))
     # the longest first: at one position the alternation takes the first branch that matches,
@@ -177,7 +187,7 @@ def _longest_first(forms: set[str]) -> list[str]:
 
 
 def _flat(form: str) -> str:
-    return "".join(form.split())
+    return _GAPS.sub("", form)
 
 
 def _halves(form: str) -> tuple[str, str]:
@@ -194,6 +204,43 @@ def _branch(form: str, *, fold: bool) -> str:
 def _dump_branch(units: tuple[str, ...]) -> str:
     body = _DUMP_BREAK.join(re.escape(unit) for unit in units)
     return f"(?i:{body})[^\\n]*"
+
+
+def escaped_forms(secret: str) -> set[str]:
+    """The secret a character or byte at a time, as escapes and numbers print it: itself in
+    any case, `\\ooo` (printf, od -c), `\\xHH`, `%XX` (URLs), `\\uXXXX` (JSON), `0xHH`
+    (C arrays), decimal bytes (`od -t u1`), and the repr of its UTF-16 bytes (`A\\x00`)."""
+    data = secret.encode("utf-8")
+    forms = {
+        secret,
+        "".join(f"\\{byte:03o}" for byte in data),
+        "".join(f"\\x{byte:02x}" for byte in data),
+        "".join(f"%{byte:02x}" for byte in data),
+        "".join(f"\\u{ord(char):04x}" for char in secret),
+        "".join(f"0x{byte:02x}" for byte in data),
+        "".join(str(byte) for byte in data),
+    }
+    if secret.isascii():
+        forms.add("".join(f"{char}\\x00" for char in secret))
+    forms.add("".join(f"{byte:03o}" for byte in data))  # od -b, without the offsets
+    forms.add(data[::-1].hex())  # rev | xxd -p
+    return forms
+
+
+def leading_forms(data: bytes) -> set[str]:
+    """Encodings of the secret as the start of a stream (`printf %s "$KEY" | base85`), without
+    their last group, which depends on what follows: base32hex, base85, ascii85, uuencode, and
+    base64 twice over. Only at that offset: the general case is the sandbox's to keep."""
+    once = base64.b64encode(data)
+    uu = binascii.b2a_uu(data[:45])[1:].rstrip(b"\n")
+    encoded = (
+        base64.b32hexencode(data).rstrip(b"="),
+        base64.b85encode(data),
+        base64.a85encode(data),
+        uu,
+        base64.b64encode(once).rstrip(b"="),
+    )
+    return {form.decode("ascii")[:-5] for form in encoded if len(form) > 2 * SECRET_MIN_LENGTH}
 
 
 def encoded_forms(secret: str) -> set[str]:

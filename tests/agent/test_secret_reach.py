@@ -24,6 +24,7 @@ from test_turn_support import turn_bodies
 from fakes import AnthropicFake, ToolCall, reply, serve
 from fakes import chat as answer
 from home_config import write_config
+from key_encodings import ENCODINGS
 from served_home import environment, fake, run
 
 __all__ = ["fake"]
@@ -33,34 +34,6 @@ KEY = f"sk-ant-{MARK}-{secrets.token_hex(12)}"
 PASSWORD = f"pg-{secrets.token_hex(10)}"
 TOKEN = f"ghp_{secrets.token_hex(16)}"
 AWS = f"aws/{secrets.token_hex(16)}"
-
-PY = "python3 -c"
-ENCODINGS: dict[str, str] = {
-    "plain": "cat",
-    "upper": "tr a-z A-Z",
-    "split": "cut -c1-12; echo; printf %s \"$K\" | cut -c13-",
-    "gzip-base64": "gzip -n | base64 -w0",
-    "base64-base64": "base64 -w0 | base64 -w0",
-    "base64": "base64 -w0",
-    "base85": f"{PY} 'import sys,base64;print(base64.b85encode(sys.stdin.buffer.read()).decode())'",
-    "ascii85": f"{PY} 'import sys,base64;print(base64.a85encode(sys.stdin.buffer.read()).decode())'",
-    "uuencode": f"{PY} 'import sys,binascii;print(binascii.b2a_uu(sys.stdin.buffer.read()[:45]))'",
-    "base32hex": "basenc --base32hex",
-    "c-array": "od -An -tx1 -v | tr -s ' \\n' ' ' | sed 's/ \\([0-9a-f][0-9a-f]\\)/0x\\1, /g'",
-    "od-octal": "od -An -b",
-    "od-decimal": "od -An -tu1",
-    "hex-colons": "od -An -tx1 -v | tr -s ' \\n' ':'",
-    "rev-hex": "rev | od -An -tx1 -v | tr -d ' \\n'",
-    "rev": "rev",
-    "octal-escapes": f"{PY} 'import sys;print(\"\".join(\"\\\\%03o\" % b for b in sys.stdin.buffer.read()))'",
-    "u-escapes": f"{PY} 'import sys;print(\"\".join(\"\\\\u%04x\" % ord(c) for c in sys.stdin.read()))'",
-    "percent": f"{PY} 'import sys;print(\"\".join(\"%%%02X\" % b for b in sys.stdin.buffer.read()))'",
-    "commas": "sed 's/./&,/g'",
-    "blank-lines": "sed 's/./&\\n\\n/g'",
-    "zero-width": "sed 's/./&\\xe2\\x80\\x8b/g'",
-    "utf16-repr": f"{PY} 'import sys;print(repr(sys.stdin.read().encode(\"utf-16\")))'",
-}  # fmt: skip
-"""The encodings that reached the log (the issue's list), each reading the key from stdin."""
 
 
 def attack(source: str) -> str:
