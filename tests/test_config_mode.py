@@ -116,3 +116,33 @@ def test_evertalk_p_warns_once_on_stderr_and_tightens_the_file(tmp_path: Path, s
     second = evertalk_p(home, "hello again")
     assert second.returncode == 0 and second.stdout == "Hi again.\n"
     assert second.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("lines", "what"),
+    [
+        (['[store]', 'url = "postgresql://ever:Pg-SECRET-pass@db.example/chat"'], "a password"),
+        (['[mcp.servers.gh]', 'command = "gh-mcp"', 'env = { GITHUB_TOKEN = "ghp_x1234567" }'],
+         "a password"),
+    ],
+    ids=["database password", "mcp server's token"],
+)  # fmt: skip
+def test_a_password_others_may_read_is_made_private_too(
+    tmp_path: Path, lines: list[str], what: str
+) -> None:
+    path = config_of_mode(tmp_path, 0o644, *lines, key=False)
+    said: list[str] = []
+    load_config(tmp_path, {}, warn=said.append)
+    assert mode_of(path) == 0o600
+    (line,) = said
+    assert str(path) in line and "0644" in line and "0600" in line
+    assert "SECRET" not in line and "ghp_" not in line
+
+
+def test_a_url_without_a_password_leaves_the_mode_alone(tmp_path: Path) -> None:
+    path = config_of_mode(
+        tmp_path, 0o644, "[store]", 'url = "postgresql://ever@db/chat"', key=False
+    )
+    said: list[str] = []
+    load_config(tmp_path, {}, warn=said.append)
+    assert mode_of(path) == 0o644 and said == []

@@ -457,16 +457,36 @@ def _read_private(path: Path, warn: Warn) -> tuple[dict[str, object] | None, str
         text = file.read().decode("utf-8")
         parsed = _parse_toml(text)
         del text  # the raw text may hold the key: keep it out of the frames of later errors
-        if parsed[0] is not None and "api_key" in parsed[0]:
-            _make_private(file.fileno(), path, warn)
+        held = None if parsed[0] is None else _secret_held(parsed[0])
+        if held is not None:
+            _make_private(file.fileno(), path, warn, held)
     return parsed
+
+
+def _secret_held(document: Mapping[str, object]) -> str | None:
+    """What secret the parsed file holds (for the line that says it was made private), or
+    None: a key, a database password in `[store] url`, an MCP server's environment."""
+    if "api_key" in document:
+        return "api_key"
+    memory, store, mcp = (document.get(name) for name in ("memory", "store", "mcp"))
+    if isinstance(memory, dict) and "api_key" in memory:
+        return "memory.api_key"
+    url = store.get("url") if isinstance(store, dict) else None
+    if isinstance(url, str) and url_passwords(url):
+        return "a database password (store.url)"
+    servers = mcp.get("servers") if isinstance(mcp, dict) else None
+    if isinstance(servers, dict) and any(
+        isinstance(server, dict) and server.get("env") for server in servers.values()
+    ):
+        return "an MCP server's environment (mcp.servers)"
+    return None
 
 
 OTHERS: Final = 0o077
 """The bits of a mode that let the group and other users read, write or run a file."""
 
 
-def _make_private(fd: int, path: Path, warn: Warn) -> None:
+def _make_private(fd: int, path: Path, warn: Warn, held: str) -> None:
     """As ssh does with a private key: a file holding a key is for its owner alone. Others must
     not read it, nor write it (they could send the key to a `base_url` of theirs): their bits
     are dropped, and the user is told once (the next load finds nothing to do)."""
@@ -478,9 +498,9 @@ def _make_private(fd: int, path: Path, warn: Warn) -> None:
         os.fchmod(fd, private)
     except OSError as error:  # another user's file: say so at each start, until it is fixed
         why = error.strerror or str(error)
-        warn(f"{path} holds api_key and other users may read it (mode {mode:04o}): {why}")
+        warn(f"{path} holds {held} and other users may read it (mode {mode:04o}): {why}")
         return
-    warn(f"{path} holds api_key and was open to other users (mode {mode:04o}): now {private:04o}")
+    warn(f"{path} holds {held} and was open to other users (mode {mode:04o}): now {private:04o}")
 
 
 def _parse_toml(text: str) -> tuple[dict[str, object] | None, str]:

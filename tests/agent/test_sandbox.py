@@ -223,6 +223,9 @@ async def test_without_bwrap_it_says_so_once_and_runs(ctx: ToolContext) -> None:
     second = await shell(ctx, "echo two", sandbox)
     note, *rest = first.text.splitlines()
     assert "without a sandbox" in note and "not installed" in note and MISSING in note
+    # what stays out of reach, and what does not
+    assert "cannot see evertalk's keys and passwords" in note and "tools.shell_env" in note
+    assert "can read and change your files, evertalk's home among them" in note
     assert rest == ["one", "[exit status 0]"]
     assert second.text == "two\n[exit status 0]"
     assert not first.is_error
