@@ -159,8 +159,7 @@ class SharedChat(Chat):
         """Fold this machine's change `seq` at once when it is the next one, without reading
         the feed; else (others' changes came first, or nothing changed) read the feed."""
         if seq is not None and seq == self.follower.seq + 1:
-            for change in self.follower.fold_own(seq, what):
-                self._take(change)
+            self.follower.fold_own(seq, what, self._take)
         else:
             self.follow()
 
@@ -173,10 +172,7 @@ class SharedChat(Chat):
         """Fold in every change made since the last one folded, this machine's too, in order;
         the ids of the messages other machines logged (also added to `others`)."""
         changes = self.shared.changes_since(self.follower.seq)
-        logged: list[int] = []
-        for change in self.follower.feed(changes):
-            logged += self._take(change)
-        return logged
+        return [i for ids in self.follower.feed(changes, self._take) for i in ids]
 
     def _fold(self, change: Change) -> list[int]:
         own = change.machine == self.machine

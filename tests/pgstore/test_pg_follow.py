@@ -325,3 +325,36 @@ def test_a_listener_that_cannot_listen_says_so(
 
     with pytest.raises(PgStoreError, match=r"^lost the connection to the database at"):
         Listener(broken, 1)
+
+
+class ReadFailed(Exception):
+    """The database went away while a change was being applied."""
+
+
+@given(st.integers(1, 12), st.data())
+def test_a_change_that_fails_to_apply_is_applied_again_and_none_is_skipped(
+    count: int, data: st.DataObject
+) -> None:
+    """The position moves past a change only once it is applied: a read that fails half-way
+    through a batch (the database restarting) leaves the follower at the change that failed,
+    and the next read of the feed applies it and what follows, once each."""
+    run = dense_run(count)
+    failing = set(data.draw(st.sets(st.integers(1, count)), label="failing"))
+    follower = Follower("office")
+    applied: list[int] = []
+
+    def apply(change: Change) -> int:
+        if change.seq in failing:
+            failing.discard(change.seq)  # fails once, then the database is back
+            raise ReadFailed
+        applied.append(change.seq)
+        return change.seq
+
+    while follower.seq < count:
+        before = follower.seq
+        try:
+            follower.feed(run[follower.seq :], apply)  # what changes_since(seq) reads
+        except ReadFailed:
+            assert follower.seq == len(applied) and follower.seq >= before
+    assert applied == list(range(1, count + 1))
+    assert follower.held == 0 and follower.missing is None

@@ -4,27 +4,38 @@ Every change to the shared state has a sequence number (chats.py), and every mac
 applies the changes in that order: the other machines' changes below one of its own before it.
 What it reads comes in batches that need not be in order: a wake-up may be lost, a batch read
 again after a gap holds changes already folded, and a batch may stop short of one that another
-reader has seen. `Follower` takes those batches and gives back, in order, each change exactly
+reader has seen. `Follower` takes those batches and applies, in order, each change exactly
 once, as soon as every change before it is in; what it holds past a gap waits there, and
 `missing` names the changes to read again (from `changes_since(follower.seq)`).
+
+The position moves past a change only once the change is applied: an apply that fails (its read
+of the database broke off) leaves the follower at that change, still held, so that the next
+batch applies it again, and nothing after it is skipped.
 
 The listener that fetches the batches is listen.py; this module neither reads nor waits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from evertalk.pgstore.chats import Change
+
+T = TypeVar("T")
+
+
+def _as_is(change: Change) -> Change:
+    return change
 
 
 class Follower:
     """The changes `machine` has folded in: every one up to `seq`, and none after it.
 
     `feed` takes changes read from the feed (any machine's, this one's too); `fold_own` takes a
-    change this machine has just committed. Both return the changes that can now be folded, in
-    sequence order; a change past a gap is held until the gap is filled.
+    change this machine has just committed. Both apply the changes that can now be folded, in
+    sequence order, and return what each apply returned (by default the change itself); a
+    change past a gap is held until the gap is filled.
     """
 
     def __init__(self, machine: str, seq: int = 0) -> None:
@@ -52,19 +63,27 @@ class Follower:
             return None
         return range(self._seq + 1, min(self._held))
 
-    def feed(self, changes: Iterable[Change]) -> list[Change]:
-        """Take changes as read, in any order, repeated or not; those now folded, in order."""
+    def feed(
+        self,
+        changes: Iterable[Change],
+        apply: Callable[[Change], T] = _as_is,  # type: ignore[assignment]
+    ) -> list[T]:
+        """Take changes as read, in any order, repeated or not, and apply those now in order."""
         for change in changes:
             self._hold(change)
-        return self._advance()
+        return self._advance(apply)
 
-    def fold_own(self, seq: int, what: dict[str, Any]) -> list[Change]:
-        """Take the change this machine committed as `seq`. It is folded after every change
-        before it: the result holds those not folded yet, then this one, in order; or nothing
-        while some are missing. A change already folded (read back from the feed first) is
-        not folded again."""
+    def fold_own(
+        self,
+        seq: int,
+        what: dict[str, Any],
+        apply: Callable[[Change], T] = _as_is,  # type: ignore[assignment]
+    ) -> list[T]:
+        """Take the change this machine committed as `seq`. It is applied after every change
+        before it: those not applied yet, then this one, in order; or nothing while some are
+        missing. A change already applied (read back from the feed first) is not again."""
         self._hold(Change(seq, self.machine, what))
-        return self._advance()
+        return self._advance(apply)
 
     def _hold(self, change: Change) -> None:
         if change.seq < 1:
@@ -80,9 +99,10 @@ class Follower:
                 f" and {change.machine!r}"
             )
 
-    def _advance(self) -> list[Change]:
-        folded = []
-        while (change := self._held.pop(self._seq + 1, None)) is not None:
-            folded.append(change)
+    def _advance(self, apply: Callable[[Change], T]) -> list[T]:
+        done = []
+        while (change := self._held.get(self._seq + 1)) is not None:
+            done.append(apply(change))  # raises: the position stays before it, still held
+            del self._held[change.seq]
             self._seq = change.seq
-        return folded
+        return done
