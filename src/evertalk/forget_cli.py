@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 from evertalk.chat import Chat
 from evertalk.memory import node_name
 from evertalk.memory.nodes import Node
-from evertalk.redaction import REDACTED, redact
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.copies import holding
 from evertalk.store.errors import StoreError
+from evertalk.store.finder import Finder
 from evertalk.store.forget import Plan, apply, marker, plan_edit, plan_forget
 from evertalk.store_setting import files_problem
 from evertalk.summary_cost import summary_calls
@@ -33,6 +32,7 @@ UNREACHED = (
 )
 
 FORGET_QUESTION = "Forget this for good?"
+NOTHING = "Nothing to forget: no message, summary or other file under the home holds it."
 
 
 class ForgetError(Exception):
@@ -61,36 +61,51 @@ def forget_plan(store: ChatStore, first: int, last: int, reason: str | None) -> 
 
 def redact_plan(store: ChatStore, text: str, *, regex: bool) -> Plan:
     """Every message and built summary whose text holds `text` (or matches it as a regular
-    expression), each occurrence to be replaced by `[redacted]`."""
-    replace = replacer(text, regex=regex)
+    expression), each occurrence to be replaced by `[redacted]`: in any escaping, inside a tool
+    call's input, across the pages of a long message (see store/finder.py)."""
+    finder = finder_of(text, regex=regex)
     messages = (store.read_message(i) for i in range(store.message_count))
     nodes: list[Node] = []
     for level, row in enumerate(store.node_flags()):
         for index, flag in enumerate(row):
             record = store.read_node(level, index) if flag else None
-            if record is not None and replace(record.text) != record.text:
+            if record is not None and finder.holds(record.text):
                 nodes.append((level, index))
-    return plan_edit(store, messages, nodes, replace)
+    return plan_edit(store, messages, nodes, finder)
 
 
-def replacer(text: str, *, regex: bool) -> Callable[[str], str]:
-    """Each occurrence of `text` (or match of it) as `[redacted]`; a plain string's reversed,
-    hex and base64 forms too, as for known keys (see redaction.py)."""
+def finder_of(text: str, *, regex: bool) -> Finder:
+    """What finds `text` (or the matches of it); a plain string's reversed, hex and base64
+    forms too, as for known keys (see redaction.py)."""
     if not text:
         raise ForgetError("there is nothing to redact in an empty string")
-    if regex:
-        try:
-            pattern = re.compile(text)
-        except re.error as error:
-            raise ForgetError(f"not a regular expression: {error}") from None
-        if pattern.search(""):
-            raise ForgetError("the expression matches the empty string: it would match anywhere")
-        return lambda value: pattern.sub(REDACTED, value)
-    return lambda value: redact(value.replace(text, REDACTED), [text])
+    if not regex:
+        return Finder.text(text)
+    try:
+        pattern = re.compile(text)
+    except re.error as error:
+        raise ForgetError(f"not a regular expression: {error}") from None
+    if pattern.search(""):
+        raise ForgetError("the expression matches the empty string: it would match anywhere")
+    return Finder.regex(text)
 
 
-def describe(plan: Plan, chat_dir: Path) -> list[str]:
-    """The preview: what changes, what else is rewritten, what is out of reach, what it costs."""
+Places = list[tuple[str, list[Path]]]
+"""The other places under the home that hold the text, each with its files (copies.holding)."""
+
+
+def places_of(plan: Plan, chat_dir: Path) -> Places:
+    return holding(chat_dir.parent, plan.scrub)
+
+
+def nothing(plan: Plan, places: Places) -> bool:
+    """Whether no message, summary or other place holds the text."""
+    return not plan.changes and not plan.dropped and not places
+
+
+def describe(plan: Plan, chat_dir: Path, places: Places) -> list[str]:
+    """The preview: what changes, each other place that holds the text, what is out of reach,
+    what it costs."""
     ids = sorted(plan.changes)
     lines = [f"Messages that change: {_ids(ids)}" if ids else "No message changes."]
     for i in ids[:5]:
@@ -109,10 +124,7 @@ def describe(plan: Plan, chat_dir: Path) -> list[str]:
         f"Search index: about {plan.search_rows} rows change or go, and none of its files keeps "
         "their old words"
     )
-    copies = holding(chat_dir, plan.replace)
-    if copies:
-        shown = ", ".join(str(path.relative_to(chat_dir)) for path in copies[:5])
-        lines.append(f"Other copies rewritten: {shown}")
+    lines += _places(chat_dir.parent, places)
     calls, dollars = summary_calls(chat_dir.parent, plan.calls)
     price = "price unknown" if dollars is None else f"about ${dollars:,.2f}"
     if dollars is not None and dollars < 0.005:
@@ -122,6 +134,19 @@ def describe(plan: Plan, chat_dir: Path) -> list[str]:
         "again; the next turn writes the prompt cache again from the first changed line."
     )
     lines.append(UNREACHED)
+    return lines
+
+
+def _places(home: Path, found: Places) -> list[str]:
+    if not found:
+        return []
+    lines = ["Other places that hold it, rewritten:"]
+    for what, paths in found:
+        shown = ", ".join(str(path.relative_to(home)) for path in paths[:3])
+        more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+        lines.append(f"  {what}: {shown}{more}")
+    if any(what == "undo checkpoints" for what, _ in found):
+        lines.append("  (undo refuses a file whose saved content held it: that content goes)")
     return lines
 
 
@@ -157,7 +182,7 @@ def _via_service(args: argparse.Namespace, home: Path) -> int:
     with connect(home, "forget") as connection:
         preview = connection.request(replace(request, preview=True), ForgetPreview)
         if not preview.changes:
-            _say("Nothing to forget: no message or summary holds it.")
+            _say(NOTHING)
             return 0
         for line in preview.lines:
             _say(line)
@@ -176,10 +201,11 @@ def _run(args: argparse.Namespace, chat_dir: Path) -> int:
     chat = Chat.open(chat_dir)
     try:
         plan = _plan(args, chat.files)
-        if not plan.changes and not plan.dropped:
-            _say("Nothing to forget: no message or summary holds it.")
+        places = places_of(plan, chat_dir)
+        if nothing(plan, places):
+            _say(NOTHING)
             return 0
-        for line in describe(plan, chat_dir):
+        for line in describe(plan, chat_dir, places):
             _say(line)
         if not args.yes and not confirmed(FORGET_QUESTION):
             _say("Nothing was changed.")

@@ -17,7 +17,15 @@ lose its work (stop it first), as it would at `/setup`.
 
 from __future__ import annotations
 
-from evertalk.forget_cli import ForgetError, describe, forget_plan, parse_range, redact_plan
+from evertalk.forget_cli import (
+    ForgetError,
+    describe,
+    forget_plan,
+    nothing,
+    parse_range,
+    places_of,
+    redact_plan,
+)
 from evertalk.protocol import replies, requests
 from evertalk.protocol.paths import log
 from evertalk.service.context import Reply, Served
@@ -62,11 +70,11 @@ def forget(service: Served, session: Session, request: requests.Forget) -> Reply
         plan = _plan(store, request)
     except (ForgetError, StoreError) as error:
         return error_frame("bad_request", f"forget: {error}")
+    places = places_of(plan, store.path)
     if request.preview:
-        return replies.ForgetPreview(
-            lines=describe(plan, store.path), changes=len(plan.changes) + len(plan.dropped)
-        )
-    if not plan.changes and not plan.dropped:
+        found = len(plan.changes) + len(plan.dropped) + sum(len(paths) for _, paths in places)
+        return replies.ForgetPreview(lines=describe(plan, store.path, places), changes=found)
+    if nothing(plan, places):
         return replies.Forgotten(messages=0, summaries=0)
     if agent.turning:  # `before_forget` ended it, and none starts before this runs
         return error_frame("busy", "a turn is working: try again")

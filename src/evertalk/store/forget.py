@@ -16,7 +16,10 @@ running the forget again:
    the whole log;
 5. the search database's rows change or go, its offsets in the rewritten tree files move, and
    it is compacted (a database that cannot be fixed up is removed: a search builds it again);
-6. images no message uses any more and the other copies follow (`copies.py`).
+6. images no message uses any more and the other copies under the home follow (`copies.py`).
+
+What is sought in each text is a `Finder`'s (`finder.py`): a text in any escaping, inside the
+JSON of a tool call's input, and across the pages of a long message.
 
 Running it again finds the messages changed already (their text stays) and drops the nodes over
 them again, whatever of the tree a crash left: the tree is always built again from what is now
@@ -25,8 +28,9 @@ below it. The caller closes the chat without saving its views and opens it again
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +41,9 @@ from evertalk.memory.tree import FREE
 from evertalk.store import views
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.checkpoint import INDEX_DIR
+from evertalk.store.copies import Scrub, scrub_copies
 from evertalk.store.errors import StoreError
+from evertalk.store.finder import Finder, input_strings
 from evertalk.store.line_files import parse_object
 from evertalk.store.records import MessageRecord, decode_message, decode_node, encode_message
 from evertalk.store.rewrite import Rewrite
@@ -50,8 +56,12 @@ FORGOTTEN = "[forgotten on "
 """How every forgotten message's text begins: `[forgotten on 2026-12-05]`, with the reason
 after a colon when one was given."""
 
-Replace = Callable[[str], str]
-"""What a forget does to a text: the marker in place of it, or each occurrence redacted."""
+DAMAGED_NOTE = re.compile(
+    r"\[damaged\] Message \d+ could not be read: line (\d+) of (\S+) was damaged \(.*\)\. "
+    r"The file as it was is kept in (\S+)\.",
+    re.S,
+)
+"""The note a repair puts in place of a damaged line (repair.py), which names the copy of it."""
 
 
 def marker(day: str, reason: str | None) -> str:
@@ -90,8 +100,8 @@ class Plan:
     node_files: dict[str, list[Node]]
     views: SavedViews | None
     """The fixed-up views, None when view.json is missing or unreadable (the open folds)."""
-    replace: Replace
-    """For the other copies (held messages, subagents' logs, damaged/, quarantine/)."""
+    scrub: Scrub
+    """For the other copies under the home (copies.py)."""
     images: list[str] = field(default_factory=list)
     """Images of the changed messages that go."""
 
@@ -102,9 +112,7 @@ class Plan:
         return len(self.changes) + self.calls
 
 
-def plan_forget(
-    store: ChatStore, first: int, last: int, text: str, replace: Replace | None = None
-) -> Plan:
+def plan_forget(store: ChatStore, first: int, last: int, text: str) -> Plan:
     """Plan forgetting messages `first` … `last`, whole (every page of a long message): each
     text becomes `text` and its images go. A message forgotten before keeps its marker."""
     t = store.message_count
@@ -117,28 +125,60 @@ def plan_forget(
         kept = record.text if record.text.startswith(FORGOTTEN) else text
         changes[i] = Change(record, kept, True)
     images = sorted({name for c in changes.values() for name in c.before.images or ()})
-    every = _exact(texts=[c.before.text for c in changes.values()], into=text)
-    return _plan(store, changes, [], replace or every, images)
+    before = [c.before for c in changes.values() if not c.before.text.startswith(FORGOTTEN)]
+    texts = [r.text for r in before]
+    texts += [s for r in before if r.kind == "tool" for s in input_strings(r.text)]
+    records = {i: change.record for i, change in changes.items()}
+    named = {where: r.i for r in before if (where := _named_line(r.text)) is not None}
+    scrub = Scrub(Finder.texts(texts, text), records, named)
+    return _plan(store, changes, [], scrub, images)
 
 
 def plan_edit(
-    store: ChatStore, messages: Iterable[MessageRecord], nodes: Iterable[Node], replace: Replace
+    store: ChatStore, messages: Iterable[MessageRecord], nodes: Iterable[Node], finder: Finder
 ) -> Plan:
-    """Plan a redaction: each of `messages` gets `replace` of its text and keeps its images;
-    `nodes` are the built nodes whose own text `replace` changes."""
+    """Plan a redaction: each of `messages` (in order) gets what `finder` finds in it replaced,
+    the pages of a long message as one text, and keeps its images; `nodes` are the built nodes
+    whose own text `finder` changes."""
     changes = {}
-    for record in messages:
-        text = replace(record.text)
-        if text != record.text:
-            changes[record.i] = Change(record, text, False)
-    return _plan(store, changes, list(nodes), replace, [])
+    for pages in _whole_messages(messages):
+        texts = finder.replace_pages([record.text for record in pages])
+        for record, text in zip(pages, texts, strict=True):
+            if text != record.text:
+                changes[record.i] = Change(record, text, False)
+    return _plan(store, changes, list(nodes), Scrub(finder), [])
+
+
+def _whole_messages(records: Iterable[MessageRecord]) -> Iterator[list[MessageRecord]]:
+    """The records grouped by message: a long message's pages together."""
+    pages: list[MessageRecord] = []
+    for record in records:
+        page = record.page
+        if pages and (page is None or page.part == 0):
+            yield pages
+            pages = []
+        pages.append(record)
+        if page is None or page.part == page.parts - 1:
+            yield pages
+            pages = []
+    if pages:
+        yield pages
+
+
+def _named_line(text: str) -> tuple[str, int] | None:
+    """The copy of a damaged line that a repair's note names: (file, line number)."""
+    found = DAMAGED_NOTE.fullmatch(text)
+    if found is None:
+        return None
+    lineno, name, folder = found.groups()
+    return f"{folder}/{name}", int(lineno)
 
 
 def _plan(
     store: ChatStore,
     changes: dict[int, Change],
     nodes: list[Node],
-    replace: Replace,
+    scrub: Scrub,
     images: list[str],
 ) -> Plan:
     built_at = _built(store)
@@ -153,16 +193,17 @@ def _plan(
     saved = store.load_views()
     fixed = fix_saved(saved, staying(built_at, dropped)) if isinstance(saved, SavedViews) else None
     return Plan(
-        changes, dropped, calls, dict(message_files), dict(node_files), fixed, replace, images
+        changes, dropped, calls, dict(message_files), dict(node_files), fixed, scrub, images
     )
 
 
 def apply(store: ChatStore, plan: Plan) -> None:
     """Write the planned forget (see the module's text) while `store` holds the chat's lock.
     The store takes no more changes afterwards: the chat must be opened again."""
-    from evertalk.store.copies import scrub_copies
-
     chat_dir = store.path
+    if not plan.changes and not plan.dropped:  # only other copies hold it: the log stays
+        scrub_copies(chat_dir.parent, plan.scrub, plan.images)
+        return
     store.invalidate("a forget rewrote the log")  # a crash from here on: the next open rebuilds
     if plan.views is not None:
         views.save_views(chat_dir, plan.views)
@@ -182,7 +223,7 @@ def apply(store: ChatStore, plan: Plan) -> None:
         raise
     if search is not None:
         _forget_rows(search, store, plan, rewrites)
-    scrub_copies(chat_dir, plan.replace, plan.images)
+    scrub_copies(chat_dir.parent, plan.scrub, plan.images)
 
 
 def _held_search(store: ChatStore) -> SearchIndex | None:
@@ -288,21 +329,6 @@ def _file_of(location: object, what: str) -> str:
     if not isinstance(name, str):
         raise StoreError(f"the index does not say where {what} is")
     return name
-
-
-def _exact(texts: list[str], into: str) -> Replace:
-    """Each of `texts` (the forgotten messages' whole texts) replaced by `into`, in another
-    copy of them, and their encoded forms (see redaction.py) redacted."""
-    from evertalk.redaction import redact
-
-    wanted = sorted({text for text in texts if text and not text.startswith(FORGOTTEN)}, key=len)
-
-    def replace(value: str) -> str:
-        for text in reversed(wanted):
-            value = value.replace(text, into)
-        return redact(value, wanted)
-
-    return replace
 
 
 __all__ = ["FORGOTTEN", "Change", "Plan", "apply", "marker", "plan_edit", "plan_forget"]
