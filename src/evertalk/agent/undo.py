@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Final, Literal
 
 from evertalk.agent.tools import nofollow
-from evertalk.agent.tools.checkpoints import UNKEPT, Checkpoints, Entry, digest
+from evertalk.agent.tools.checkpoints import Checkpoints, Entry, digest
+from evertalk.store.undo_files import DROPPED, UNKEPT
 
 SHELL_NOT_TRACKED: Final = (
     "Changes made by shell commands are not tracked: undo restores only what write and edit "
     "changed."
 )
+CHANGED: Final = "changed since the turn wrote it"
 DIFF_LINES: Final = 400
 """Lines of a file's diff shown at most: the rest is counted."""
 
@@ -80,6 +82,8 @@ class Done:
     restored: list[str]
     removed: list[str]
     refused: list[str]
+    why: dict[str, str] = field(default_factory=dict)
+    """Why the plan refused a file, by how it is shown; the others changed since."""
 
     def note(self) -> str:
         """The note the chat gets, so that Ever knows what the files hold now."""
@@ -88,19 +92,23 @@ class Done:
             parts.append("Restored to what they held before it: " + ", ".join(self.restored) + ".")
         if self.removed:
             parts.append("Removed (the turn had created them): " + ", ".join(self.removed) + ".")
-        if self.refused:
+        changed = [shown for shown in self.refused if shown not in self.why]
+        if changed:
             parts.append(
-                "Left as they are (changed since the turn wrote them): "
-                + ", ".join(self.refused)
-                + "."
+                "Left as they are (changed since the turn wrote them): " + ", ".join(changed) + "."
             )
+        others = [f"{shown} ({self.why[shown]})" for shown in self.refused if shown in self.why]
+        if others:
+            parts.append("Not restored: " + ", ".join(others) + ".")
         parts.append("Changes made by its shell commands were not undone.")
         return " ".join(parts)
 
     def lines(self) -> list[str]:
         counts = f"{len(self.restored)} restored, {len(self.removed)} removed"
         out = [f"Undid turn {self.turn}: {counts}."]
-        out += [f"Refused: {shown} changed since the turn wrote it" for shown in self.refused]
+        for shown in self.refused:
+            why = self.why.get(shown)
+            out.append(f"Refused: {shown}: {why}" if why else f"Refused: {shown} {CHANGED}")
         return out
 
 
@@ -148,7 +156,8 @@ def apply(checkpoints: Checkpoints, planned: Plan) -> Done:
             refused.append(f.shown)
             continue
         (removed if f.action == "remove" else restored).append(f.shown)
-    done = Done(planned.turn, restored, removed, refused)
+    why = {f.shown: f.why for f in planned.refused if f.why != CHANGED}
+    done = Done(planned.turn, restored, removed, refused, why)
     checkpoints.mark_undone(planned.turn, done.note())
     return done
 
@@ -165,6 +174,8 @@ def _plan_file(checkpoints: Checkpoints, turn: int, entry: Entry) -> FilePlan:
         return FilePlan(shown, path, "refuse", "it is not a regular file now")
     current = None if now is None else digest(now)
     before = entry.before
+    if before == DROPPED:
+        return FilePlan(shown, path, "refuse", "its earlier content held forgotten text: dropped")
     if before is not None and before.startswith(UNKEPT):
         return FilePlan(shown, path, "refuse", f"its earlier content was not kept ({before})")
     try:
@@ -174,7 +185,7 @@ def _plan_file(checkpoints: Checkpoints, turn: int, entry: Entry) -> FilePlan:
     if now == restored:
         return FilePlan(shown, path, "same", "it already holds what it held before the turn")
     if current != entry.written:
-        return FilePlan(shown, path, "refuse", "changed since the turn wrote it", current=current)
+        return FilePlan(shown, path, "refuse", CHANGED, current=current)
     action: Action = "remove" if restored is None else "restore"
     diff = tuple(_diff(shown, now, restored))
     return FilePlan(shown, path, action, "", diff, restored, current)

@@ -3,8 +3,9 @@
 Each turn that changes a file has a folder `<home>/checkpoints/<turn>/` (0700): `index.jsonl`,
 one line per write, and `<n>.before`, the content the n-th file the turn changed had before
 (0600). A line names the resolved path, how to show it, the saved content (`null`: the file did
-not exist; `"unkept: why"`: too large, or not a regular file), and the SHA-256 of what the turn
-wrote, which tells undo whether the file changed since. The line and the saved content are
+not exist; `"unkept: why"`: too large, not a regular file, or dropped by a forget because it held
+the text forgotten, see store/undo_files.py), and the SHA-256 of what the turn wrote, which
+tells undo whether the file changed since. The line and the saved content are
 synced before the file is written: a write that then fails leaves the file as it was, and undo
 sees nothing to restore there.
 
@@ -25,15 +26,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
 
 from evertalk.config import Config
 from evertalk.store.secure import write_all
-
-INDEX: Final = "index.jsonl"
-UNDONE: Final = "undone"
-"""Written in a turn's folder once it was undone: `/undo` then goes to the turn before."""
-UNKEPT: Final = "unkept: "
+from evertalk.store.undo_files import INDEX, UNDONE, UNKEPT
 
 
 class CheckpointError(Exception):
