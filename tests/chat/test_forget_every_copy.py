@@ -153,3 +153,72 @@ def test_a_secret_in_a_damaged_line_can_be_redacted(damaged_home: Path) -> None:
     assert files_holding(damaged_home, DAMAGED) == []
     [copy] = (damaged_home / "chat" / "damaged").rglob("*.jsonl")
     assert b"\xff[redacted]" in copy.read_bytes()  # the other bytes as they were
+
+
+WORD = "zqeverywhere-3391"
+
+
+def _places(home: Path, target: int) -> None:
+    """The word where other files under the home keep text: a held message, a subagent's log,
+    a tree line set aside (and one over the target that words it its own way), the ledger's
+    reason for a rejected summary, the service's log, an MCP server's log, the compactor's
+    status."""
+    chat_dir = home / "chat"
+    held = {"key": "k1", "kind": "user", "text": f"and {WORD} again", "date": "x"}
+    (chat_dir / "held.jsonl").write_text(json.dumps(held) + "\n")
+    (chat_dir / "agents" / "Scout").mkdir(parents=True)
+    record = {"i": 0, "kind": "ever", "text": f"found {WORD}", "size": 1, "date": "x"}
+    (chat_dir / "agents" / "Scout" / "2026-03-03.jsonl").write_text(json.dumps(record) + "\n")
+    (chat_dir / "quarantine").mkdir()
+    aside = [
+        {"l": 0, "i": 1, "text": f"user: {WORD}", "size": 1},
+        {"l": 2, "i": target >> 2, "text": "the user named a flower", "size": 1},
+    ]
+    (chat_dir / "quarantine" / "tree-x.jsonl").write_text(
+        "".join(json.dumps(a) + "\n" for a in aside)
+    )
+    rejected = {"date": "x", "role": "compaction", "rejected": f"not in its input: {WORD}"}
+    (home / "usage.jsonl").write_text(json.dumps(rejected) + "\n")
+    (home / "service.log").write_text(f"2026-03-03 [1] warning: {WORD}\nstarted\n")
+    (home / "mcp").mkdir()
+    (home / "mcp" / "files.log").write_text(f"read {WORD}\n")
+    status = {"pid": 1, "last_error": f"a reply repeated {WORD}"}
+    (chat_dir / "compactor.json").write_text(json.dumps(status))
+
+
+PLACES = (
+    "held messages: chat/held.jsonl",
+    "the compactor's status: chat/compactor.json",
+    "subagents' logs: chat/agents/Scout/2026-03-03.jsonl",
+    "tree lines set aside: chat/quarantine/tree-x.jsonl",
+    "the usage ledger: usage.jsonl",
+    "the service's log: service.log",
+    "MCP servers' logs: mcp/files.log",
+)
+
+
+def test_the_preview_names_every_place_and_each_is_scrubbed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    make_chat(home, count=8, words={3: WORD})
+    _places(home, 3)
+    log = (home / "service.log").stat().st_ino
+    assert _redact(home, WORD) == 0
+    out = capsys.readouterr().out
+    assert [place for place in PLACES if f"  {place}" not in out] == []
+    assert files_holding(home, WORD) == []
+    assert (home / "service.log").stat().st_ino == log  # its writer appends to it still
+    assert (home / "service.log").read_text().endswith("warning: [redacted]\nstarted\n")
+
+
+def test_a_forget_takes_the_lines_set_aside_over_the_message(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make_chat(home, count=8, words={3: WORD})
+    _places(home, 3)
+    aside = home / "chat" / "quarantine" / "tree-x.jsonl"
+    kept = aside.read_text().splitlines()[0].replace(WORD, "[kept]")
+    aside.write_text(aside.read_text() + kept + "\n")
+    assert main(["memory", "forget", "3", "--yes", "--home", str(home)]) == 0
+    assert files_holding(home, "the user named a flower") == []
+    assert kept in aside.read_text()  # a line over another message stays
