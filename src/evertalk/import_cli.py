@@ -19,6 +19,7 @@ Blocking and standard library only, like `-p`: nothing here imports the agent or
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -51,6 +52,9 @@ BATCH: Final = 200
 BATCH_BYTES: Final = 4 * 1024 * 1024
 """… and at most this much text and image data in one."""
 PROBLEMS_SHOWN: Final = 10
+BAR_MOST: Final = 24
+"""Columns of the progress bar, at most; it takes what the words leave of the terminal's."""
+BAR_LEAST: Final = 5  # narrower than this, no bar: the words alone
 
 LINE_BYTES: Final = LINE_LIMIT  # a node whose input fits a line needs no call (SPEC §2.3)
 SUMMARY_BYTES: Final = 400  # a built line, as models write them (300 to 500 bytes)
@@ -181,26 +185,27 @@ def _append_all(home: Path, messages: list[Imported]) -> int:
         connection = connect(home, "import", start=True)
     except ServiceError as error:
         return fail(str(error))
-    added = skipped = 0
+    sent = skipped = 0  # messages, not the pages the log splits a long one into
     began = time.monotonic()
     spent = LedgerTally.from_now(ledger_path(home), role="compaction")  # the import's summaries
     with connection:
         try:
             for batch in _batches(messages):
-                ids, already = _append(connection, batch)
-                added, skipped = added + len(ids), skipped + already
-                _progress(connection, added + skipped, len(messages), began, spent.read())
+                skipped += _append(connection, batch)
+                sent += len(batch)
+                _progress(connection, sent, len(messages), began, spent.read())
         # no frame of ours should pass the limit, and the service should take every one; if
         # not (or it sends what is no frame), this run stops with its line
         except (ProtocolError, RequestFailed, BadFrame) as error:
             print(file=sys.stderr)
-            return fail(f"stopped after {added + skipped:,} of {len(messages):,} messages: {error}")
+            return fail(f"stopped after {sent:,} of {len(messages):,} messages: {error}")
         except ServiceGone:
             print(file=sys.stderr)
             return fail(
-                f"the service went away after {added + skipped:,} of {len(messages):,} messages; "
+                f"the service went away after {sent:,} of {len(messages):,} messages; "
                 "run the same command again to go on"
             )
+    added = sent - skipped
     print(file=sys.stderr)
     print(
         f"imported {added:,} messages ({skipped:,} were already in the chat); the summaries go "
@@ -235,26 +240,44 @@ def outside_message(message: Imported) -> OutsideMessage:
     )
 
 
-def _append(connection: Connection, batch: list[OutsideMessage]) -> tuple[list[int], int]:
-    """Send one batch: the service logs it at once, a turn running or not."""
+def _append(connection: Connection, batch: list[OutsideMessage]) -> int:
+    """Send one batch: the service logs it at once, a turn running or not. How many of its
+    messages the chat had already."""
     reply = connection.request(Append(messages=batch), Appended)
-    return reply.ids, reply.skipped
+    return reply.skipped
 
 
 def _progress(connection: Connection, done: int, total: int, began: float, spent: float) -> None:
     """The progress line; `spent`: what the summaries cost since the import began."""
     status = connection.request(GetStatus(), Status)
-    width = 24
-    filled = width * done // total if total else width
-    bar = "#" * filled + "-" * (width - filled)
     pace = done / max(time.monotonic() - began, 1e-6)
     left = f"{about((total - done) / pace)} left" if pace and done < total else "done"
     queued = status.compactor_queued + status.compactor_running
-    line = (
-        f"[{bar}] {done:,}/{total:,} messages · summaries to build {queued:,} · "
-        f"${spent:.4f} spent on summaries · {left}"
-    )
+    words = f"summaries to build {queued:,} · ${spent:.4f} spent on summaries · {left}"
     if sys.stderr.isatty():
+        line = progress_line(done, total, words, _columns())
         print("\r" + line, end="", file=sys.stderr, flush=True)
     else:
-        print(line, file=sys.stderr, flush=True)
+        print(progress_line(done, total, words), file=sys.stderr, flush=True)
+
+
+def progress_line(done: int, total: int, words: str, columns: int | None = None) -> str:
+    """`[bar] done/total messages · words`. On a terminal `columns` wide, within `columns - 1`
+    (a full row would wrap, and each redraw would land on a row of its own): the bar takes
+    what the words leave, up to BAR_MOST, and the words are clipped. Never more done than the
+    total."""
+    done = max(0, min(done, total))
+    line = f"{done:,}/{total:,} messages · {words}"
+    room = BAR_MOST if columns is None else columns - 1 - len(line) - 3  # "[", "] "
+    width = min(BAR_MOST, room)
+    if width >= BAR_LEAST:
+        filled = width * done // total if total else width
+        line = f"[{'#' * filled}{'-' * (width - filled)}] {line}"
+    return line if columns is None else line[: max(columns - 1, 1)]
+
+
+def _columns() -> int:
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        return 80

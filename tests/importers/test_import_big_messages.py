@@ -1,15 +1,18 @@
-"""A message bigger than one frame of the service's protocol (32 MiB) goes in pieces, whole
-pages each, as the chat splits a long text (SPEC §1.6); one whose images alone pass a frame is
-left out and said. Through the command line and the real service."""
+"""A message bigger than a piece (4 MiB on the wire) goes in pieces, whole pages each, as the
+chat splits a long text (SPEC §1.6), so that none passes a frame of the service's protocol
+(32 MiB); one whose images alone pass a frame, or over the longest an import takes, is left out
+and said. Through the command line and the real service."""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 from evertalk.chat import Chat
 from evertalk.importers import Imported
+from evertalk.importers.common import MAX_MESSAGE_CHARS
 from evertalk.importers.pieces import PIECE_BYTES, sendable, wire_size
 from evertalk.memory.text import MESSAGE_LIMIT, split_text
 from evertalk.protocol.wire import MAX_FRAME
@@ -28,19 +31,26 @@ def texts_of(home: Path) -> list[tuple[str, str]]:
         ]
 
 
-def test_a_message_over_a_frame_is_imported_whole_and_once(home: Path, tmp_path: Path) -> None:
-    big = ("a line of a very long paste, " * 3 + "\n") * (MAX_FRAME // 88 + 1000)
-    assert len(big.encode()) > MAX_FRAME
+def test_a_message_over_a_piece_is_imported_whole_and_once(home: Path, tmp_path: Path) -> None:
+    big = ("a line of a very long paste, " * 3 + "\n") * (MAX_MESSAGE_CHARS // 88 - 1000)
+    assert len(big.encode()) > PIECE_BYTES and len(big) <= MAX_MESSAGE_CHARS
     source = tmp_path / "paste.jsonl"
     lines = [
         {"role": "user", "text": "before", "time": WHEN, "id": 1},
         {"role": "user", "text": big, "time": WHEN, "id": 2},
+        {"role": "user", "text": "z" * (MAX_MESSAGE_CHARS + 1), "time": WHEN, "id": 4},
         {"role": "assistant", "text": "after", "time": WHEN, "id": 3},
     ]
     source.write_text("".join(json.dumps(line) + "\n" for line in lines))
     first = run(home, "import", str(source), "--yes", timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "Traceback" not in first.stderr
+    assert "messages     4" in first.stdout  # before, the big one's two pieces, after
+    assert "over the 8,000,000 an import takes; left out" in first.stdout
+    # the progress counts messages, as the preview does, not the pages the log makes of them
+    counts = re.findall(r"\] (\d+)/(\d+) messages", first.stderr)
+    assert counts and counts[-1] == ("4", "4"), first.stderr
+    assert "imported 4 messages (0 were already in the chat)" in first.stdout
     log = texts_of(home)
     assert log[0] == ("user", "before") and log[-1] == ("ever", "after")
     middle = log[1:-1]

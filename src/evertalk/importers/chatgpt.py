@@ -131,7 +131,7 @@ def read(stream: IO[bytes], display: str, assets: Assets, ctx: Context) -> list[
     `conversations.json`); one damaged midway keeps the conversations before the damage."""
     conversations = []
     try:
-        for index, item in enumerate(list_items(stream)):
+        for index, item in enumerate(list_items(stream, longest=ctx.message_limit)):
             if index == 0 and not _is_conversation(item):
                 ctx.problem(display, not_an_export(f"a list of {_shape(item)}"))
                 return []

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from evertalk.image_files import MAX_IMAGE_BYTES, sniff
+from evertalk.importers.json_stream import cut_chars
 from evertalk.importers.model import (
     Conversation,
     ImageData,
@@ -36,6 +37,11 @@ is refused before it is opened rather than allowed to fill the memory."""
 MAX_LINE_BYTES = 256 * 1024**2
 """The largest line of JSON Lines an import reads: a line is parsed whole, so a bigger one would
 cost several times its size in memory."""
+MAX_MESSAGE_CHARS = 8_000_000
+"""The longest message an import takes, in characters: some two million tokens, more than any
+model's window, which the log would split into 267 pages, each a summary to pay for. A longer
+one is no chat message but a dump (a log, a database pasted whole): it is left out, named, and
+the rest is imported; an export's JSON never holds more than this much of it at once."""
 
 NO_OUTPUT = "(no output)"  # what the app's own tools give for an empty result
 
@@ -58,6 +64,7 @@ class Context:
     headings: bool = True
     document_limit: int = MAX_DOCUMENT_BYTES
     line_limit: int = MAX_LINE_BYTES
+    message_limit: int = MAX_MESSAGE_CHARS
 
     def problem(
         self, file: str, why: str, line: int | None = None, record: str | None = None
@@ -250,7 +257,7 @@ class Draft:
         if not self.messages:
             return None
         messages = self.messages
-        if self.ctx.headings and self.heading:
+        if self.ctx.headings and self.heading and not cut_chars(self.heading):
             first = messages[0]
             start = Imported(
                 "note",
@@ -280,8 +287,25 @@ class Emitter:
                 return
             text = "[image]" if len(images) == 1 else f"[{len(images)} images]"
         key = self.key if self.count == 0 else f"{self.key}#{self.count}"
-        self.count += 1
+        self.count += 1  # a message left out keeps its number: the next keys stay the same
+        if not self._within_limit(text, key):
+            return
         self.draft.messages.append(Imported(kind, text, self.time, key, self.source, images))
+
+    def _within_limit(self, text: str, key: str) -> bool:
+        """Whether the text is short enough to import; a longer one is a problem naming it."""
+        ctx = self.draft.ctx
+        cut = cut_chars(text)  # a string the reader did not hold whole (`json_stream`)
+        if not cut and len(text) <= ctx.message_limit:
+            return True
+        size = max(cut, len(text))
+        ctx.problem(
+            self.draft.file,
+            f"a message of {size:,} characters, over the {ctx.message_limit:,} an import "
+            "takes; left out",
+            record=key,
+        )
+        return False
 
     def add_keyed(self, suffix: str, kind: Kind, text: str) -> None:
         """A message the reader adds of its own (a note about the source), with a key of its

@@ -15,6 +15,7 @@ from evertalk.importers.common import (
     DUPLICATES,
     MAX_DOCUMENT_BYTES,
     MAX_LINE_BYTES,
+    MAX_MESSAGE_CHARS,
     UNKNOWN_FORMAT,
     Context,
     byte_size,
@@ -37,6 +38,7 @@ def read_paths(
     headings: bool = True,
     document_limit: int = MAX_DOCUMENT_BYTES,
     line_limit: int = MAX_LINE_BYTES,
+    message_limit: int = MAX_MESSAGE_CHARS,
 ) -> Reading:
     """Read every conversation under `paths`.
 
@@ -51,10 +53,15 @@ def read_paths(
     agent, the session or title, the folder), so that the chat says where its messages came from.
 
     A JSON document over `document_limit` bytes (as a zip's directory declares it, before
-    anything is unpacked) and a line of JSON Lines over `line_limit` are problems, not read.
+    anything is unpacked) and a line of JSON Lines over `line_limit` are problems, not read; so
+    is a message over `message_limit` characters, the rest of its file read.
     """
     ctx = Context(
-        Reading(), headings=headings, document_limit=document_limit, line_limit=line_limit
+        Reading(),
+        headings=headings,
+        document_limit=document_limit,
+        line_limit=line_limit,
+        message_limit=message_limit,
     )
     done: set[Path] = set()
     for given in paths:
