@@ -203,6 +203,19 @@ def test_a_listener_of_another_user_in_our_folder_is_refused(deep: Deep) -> None
     assert_refused(asked, "runs as another user", f"uid {NOBODY}")
 
 
+@needs_root
+def test_a_recorded_folder_another_user_took_since_is_replaced(deep: Deep) -> None:
+    """The temporary directory was emptied, and another user made the recorded folder's name."""
+    deep.folder.mkdir()
+    os.chown(deep.folder, NOBODY, NOBODY)
+    taken = deep.tmpdir / "evertalk-0-taken"
+    taken.mkdir(mode=0o700)
+    os.chown(taken, NOBODY, NOBODY)
+    (deep.home / SOCKET_RECORD).write_text(f"{taken}/x.sock\n")
+    private = served_elsewhere(deep)
+    assert private.parent != taken and list(taken.iterdir()) == []
+
+
 def test_a_folder_of_the_wrong_mode_is_left_alone(deep: Deep) -> None:
     deep.folder.mkdir()
     deep.folder.chmod(0o755)

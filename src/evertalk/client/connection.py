@@ -23,18 +23,18 @@ from msgspec import UNSET
 from evertalk import __version__
 from evertalk.client.hold import held_by
 from evertalk.processes import process_alive as process_alive
-from evertalk.secret_env import for_own_processes
 from evertalk.protocol import environment, frames, wire
 from evertalk.protocol.frames import ServiceFrame
 from evertalk.protocol.paths import (
+    is_private_folder,
     log_path,
     peer_uid,
-    shared_socket_path,
     socket_folder_problem,
     socket_path,
 )
 from evertalk.protocol.replies import Error, Welcome
 from evertalk.protocol.requests import Hello, Request, Stop
+from evertalk.secret_env import for_own_processes
 from evertalk.service.startup import opening
 
 CANNOT_SERVE = "evertalk: cannot serve: "
@@ -240,11 +240,12 @@ def running(home: Path) -> bool:
 def _socket(home: Path) -> socket.socket | None:
     """A connected socket, or None when nothing listens (no file, or a stale one). Before a
     byte is sent, the socket's folder and the listener's user are checked: another user who
-    made a deep home's folder in the temporary directory first could listen there (no service
-    of ours does: it listens in a folder of its own then, and the home records which)."""
+    made a deep home's folder in the temporary directory first could listen there. No service
+    of ours listens in such a folder (it makes one of its own, which the home records): a
+    deep home's is taken as one where none listens."""
     path = socket_path(home)
     problem = socket_folder_problem(path)
-    if problem is not None and path == shared_socket_path(home):
+    if problem is not None and is_private_folder(path):
         return None
     if problem is not None:
         raise ServiceError(f"not connecting to {path}: {problem}")
