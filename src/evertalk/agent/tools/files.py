@@ -13,7 +13,8 @@ through a handle on the folder reached without following links (`nofollow`), so 
 swapped for a link after that check cannot take it, or its temporary file, elsewhere. What a
 write or an edit replaces is first kept in the turn's checkpoint, for undo (`checkpoints`). No
 file tool touches evertalk's home: its config.toml may hold the key, and the model reads its
-chat with zoom.
+chat with zoom; nor a hard link to a file in it (`homelinks`). They touch regular files only: a
+named pipe, a socket or a device is refused, never opened in a way that would wait (`nofollow`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evertalk.agent.tools import nofollow
+from evertalk.agent.tools import homelinks, nofollow
 from evertalk.agent.tools.base import (
     Args,
     Call,
@@ -100,7 +101,25 @@ def confined(ctx: ToolContext, path: str, allowed: Path | None) -> Path:
     )
 
 
+def not_in_home(ctx: ToolContext, shown: str) -> nofollow.Check:
+    """What refuses a file that is one of evertalk's home's by a hard link."""
+
+    def check(found: os.stat_result) -> None:
+        if homelinks.in_home(found, ctx.home):
+            raise ToolError(
+                f"{shown} is a hard link to a file in evertalk's home ({ctx.home}), "
+                "which the file tools do not touch"
+            )
+
+    return check
+
+
 def _os_problem(shown: str, error: OSError) -> ToolError:
+    if isinstance(error, nofollow.NotRegular):
+        return ToolError(
+            f"{shown} is {error.what}, not a regular file; the file tools read and write "
+            "regular files only"
+        )
     if isinstance(error, FileNotFoundError):
         return ToolError(f"{shown}: no such file")
     if isinstance(error, IsADirectoryError):
@@ -148,7 +167,9 @@ class ReadCall:
         target = locate(ctx, self.path)
         buffer = ClipBuffer(limit)
         try:
-            lines = read_lines(target, self.offset, self.limit, buffer, self.path)
+            lines = read_lines(
+                target, self.offset, self.limit, buffer, self.path, not_in_home(ctx, self.path)
+            )
         except OSError as error:
             raise _os_problem(self.path, error) from None
         if buffer.total:
@@ -162,22 +183,25 @@ class ReadCall:
 
 
 def read_lines(
-    path: Path, offset: int, limit: int | None, buffer: ClipBuffer, shown: str = ""
+    path: Path,
+    offset: int,
+    limit: int | None,
+    buffer: ClipBuffer,
+    shown: str = "",
+    check: nofollow.Check | None = None,
 ) -> int:
     """Feed lines offset … offset+limit−1 of the file to `buffer`; the number of lines read.
 
-    A NUL byte anywhere up to the last line wanted makes it a binary file, which is refused.
-    Bytes that are not UTF-8 show as U+FFFD.
+    A file that is not a regular one is nofollow.NotRegular, unread; `check` may refuse the file
+    before it is read. A NUL byte anywhere up to the last line wanted makes it a binary file,
+    which is refused. Bytes that are not UTF-8 show as U+FFFD.
     """
     shown = shown or str(path)
-    kind = os.stat(path).st_mode
-    if stat.S_ISDIR(kind):
-        raise IsADirectoryError(21, "Is a directory", str(path))
-    if not stat.S_ISREG(kind):
-        raise ToolError(f"{shown} is not a regular file")
     end = None if limit is None else offset + limit
     count = 0
-    with open(path, "rb") as file:
+    with os.fdopen(nofollow.open_regular(path, follow=True), "rb") as file:
+        if check is not None:
+            check(os.fstat(file.fileno()))
         for raw in file:  # lines split at b"\n", which never falls inside a UTF-8 character
             if b"\0" in raw:
                 raise ToolError(f"{shown} is a binary file (it holds NUL bytes)")
@@ -207,7 +231,8 @@ class WriteCall:
         data = valid_unicode(self.content).encode("utf-8")
         real = confined(ctx, self.path, self.allowed)
         try:
-            existed = write_file(real, data, _keeper(ctx, real, self.path, data))
+            keep = _keeper(ctx, real, self.path, data)
+            existed = write_file(real, data, keep, not_in_home(ctx, self.path))
         except nofollow.Swapped:
             raise _swapped(self.path) from None
         except OSError as error:
@@ -238,32 +263,50 @@ def _keeper(ctx: ToolContext, real: Path, shown: str, data: bytes) -> Keep | Non
     return keep
 
 
-def write_file(real: Path, data: bytes, keep: Keep | None = None) -> bool:
+def write_file(
+    real: Path, data: bytes, keep: Keep | None = None, check: nofollow.Check | None = None
+) -> bool:
     """Put `data` in the file `real` (links resolved), making missing folders; whether it
     existed. The folder is reached without following links (`nofollow`); `keep` is given
-    what it held, read through the same handle, before it changes."""
+    what it held, read through the same handle, before it changes. A pipe, a socket or a
+    device there is nofollow.NotRegular; `check` may refuse the file there."""
     if not real.name:
         raise IsADirectoryError(21, "Is a directory", str(real))
     folder = nofollow.open_folder(real.parent, create=True)
     try:
-        found = nofollow.kind(folder, real.name)
-        if found == stat.S_IFDIR:
-            raise IsADirectoryError(21, "Is a directory", str(real))
+        found = _entry(folder, real.name)
+        if found is not None:
+            if stat.S_ISDIR(found.st_mode):
+                raise IsADirectoryError(21, "Is a directory", str(real))
+            nofollow.refuse_special(found.st_mode)
+            if check is not None:
+                check(found)
         if keep is not None:
-            keep(_previous(folder, real.name, found))
+            kind = None if found is None else stat.S_IFMT(found.st_mode)
+            keep(_previous(folder, real.name, kind, check))
         nofollow.replace(folder, real.parent, real.name, data)
     finally:
         os.close(folder)
     return found is not None
 
 
-def _previous(folder: int, name: str, found: int | None) -> bytes | str | None:
+def _entry(folder: int, name: str) -> os.stat_result | None:
+    """What `name` in the folder is (a link's own stat); None when there is nothing."""
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _previous(
+    folder: int, name: str, found: int | None, check: nofollow.Check | None
+) -> bytes | str | None:
     """What `name` holds before a write: its bytes, None when absent, or why it cannot be kept."""
     if found is None:
         return None
     if found != stat.S_IFREG:
         return "unkept: not a regular file"
-    return nofollow.read(folder, name)
+    return nofollow.read(folder, name, check)
 
 
 def _swapped(shown: str) -> ToolError:
@@ -321,7 +364,7 @@ class EditCall:
         try:
             if nofollow.kind(folder, real.name) == stat.S_IFDIR:
                 raise IsADirectoryError(21, "Is a directory", str(real))
-            raw = nofollow.read(folder, real.name)
+            raw = nofollow.read(folder, real.name, not_in_home(ctx, self.path))
         except nofollow.Swapped:
             raise _swapped(self.path) from None
         except OSError as error:

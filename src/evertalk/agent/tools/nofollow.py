@@ -7,6 +7,10 @@ component at a time from the root with O_NOFOLLOW, so a folder that is now a lin
 and the file and its temporary copy are made, read and renamed relative to that handle, so they
 stay in the folder that was checked whatever happens to its path. Before the rename, the path
 must still lead to that folder (it may have been moved away meanwhile).
+
+Only regular files are read. A named pipe opened for reading waits for a writer, which would
+hold the service's event loop; so a file is opened without blocking and looked at through its
+descriptor before a byte is read: whatever was put in its place after a check is refused too.
 """
 
 from __future__ import annotations
@@ -16,15 +20,66 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from evertalk.store.secure import write_all
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+_KINDS = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
 
 
 class Swapped(Exception):
     """A folder of the path became a link, or moved, while the file was being written."""
+
+
+class NotRegular(OSError):
+    """A FIFO, a socket or a device where a file was wanted: never opened in a way that blocks,
+    never read. `what` names it: "a named pipe (FIFO)"."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}, not a regular file")
+        self.what = what
+
+
+def refuse_special(mode: int) -> None:
+    """NotRegular unless `mode` is a regular file's, a folder's or a link's (which the callers
+    handle their own way)."""
+    if stat.S_IFMT(mode) not in (stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK):
+        raise NotRegular(_KINDS.get(stat.S_IFMT(mode), "a special file"))
+
+
+def open_regular(path: str | Path, *, dir_fd: int | None = None, follow: bool = False) -> int:
+    """A blocking descriptor for reading the regular file `path`, or NotRegular, found without
+    opening it when the file is already one (a device is not even opened), else found through
+    a descriptor opened with O_NONBLOCK, which a pipe swapped in meanwhile cannot stall. A
+    folder is IsADirectoryError; with `follow` a link is followed, else it is the OSError of
+    O_NOFOLLOW."""
+    refuse_special(os.stat(path, dir_fd=dir_fd, follow_symlinks=follow).st_mode)
+    flags = _FILE if follow else _FILE | os.O_NOFOLLOW
+    try:
+        file = os.open(path, flags, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # a socket (or a device without its driver) swapped in
+            refuse_special(os.stat(path, dir_fd=dir_fd, follow_symlinks=follow).st_mode)
+        raise
+    try:
+        mode = os.fstat(file).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        refuse_special(mode)  # the descriptor's file is no link: regular it is, after that
+        os.set_blocking(file, True)
+    except BaseException:
+        os.close(file)
+        raise
+    return file
 
 
 def open_folder(folder: Path, *, create: bool = False) -> int:
@@ -87,16 +142,23 @@ def kind(fd: int, name: str) -> int | None:
         return None
 
 
-def read(fd: int, name: str) -> bytes:
-    """The bytes of the file `name` in the folder; a link there is Swapped (its target was
-    resolved before: a link now is one put in its place)."""
+Check = Callable[[os.stat_result], None]
+"""Told what a file is before it is read; raises to refuse it."""
+
+
+def read(fd: int, name: str, check: Check | None = None) -> bytes:
+    """The bytes of the regular file `name` in the folder, once `check` (if any) let it be read;
+    a link there is Swapped (its target was resolved before: a link now is one put in its place);
+    anything else than a regular file is NotRegular, left unread."""
     try:
-        file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        file = open_regular(name, dir_fd=fd)
     except OSError as error:
         if _is_link_error(error):
             raise Swapped(name) from None
         raise
     with os.fdopen(file, "rb") as opened_file:
+        if check is not None:
+            check(os.fstat(file))
         return opened_file.read()
 
 
