@@ -107,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", dest="json_events", action="store_true", help="with -p: print every event as JSON"
     )
     parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="with -p: write the reply's control characters as they are, to a terminal too "
+        "(else a terminal shows them escaped)",
+    )
+    parser.add_argument(
         "--allow",
         metavar="TOOLS",
         help="with -p: let these tools run without asking, e.g. shell,write,edit",
@@ -328,6 +334,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise UsageError("--json, --allow, --image and --model go with -p MESSAGE")
     if args.over_budget:
         raise UsageError("--over-budget goes with -p")
+    if args.raw:
+        raise UsageError("--raw goes with -p")
     if args.command in ("serve", "service"):
         from evertalk.service_cli import run_service_command
 
@@ -448,6 +456,8 @@ def _headless(args: argparse.Namespace) -> int:
     if args.command is not None:
         raise UsageError("-p runs one turn: it takes no command")
     _check_retry(args)
+    if args.raw and args.json_events:
+        raise UsageError("--raw goes with -p without --json: JSON escapes control characters")
     if args.model is not None and (not args.model.strip() or args.model != args.model.strip()):
         raise UsageError(f"--model takes a model name, not {args.model!r}")
     try:
@@ -472,6 +482,7 @@ def _headless(args: argparse.Namespace) -> int:
         retry=args.retry,
         model=args.model,
         over_budget=args.over_budget,
+        raw=args.raw,
     )
 
 

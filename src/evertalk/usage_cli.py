@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from evertalk.budget import Day, today
 from evertalk.ledger import Summary, Totals, ledger_path, read_records, summarize
+from evertalk.terminal_text import escape_controls
 
 COLUMNS = ("calls", "input", "output", "cache read", "cache write", "read share", "cost")
 CLIENT: Final = "usage"
@@ -82,7 +83,7 @@ def run_usage_command(args: argparse.Namespace, home: Path) -> int:
     if report.table is None:
         print(f"No model calls yet: {path} gets a line for each one.")
     else:
-        print(report.table)
+        print(escape_controls(report.table))  # a model's name is text from elsewhere
     if day is not None and day.daily is not None:
         print(day.usage_line())
     return 0

@@ -16,8 +16,8 @@ class Terminal(io.StringIO):
         return True
 
 
-def run(out: io.StringIO, err: io.StringIO) -> None:
-    printer = ReplyPrinter(out, err)
+def run(out: io.StringIO, err: io.StringIO, *, raw: bool = False) -> None:
+    printer = ReplyPrinter(out, err, raw=raw)
     for event in (
         MemoryWarning(f"memory: {HOSTILE}"),
         ReplyLogged(HOSTILE),
@@ -40,3 +40,10 @@ def test_a_program_reading_the_reply_gets_it_as_written() -> None:
     run(out, err)
     assert out.getvalue() == HOSTILE + "\n"
     assert "\x1b" not in err.getvalue()  # standard error is for a person, always
+
+
+def test_raw_writes_the_reply_as_written_to_a_terminal_too() -> None:
+    out, err = Terminal(), Terminal()
+    run(out, err, raw=True)
+    assert out.getvalue() == HOSTILE + "\n"
+    assert "\x1b" not in err.getvalue()  # the warnings and the stopped line stay escaped

@@ -68,10 +68,12 @@ def run_via_service(
     start: bool = True,
     model: str | None = None,
     over_budget: bool = False,
+    raw: bool = False,
 ) -> int:
     """One turn through the service; the exit status. `images`: (media type, base64) each;
     `model`: the model of this turn alone (config.toml keeps its own); `over_budget`: the turn
-    runs though the day's spending is past the daily budget (else it is refused)."""
+    runs though the day's spending is past the daily budget (else it is refused); `raw`: the
+    reply's control characters reach a terminal as they are (else they are shown escaped)."""
     if not retry and not message.strip():
         return fail("the message is empty")
     request: Send | Retry = Retry()
@@ -93,7 +95,7 @@ def run_via_service(
         day = today(home, config.budget_daily)
         if day.over and not over_budget:
             return fail(f"not sent: {day.over_line()}; {OVER_BUDGET_FLAG} sends it all the same")
-        return _Run(home, request, as_json, frozenset(grants), start).go()
+        return _Run(home, request, as_json, frozenset(grants), start, raw).go()
     except (ServiceError, ConfigError) as error:
         return fail(str(error))
 
@@ -122,6 +124,7 @@ class _Run:
         as_json: bool,
         grants: frozenset[str],
         start: bool,
+        raw: bool = False,
     ) -> None:
         self.home = home
         self.request = request
@@ -134,8 +137,11 @@ class _Run:
         self.retry_works = False  # the service found the message left without a reply
         self.accepted = False  # the service took the request on this connection
         self.ended = False  # a turn ended on this connection: the next `quiet` ends the run
-        printer = JsonPrinter if as_json else ReplyPrinter
-        self.printer = printer(sys.stdout, sys.stderr, hint=self._hint)
+        self.printer: JsonPrinter | ReplyPrinter = (
+            JsonPrinter(sys.stdout, sys.stderr, hint=self._hint)
+            if as_json
+            else ReplyPrinter(sys.stdout, sys.stderr, hint=self._hint, raw=raw)
+        )
 
     def _hint(self) -> str:
         """What a stopped turn's line adds: how to try it again, when its message is left

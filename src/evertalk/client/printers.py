@@ -57,7 +57,8 @@ class ReplyPrinter:
     of a turn in order, a blank line between two that a tool call parts. A text that did not
     stream is printed whole when it is logged; one logged longer than it streamed (a reply cut
     off gets a last line saying so) adds what was not shown. Catching up is said on standard
-    error (tty or not: it can take minutes), one line about every 10 s."""
+    error (tty or not: it can take minutes), one line about every 10 s. With `raw` the reply's
+    control characters are written as they are, to a terminal too (`-p --raw`)."""
 
     def __init__(
         self,
@@ -66,9 +67,11 @@ class ReplyPrinter:
         *,
         clock: Callable[[], float] = time.monotonic,
         hint: Callable[[], str] = _no_hint,
+        raw: bool = False,
     ) -> None:
         self.out = out
         self.err = err
+        self.raw = raw
         self.clock = clock
         self.hint = hint  # what a stopped turn's line adds: how to try it again, if it applies
         self.status = EXIT_OK
@@ -113,7 +116,7 @@ class ReplyPrinter:
         if self.parted:  # a blank line between the texts a tool call parts
             self.out.write("\n" * (2 - len(self.printed) + len(self.printed.rstrip("\n"))))
             self.parted = False
-        self.out.write(for_stream(self.out, body))
+        self.out.write(body if self.raw else for_stream(self.out, body))
         self.out.flush()
         self.printed = (self.printed + body)[-2:]
 
