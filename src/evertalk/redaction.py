@@ -45,15 +45,15 @@ in every connection error, and the log keeps what it garbles forever), and are n
 _OFFSET: Final = r"[ \t]*(?:[0-9a-fA-F]{4,}:?[ \t]+)?"
 """What may start a row after a line break: a dump's offset (`00000010: `, `0000020 `)."""
 
-_SEPARATORS: Final = "[ \t,;:\u200b-\u200d\u2060\ufeff]"
-"""What a command may put between a form's characters: spaces, commas, semicolons, colons
-(`sed 's/./&,/g'`, hex joined by `:`) and the zero-width characters that do not show."""
+_BREAK: Final = rf"[ \t]*(?:\r?\n{_OFFSET})?"
+"""What may stand between two characters of a form: spaces, and one line break."""
 
-_BREAK: Final = rf"{_SEPARATORS}*(?:(?:\r?\n{_SEPARATORS}*)+{_OFFSET})?"
-"""What may stand between two characters of a form: separators, and line breaks (blank lines
-too)."""
-
-_GAPS: Final = re.compile(rf"(?:\s|{_SEPARATORS})+")
+_GAP: Final = re.compile(r"[\s,;:\u200b-\u200d\u2060\ufeff]")
+"""What a command may put between a form's characters, besides spaces and line breaks: commas,
+semicolons, colons (`sed 's/./&,/g'`, hex joined by `:`), blank lines, and the zero-width
+characters that do not show. The expression does not know them (each would make it much larger
+to build); `Redactor._cut_spread` finds the forms in the text without them."""
+_GAPS: Final = re.compile(_GAP.pattern + "+")
 
 _DUMP_BREAK: Final = rf"[ \t]*(?:[^\n]*\r?\n{_OFFSET})??"
 """What may stand between two units of a dump: spaces, or the rest of the row (its text column)
@@ -77,16 +77,37 @@ class Redactor:
     folded: tuple[str, ...]  # lower-cased forms matched in any case (hex)
     turned: tuple[str, ...]  # halves of wrapped forms, reversed: `base64 | rev` shows them
     pattern: re.Pattern[str] | None
+    spread: tuple[str, ...] = ()  # forms found in the text without its gaps (`_GAP`)
+    spread_folded: tuple[str, ...] = ()  # … in any case (escapes, numbers, the key itself)
 
     def apply(self, text: str) -> str:
         if self.pattern is None:
             return text
-        flat = _GAPS.sub("", text)
+        flat = "".join(text.split())
         if self._holds(flat) or _DUMP_ROW.search(text):
             text = self.pattern.sub(REDACTED, text)
         if any(half in flat for half in self.turned):
             text = self._apply_turned(text)
-        return text
+        return self._cut_spread(text)
+
+    def _cut_spread(self, text: str) -> str:
+        """`text` with each spread form replaced, found where the gaps between its characters
+        are left out; the whole stretch it covers goes, gaps included."""
+        flat = _GAPS.sub("", text)  # first the cheap test that one is there at all
+        if not any(form in flat for form in self.spread) and not any(
+            form in flat.lower() for form in self.spread_folded
+        ):
+            return text
+        kept = [(at, char) for at, char in enumerate(text) if not _GAP.match(char)]
+        flat = "".join(char for _, char in kept)
+        lower = flat.lower()
+        spans = [
+            (kept[start][0], kept[start + len(form) - 1][0] + 1)
+            for forms, seen in ((self.spread, flat), (self.spread_folded, lower))
+            for form in forms
+            for start in _occurrences(seen, form)
+        ]
+        return _cut(text, spans) if spans else text
 
     def _holds(self, flat: str) -> bool:
         """Whether a form occurs once spaces and line breaks are ignored: plain substring
@@ -162,8 +183,6 @@ def _redactor(secrets: tuple[str, ...]) -> Redactor:
         exact.add(secret)
         exact.update(encoded_forms(secret))
         folded.add(data.hex())
-        folded.update(form.lower() for form in escaped_forms(secret))
-        exact.update(leading_forms(data))
         wrapped.update(wrapped_forms(data))
         dumps.update(dump_forms(data))
     # the longest first: at one position the alternation takes the first branch that matches,
@@ -174,12 +193,28 @@ def _redactor(secrets: tuple[str, ...]) -> Redactor:
     if not branches:
         return Redactor((), (), (), None)
     turned = {half[::-1] for form in wrapped for half in _halves(form)}
+    kept = [secret for secret in secrets if len(secret) >= SECRET_MIN_LENGTH]
+    spread = {form for s in kept for form in (*encoded_forms(s), *leading_forms(s.encode()))}
+    spread_folded = {form.lower() for s in kept for form in escaped_forms(s)}
+    spread_folded.update(s.encode().hex() for s in kept)
     return Redactor(
         tuple(_flat(form) for form in exact),
         tuple(folded),
         tuple(turned),
         re.compile("|".join(branches)),
+        tuple(_flat(form) for form in _longest_first(spread)),
+        tuple(_flat(form) for form in _longest_first(spread_folded)),
     )
+
+
+def _occurrences(text: str, form: str) -> Iterator[int]:
+    """Where `form` starts in `text`, left to right, not overlapping."""
+    if not form:
+        return
+    at = text.find(form)
+    while at >= 0:
+        yield at
+        at = text.find(form, at + len(form))
 
 
 def _longest_first(forms: set[str]) -> list[str]:
@@ -187,7 +222,7 @@ def _longest_first(forms: set[str]) -> list[str]:
 
 
 def _flat(form: str) -> str:
-    return _GAPS.sub("", form)
+    return _GAP.sub("", form)
 
 
 def _halves(form: str) -> tuple[str, str]:
