@@ -83,21 +83,20 @@ class Redactor:
     def apply(self, text: str) -> str:
         if self.pattern is None:
             return text
-        flat = "".join(text.split())
-        if self._holds(flat) or _DUMP_ROW.search(text):
+        flat = _GAPS.sub("", text)
+        lower = flat.lower()
+        if self._holds(flat, lower) or _DUMP_ROW.search(text):
             text = self.pattern.sub(REDACTED, text)
         if any(half in flat for half in self.turned):
             text = self._apply_turned(text)
-        return self._cut_spread(text)
+        spread = any(form in flat for form in self.spread)
+        if spread or any(form in lower for form in self.spread_folded):
+            text = self._cut_spread(text)
+        return text
 
     def _cut_spread(self, text: str) -> str:
         """`text` with each spread form replaced, found where the gaps between its characters
         are left out; the whole stretch it covers goes, gaps included."""
-        flat = _GAPS.sub("", text)  # first the cheap test that one is there at all
-        if not any(form in flat for form in self.spread) and not any(
-            form in flat.lower() for form in self.spread_folded
-        ):
-            return text
         kept = [(at, char) for at, char in enumerate(text) if not _GAP.match(char)]
         flat = "".join(char for _, char in kept)
         lower = flat.lower()
@@ -109,15 +108,12 @@ class Redactor:
         ]
         return _cut(text, spans) if spans else text
 
-    def _holds(self, flat: str) -> bool:
-        """Whether a form occurs once spaces and line breaks are ignored: plain substring
-        searches, much faster than the expression, which then finds exactly where."""
-        if any(form in flat for form in self.exact):
-            return True
-        if self.folded:
-            lower = flat.lower()
-            return any(form in lower for form in self.folded)
-        return False
+    def _holds(self, flat: str, lower: str) -> bool:
+        """Whether a form occurs once the gaps are ignored: plain substring searches, much
+        faster than the expression, which then finds exactly where."""
+        return any(form in flat for form in self.exact) or any(
+            form in lower for form in self.folded
+        )
 
     def _apply_turned(self, text: str) -> str:
         """`text` with what matches once each line is turned around replaced, in place."""
@@ -194,7 +190,7 @@ def _redactor(secrets: tuple[str, ...]) -> Redactor:
         return Redactor((), (), (), None)
     turned = {half[::-1] for form in wrapped for half in _halves(form)}
     kept = [secret for secret in secrets if len(secret) >= SECRET_MIN_LENGTH]
-    spread = {form for s in kept for form in (*encoded_forms(s), *leading_forms(s.encode()))}
+    spread = {form for s in kept for form in leading_forms(s.encode())}
     spread_folded = {form.lower() for s in kept for form in escaped_forms(s)}
     spread_folded.update(s.encode().hex() for s in kept)
     return Redactor(
