@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest explore bench e2e-local clean
+.PHONY: run test lint typecheck pytest explore bench chaos e2e-local clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,8 @@ run: $(STAMP)
 	$(BIN)/evertalk $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests tests_chaos bench
+	$(BIN)/ruff format --check src tests tests_chaos bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src
@@ -34,6 +34,14 @@ explore: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The checker (tests_chaos/): three machines on a real PostgreSQL through random faults, many
+# seeds, and a table of what was done and found. CHAOS_SEEDS and CHAOS_STEPS size it.
+CHAOS_SEEDS ?= 20
+CHAOS_STEPS ?= 40
+chaos: $(STAMP)
+	CHAOS_SEEDS=$(CHAOS_SEEDS) CHAOS_STEPS=$(CHAOS_STEPS) $(BIN)/python -m pytest tests_chaos \
+		-p no:cacheprovider -q
 
 # evertalk against a real local model (not part of `make test`): llama-cpp-python's server with
 # SmolLM2-135M-Instruct, in a virtualenv of its own; see "Testing against a local model" in
