@@ -245,7 +245,8 @@ def scalar(url: str, query: str) -> int:
 
 
 def settled(url: str) -> bool:
-    unbuilt = "SELECT (SELECT count FROM evertalk.chats) - (SELECT count(*) FROM evertalk.nodes WHERE l = 0)"
+    leaves = "SELECT count(*) FROM evertalk.nodes WHERE l = 0"
+    unbuilt = f"SELECT (SELECT count FROM evertalk.chats) - ({leaves})"
     leased = "SELECT count(*) FROM evertalk.leases WHERE expires > now()"
     return scalar(url, unbuilt) == 0 and scalar(url, leased) == 0
 
