@@ -22,6 +22,11 @@ Span = tuple[int, int, str]
 
 _LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 """A JSON string, quotes included."""
+ENCODED = (8, 200)
+"""The forgotten texts whose encoded forms are sought: the 8 shortest of at most 200 characters.
+A key pasted alone, a password, a line is what a command encodes; redaction.py builds one
+pattern of all the forms of all its texts, made for a few keys, and for many texts or long ones
+it costs seconds and gigabytes (a forget of 20 messages of 600 characters ran out of 4 GB)."""
 DEPTH = 3
 """JSON strings inside JSON strings followed at most: a file's JSON in a tool call's input in
 a record is two."""
@@ -31,31 +36,39 @@ class Finder:
     """Finds and replaces one text (or the texts of forgotten messages, or a pattern)."""
 
     def __init__(
-        self, needles: Iterable[str], into: str, *, pattern: str | None = None, plain: bool = True
+        self,
+        needles: Iterable[str],
+        into: str,
+        *,
+        pattern: str | None = None,
+        encoded: Sequence[str] = (),
     ) -> None:
+        """`needles` as they stand and escaped, a pattern's matches, and the `encoded` texts'
+        encoded forms."""
         wanted = {needle for needle in needles if needle}
         self.into = into
-        self._encoded = tuple(sorted(text for text in wanted if _encodable(text))) if plain else ()
+        self._encoded = tuple(sorted(text for text in set(encoded) if _encodable(text)))
         forms = {form for text in wanted for form in escaped_forms(text)}
-        branches = [re.escape(form) for form in sorted(forms, key=len, reverse=True)]
-        if pattern is not None:
-            branches.append(f"(?:{pattern})")
-        self._pattern = re.compile("|".join(branches)) if branches else None
+        self._forms = sorted(forms, key=len, reverse=True)  # searched one by one: there may
+        # be thousands (a forget of many messages), too many for one expression's branches
+        self._pattern = None if pattern is None else re.compile(pattern)
 
     @classmethod
     def text(cls, text: str) -> Finder:
         """Each occurrence of `text`, in any of its forms, as `[redacted]`."""
-        return cls([text], REDACTED)
+        return cls([text], REDACTED, encoded=[text])
 
     @classmethod
     def regex(cls, pattern: str) -> Finder:
         """Each match of the regular expression as `[redacted]`."""
-        return cls([], REDACTED, pattern=pattern, plain=False)
+        return cls([], REDACTED, pattern=pattern)
 
     @classmethod
-    def texts(cls, texts: Iterable[str], into: str) -> Finder:
-        """Each of the forgotten messages' texts as `into` (the marker)."""
-        return cls(texts, into)
+    def texts(cls, texts: Sequence[str], into: str) -> Finder:
+        """Each of the forgotten messages' texts as `into` (the marker), and the encoded forms
+        of a few short ones as `[redacted]` (see ENCODED)."""
+        short = sorted({text for text in texts if len(text) <= ENCODED[1]}, key=len)
+        return cls(texts, into, encoded=short[: ENCODED[0]])
 
     def replace(self, text: str) -> str:
         return self._finish(_apply(text, self.spans(text)))
@@ -78,13 +91,7 @@ class Finder:
     def spans(self, text: str, depth: int = 0) -> list[Span]:
         """Where `text` holds what is sought: the forms themselves, and the JSON strings whose
         decoded value holds them (such a string is written again, its value replaced)."""
-        if self._pattern is None:
-            return []
-        raw = [
-            (m.start(), m.end(), self.into)
-            for m in self._pattern.finditer(text)
-            if m.end() > m.start()
-        ]
+        raw = self._found(text)
         if "\\" not in text or depth >= DEPTH:
             return raw
         spans = raw
@@ -97,6 +104,23 @@ class Finder:
             if new is not None:
                 spans = [s for s in spans if not start <= s[0] < end] + [(start, end, new)]
         return sorted(spans)
+
+    def _found(self, text: str) -> list[Span]:
+        """The forms and matches as they stand in `text`: where two overlap, the first, and
+        the longer of two that start together."""
+        found: list[tuple[int, int]] = []
+        for form in self._forms:
+            at = text.find(form)
+            while at >= 0:
+                found.append((at, at + len(form)))
+                at = text.find(form, at + len(form))
+        if self._pattern is not None:
+            found += [m.span() for m in self._pattern.finditer(text) if m.end() > m.start()]
+        spans: list[Span] = []
+        for start, end in sorted(found, key=lambda span: (span[0], -span[1])):
+            if not spans or start >= spans[-1][1]:
+                spans.append((start, end, self.into))
+        return spans
 
     def _literal(self, literal: str, depth: int) -> str | None:
         """The JSON string `literal` written again with its value replaced; None when its value
