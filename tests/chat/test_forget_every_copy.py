@@ -162,7 +162,7 @@ def _places(home: Path, target: int) -> None:
     """The word where other files under the home keep text: a held message, a subagent's log,
     a tree line set aside (and one over the target that words it its own way), the ledger's
     reason for a rejected summary, the service's log, an MCP server's log, the compactor's
-    status."""
+    status, and a day file's rewrite that a crash cut short."""
     chat_dir = home / "chat"
     held = {"key": "k1", "kind": "user", "text": f"and {WORD} again", "date": "x"}
     (chat_dir / "held.jsonl").write_text(json.dumps(held) + "\n")
@@ -184,6 +184,7 @@ def _places(home: Path, target: int) -> None:
     (home / "mcp" / "files.log").write_text(f"read {WORD}\n")
     status = {"pid": 1, "last_error": f"a reply repeated {WORD}"}
     (chat_dir / "compactor.json").write_text(json.dumps(status))
+    (chat_dir / "main" / "2026-03-02.jsonl.tmp").write_text(json.dumps(held) + "\n")
 
 
 PLACES = (
@@ -194,6 +195,7 @@ PLACES = (
     "the usage ledger: usage.jsonl",
     "the service's log: service.log",
     "MCP servers' logs: mcp/files.log",
+    "leftovers of writes a crash cut short: chat/main/2026-03-02.jsonl.tmp",
 )
 
 
@@ -210,6 +212,7 @@ def test_the_preview_names_every_place_and_each_is_scrubbed(
     assert files_holding(home, WORD) == []
     assert (home / "service.log").stat().st_ino == log  # its writer appends to it still
     assert (home / "service.log").read_text().endswith("warning: [redacted]\nstarted\n")
+    assert not (home / "chat" / "main" / "2026-03-02.jsonl.tmp").exists()
 
 
 def test_a_forget_takes_the_lines_set_aside_over_the_message(tmp_path: Path) -> None:

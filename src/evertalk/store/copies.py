@@ -74,7 +74,7 @@ class _Copy:
     """The place, as the preview names it."""
     path: Path
     scrubbed: Scrubbed
-    in_place: bool = False
+    write: Callable[[Path, bytes], None] = write_atomic
 
 
 def holding(home: Path, scrub: Scrub) -> list[tuple[str, list[Path]]]:
@@ -97,7 +97,7 @@ def scrub_copies(home: Path, scrub: Scrub, images: list[str]) -> list[Path]:
     for copy in _copies(home):
         new = copy.scrubbed(copy.path, copy.path.read_bytes(), scrub)
         if new is not None:
-            (_write_in_place if copy.in_place else write_atomic)(copy.path, new)
+            copy.write(copy.path, new)
             done.append(copy.path)
     return done + undo_files.scrub(home, scrub.finder)
 
@@ -118,12 +118,16 @@ def _copies(home: Path) -> Iterator[_Copy]:
     for what, folder, how in folders:
         for path in _files(folder):
             yield _Copy(what, path, how)
+    for path in _files(chat):
+        copied = path.relative_to(chat).parts[0] in (AGENTS_DIR, DAMAGED_DIR, QUARANTINE_DIR)
+        if path.name.endswith(".tmp") and not copied:
+            yield _Copy("leftovers of writes a crash cut short", path, _json_lines, _remove)
     if _regular(home / LEDGER_FILE):
-        yield _Copy("the usage ledger", home / LEDGER_FILE, _json_lines, in_place=True)
+        yield _Copy("the usage ledger", home / LEDGER_FILE, _json_lines, _write_in_place)
     if _regular(home / SERVICE_LOG):
-        yield _Copy("the service's log", home / SERVICE_LOG, _text_lines, in_place=True)
+        yield _Copy("the service's log", home / SERVICE_LOG, _text_lines, _write_in_place)
     for path in _files(home / MCP_LOGS):
-        yield _Copy("MCP servers' logs", path, _text_lines, in_place=True)
+        yield _Copy("MCP servers' logs", path, _text_lines, _write_in_place)
 
 
 def _regular(path: Path) -> bool:
@@ -293,6 +297,12 @@ def _write_in_place(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _remove(path: Path, data: bytes) -> None:
+    """A file a crash left beside the one it was to replace: each write starts it anew."""
+    path.unlink(missing_ok=True)
+    fsync_dir(path.parent)
 
 
 def _drop_unused_images(chat_dir: Path, images: list[str]) -> None:
