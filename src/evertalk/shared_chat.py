@@ -9,8 +9,12 @@ order, and all hold the same tree and the same views.
 What each core derives alike (free nodes) is written by the machine whose change made it, and
 left alone by the others. A compaction runs only under a lease (`claim`), so that one machine
 calls a model for a node; a second build that gets in anyway is refused by the database and
-counted. A failure is this machine's own count; the third makes a cut, which is a change like
-a build.
+counted. Failures are counted for the chat, in the database: the third, on any machine, makes
+a cut, which is a change like a build.
+
+A turn's appends carry the epoch of the turn lock it took (`TurnFence`, set for the task that
+runs the turn by `agent/sharing.py`); the database refuses them once another session has taken
+the turn, and the fence is told it was lost.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Iterable, Set
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,7 @@ from evertalk.memory.core import FAILURES_BEFORE_CUT
 from evertalk.memory.text import leaf_input, split_text, valid_unicode
 from evertalk.memory.tree import BUILT, CUT, free_leaf
 from evertalk.pgstore.chats import Change
+from evertalk.pgstore.errors import StaleTurn
 from evertalk.pgstore.follow import Follower
 from evertalk.pgstore.session import PgSession
 from evertalk.pgstore.storage import LEASE_SECONDS, PgStorage
@@ -36,6 +43,27 @@ from evertalk.store.storage import ChatStorage
 
 LEASES_READ_EVERY = 2.0
 """Seconds the other machines' leases are taken as read: a claim settles who builds anyway."""
+
+
+@dataclass
+class TurnFence:
+    """A turn's hold on the chat: the epoch its lock was taken at, which its appends carry.
+    `lose` says the lock is lost (its watcher saw it, or the database refused an append):
+    `on_lost` is called once. Once the turn is over (`active` False) it fences nothing."""
+
+    epoch: int
+    on_lost: Callable[[], None]
+    lost: bool = False
+    active: bool = True
+
+    def lose(self) -> None:
+        if not self.lost:
+            self.lost = True
+            self.on_lost()
+
+
+TURN: ContextVar[TurnFence | None] = ContextVar("evertalk_turn", default=None)
+"""The turn the running task logs for, if any: appends made outside a turn carry no epoch."""
 
 
 def machine_name(home: Path) -> str:
@@ -101,8 +129,15 @@ class SharedChat(Chat):
         self._writable()
         pages = split_text(valid_unicode(message.text))
         leaves = [free_leaf(leaf_input(message.kind, page)) for page in pages]
+        fence = TURN.get()
+        epoch = fence.epoch if fence is not None and fence.active else None
         with self._stops_on_failure():
-            ids, seq = self.shared.log_pages(message, pages, leaves)
+            try:
+                ids, seq = self.shared.log_pages(message, pages, leaves, epoch)
+            except StaleTurn:
+                if fence is not None:
+                    fence.lose()
+                raise
         if seq is not None:  # else its key was logged before: folded then
             self._own[ids[0]] = (message.kind, pages)
         self._fold_own(seq, {"append": [ids[0], len(ids)]})
@@ -120,15 +155,20 @@ class SharedChat(Chat):
         self.tick()
 
     def fail(self, node: Node) -> None:
-        """One failed compaction, counted here; the third cuts the node, for every machine."""
+        """One failed compaction, counted for the chat; the third, on whichever machine,
+        cuts the node for every machine."""
         self._writable()
         self.follow()
         if self.core.tree.is_built(node):
             return  # another machine built it meanwhile
-        if self.core.failures.get(node, 0) + 1 < FAILURES_BEFORE_CUT:
-            self.core.fail(node)
+        if self.shared.count_failure(node[0], node[1]) < FAILURES_BEFORE_CUT:
+            self.core.fail(node)  # this machine's count, below the chat's: never a cut
         else:
             self.cut(node)
+
+    def ids_logged(self, key: str) -> list[int] | None:
+        """The ids of the message logged with this idempotency key, or None."""
+        return self.shared.logged_ids(key)
 
     def cut(self, node: Node) -> None:
         self._writable()

@@ -1,4 +1,5 @@
-"""Appends as transactions holding the chat's row lock: dense ids, idempotency keys, NOTIFY."""
+"""Appends as transactions holding the chat's row lock: dense ids, idempotency keys, NOTIFY,
+and the fence of a turn whose lock was taken since."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from evertalk.pgstore.connect import Connection
-from evertalk.pgstore.errors import PgStoreError
+from evertalk.pgstore.errors import PgStoreError, StaleTurn
 from evertalk.pgstore.pgchat import PgChat
+from evertalk.pgstore.turns import TurnLock
 from evertalk.store.message_log import NewMessage
 from evertalk.store.records import MessageRecord, Page
 
@@ -65,6 +67,34 @@ def test_a_resent_message_is_logged_once(pg_connect: Callable[..., Connection]) 
     assert office.append_pages(long, ["one", "two", "three"]) == [1, 2, 3]
     assert home.logged("long") and not home.logged("other")
     assert home.message_count == 4 and home.seq == 2
+
+
+def log(chat: PgChat, kind: str, text: str, key: str | None, epoch: int | None) -> list[int]:
+    return chat.log_pages(NewMessage(kind, text, key), [text], epoch=epoch)[0]
+
+
+def test_a_turn_whose_lock_was_taken_since_logs_nothing(
+    pg_connect: Callable[..., Connection],
+) -> None:
+    home, office = two_machines(pg_connect)
+    home_turn = TurnLock(pg_connect, home.chat, "home")
+    office_turn = TurnLock(pg_connect, home.chat, "office")
+    first = home_turn.try_take()
+    assert first is not None
+    assert log(home, "user", "home's question", "q", first) == [0]
+    home_turn.close()  # home's session is gone: its turn goes on, unaware
+    second = office_turn.try_take()
+    assert second == first + 1
+    assert log(office, "user", "office's question", "o", second) == [1]
+    with pytest.raises(StaleTurn, match="another machine's turn"):
+        log(home, "ever", "home's late answer", "a", first)
+    assert home.message_count == 2 and home.seq == 2  # nothing logged, no change
+    # what it logged in its own turn, sent again after a lost reply, is still its own
+    assert log(home, "user", "home's question", "q", first) == [0]
+    assert log(home, "note", "outside any turn", None, None) == [2]  # not fenced
+    assert log(office, "ever", "office's answer", "oa", second) == [3]
+    texts = [r.text for r in home.read_messages(0, 10)]
+    assert texts == ["home's question", "office's question", "outside any turn", "office's answer"]
 
 
 def test_records_read_as_the_file_store_writes_them(pg_connect: Callable[..., Connection]) -> None:

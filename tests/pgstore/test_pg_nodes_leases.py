@@ -37,6 +37,23 @@ def test_a_node_built_twice_is_refused_and_counted(pg_connect: Callable[..., Con
     assert [c.what for c in office.changes_since(4)] == [{"nodes": [[1, 0], [2, 0]]}]
 
 
+def test_a_build_sent_again_after_its_reply_was_lost_is_done(
+    pg_connect: Callable[..., Connection],
+) -> None:
+    home = chat_of(pg_connect, "home", messages=2)
+    office = chat_of(pg_connect, "office")
+    seq = home.put_built(0, 0, "a line", BUILT)
+    assert seq == 3
+    # the session sends the same call again when the connection fell before the reply came
+    assert home.put_built(0, 0, "a line", BUILT) == seq
+    assert home.refused == 0
+    assert office.put_built(0, 0, "a line", BUILT) is None  # another machine's build
+    assert home.put_built(0, 0, "another line", BUILT) is None
+    assert home.put_built(0, 0, "a line", CUT) is None
+    assert home.refused == 3
+    assert [c.what for c in home.changes_since(2)] == [{"nodes": [[0, 0]]}]
+
+
 def test_a_cut_node(pg_connect: Callable[..., Connection]) -> None:
     chat = chat_of(pg_connect, "home", messages=2)
     assert chat.cut(0, 1, "cut input")

@@ -14,7 +14,7 @@ from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.pgchat import PgChat
 from pg_server import PgServer
 
-TABLES = ("chats", "messages", "nodes", "views", "changes", "leases")
+TABLES = ("chats", "messages", "nodes", "views", "changes", "leases", "failures")
 
 
 def test_a_role_cannot_read_another_roles_chat(
@@ -30,6 +30,7 @@ def test_a_role_cannot_read_another_roles_chat(
     assert ann_chat.build(0, 0, "a summary of it")
     assert ann_chat.claim(0, 0, 60) is False  # built: no lease
     ann_chat.save_views(SavedViews(1, [(0, 0)], None, False, False))
+    assert ann_chat.count_failure(1, 0) == 1
 
     bob_conn = pg_connect(pg_server.url(database, bob))
     for table in TABLES:
@@ -44,6 +45,8 @@ def test_a_role_cannot_read_another_roles_chat(
     assert intruder.read_messages(0, 10) == [] and intruder.load_views() is None
     with pytest.raises(PgStoreError, match="not in the database"):
         intruder.append_message("user", "hi ann")
+    with pytest.raises(PgStoreError, match="row-level security"):
+        intruder.count_failure(1, 0)
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
         bob_conn.execute(
             "INSERT INTO evertalk.messages (chat, id, kind, date, text)"

@@ -1,8 +1,8 @@
-"""One turn at a time per chat across machines, and the messages held meanwhile.
+"""One turn at a time per chat across machines.
 
 The turn lock goes with its holder's connection: given back, or freed by the server when the
-holder's process is killed. A held message is committed before `hold` returns, kept in order
-for the machine that accepted it, never held twice, and seen by its owner's role only.
+holder's process is killed. Each take of it starts a new epoch of the chat's turns, which the
+appends of the turn carry (a stale one is refused: test_pg_appends.py).
 """
 
 from __future__ import annotations
@@ -16,16 +16,12 @@ from uuid import uuid4
 
 import pytest
 
-from evertalk.pgstore import held
 from evertalk.pgstore.connect import Connection
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.pgchat import PgChat
 from evertalk.pgstore.turns import TURN_LOCKS, TurnLock, lock_keys
-from evertalk.store.held import HeldEntry
 from pg_server import PgServer
 from polling import wait_until
-
-DATE = "2026-03-01T09:30:00+01:00"
 
 HOLDER = """
 import os, sys
@@ -121,82 +117,27 @@ def test_a_lost_connection_loses_the_turn(pg_connect: Callable[..., Connection])
     assert not home.try_take() and home.holder() == "office"  # on a new connection
 
 
-def entry(key: str, text: str, images: tuple[str, ...] = ()) -> HeldEntry:
-    return HeldEntry(key, "user", text, DATE, images)
+def epoch_of(conn: Connection, chat: int) -> int:
+    row = conn.execute("SELECT turn_epoch FROM evertalk.chats WHERE id = %s", (chat,)).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
-def keep(conn: Connection, chat: int, machine: str, e: HeldEntry) -> bool:
-    return held.hold(
-        conn, chat, machine, e.key, e.kind, e.text, e.date, e.images,
-        workdir=e.workdir, agent=e.agent, model=e.model, quiet=e.quiet,
-    )  # fmt: skip
+def test_each_take_of_the_turn_is_a_new_epoch(pg_connect: Callable[..., Connection]) -> None:
+    chat = chat_id(pg_connect)
+    home, office = TurnLock(pg_connect, chat, "home"), TurnLock(pg_connect, chat, "office")
+    assert epoch_of(pg_connect(), chat) == 0
+    assert home.try_take() == 1
+    assert home.try_take() == 1  # held already: the same turn
+    assert office.try_take() is None and epoch_of(pg_connect(), chat) == 1
+    home.release()
+    assert office.try_take() == 2
+    office.close()
+    wait_until(lambda: home.try_take() is not None, "the closed connection's turn freed", 10)
+    assert home.epoch == 3 == epoch_of(pg_connect(), chat)
 
 
-def test_held_messages_outlive_the_connection_in_order(
-    pg_connect: Callable[..., Connection],
-) -> None:
-    conn = pg_connect()
-    chat = PgChat.open(conn, machine="home").chat
-    entries = [
-        entry("k2", "second\x00with a NUL", images=("a.png", "b.png")),
-        entry("k1", "first"),
-        HeldEntry("k\x003", "work", "third", DATE, workdir="/w\x00d", agent="a", model="m"),
-        HeldEntry("k4", "user", "a stop report", DATE, quiet=True),
-    ]
-    assert [keep(conn, chat, "home", e) for e in entries] == [True] * 4
-    assert keep(conn, chat, "office", entry("k5", "office's"))
-    conn.close()
-
-    again = pg_connect()
-    assert held.held_for(again, chat, "home") == entries
-    assert held.held_for(again, chat, "office") == [entry("k5", "office's")]
-    assert held.held_for(again, chat, "laptop") == []
-
-
-def test_a_key_is_held_once_and_never_once_logged(pg_connect: Callable[..., Connection]) -> None:
-    conn = pg_connect()
-    chat = PgChat.open(conn, machine="home")
-    assert keep(conn, chat.chat, "home", entry("k1", "hello"))
-    assert not keep(conn, chat.chat, "home", entry("k1", "hello again"))
-    assert not keep(conn, chat.chat, "office", entry("k1", "hello from elsewhere"))
-    chat.append_message("user", "logged", key="k2")
-    assert not keep(conn, chat.chat, "home", entry("k2", "logged"))
-    assert held.held_for(conn, chat.chat, "home") == [entry("k1", "hello")]
-    assert held.held_for(conn, chat.chat, "office") == []
-
-    # logged, the machine stopped before dropping it: not given to a turn again
-    chat.append_message("user", "hello", key="k1")
-    assert held.held_for(conn, chat.chat, "home") == []
-    assert held.drop(conn, chat.chat, ["k1"]) == 1
-
-
-def test_drop_removes_what_the_log_has(pg_connect: Callable[..., Connection]) -> None:
-    conn = pg_connect()
-    chat = PgChat.open(conn, machine="home").chat
-    for n in range(4):
-        assert keep(conn, chat, "home", entry(f"k{n}", f"message {n}"))
-    assert held.drop(conn, chat, ["k0", "k2", "never held"]) == 2
-    assert held.drop(conn, chat, []) == 0
-    assert [e.key for e in held.held_for(conn, chat, "home")] == ["k1", "k3"]
-    assert keep(conn, chat, "home", entry("k0", "held again"))  # dropped, never logged
-    assert [e.key for e in held.held_for(conn, chat, "home")] == ["k1", "k3", "k0"]
-
-
-def test_what_hold_refuses(pg_connect: Callable[..., Connection]) -> None:
-    conn = pg_connect()
-    chat = PgChat.open(conn, machine="home").chat
-    with pytest.raises(ValueError, match="'user' or 'work'"):
-        held.hold(conn, chat, "home", "k", "echo", "x", DATE)
-    with pytest.raises(ValueError, match="has a key"):
-        held.hold(conn, chat, "home", "", "user", "x", DATE)
-    with conn.transaction(), pytest.raises(ValueError, match="outside a transaction"):
-        held.hold(conn, chat, "home", "k", "user", "x", DATE)
-    with pytest.raises(PgStoreError, match="not in the database any more"):
-        held.hold(conn, chat + 1, "home", "k", "user", "x", DATE)
-    assert held.held_for(conn, chat, "home") == []
-
-
-def test_another_role_sees_neither_turn_nor_held_messages(
+def test_another_role_neither_sees_nor_takes_the_turn(
     pg_server: PgServer, pg_url: str, pg_connect: Callable[..., Connection]
 ) -> None:
     pg_connect()  # the administrator creates the schema
@@ -207,21 +148,16 @@ def test_another_role_sees_neither_turn_nor_held_messages(
     ann_url, bob_url = pg_server.url(database, ann), pg_server.url(database, bob)
     ann_conn = pg_connect(ann_url)
     chat = PgChat.open(ann_conn, machine="home").chat
-    assert keep(ann_conn, chat, "home", entry("k1", "ann's secret"))
     ann_turn = TurnLock(lambda: pg_connect(ann_url), chat, "home")
-    assert ann_turn.try_take()
+    assert ann_turn.try_take() == 1
 
     bob_conn = pg_connect(bob_url)
-    for table in ("held", "turns"):
+    for table in ("chats", "turns"):
         assert bob_conn.execute(f"SELECT count(*) FROM evertalk.{table}").fetchone() == (0,)
-    assert held.held_for(bob_conn, chat, "home") == []
-    with pytest.raises(PgStoreError, match="not in the database any more"):
-        keep(bob_conn, chat, "home", entry("k2", "forged"))
-    assert held.drop(bob_conn, chat, ["k1"]) == 0
     bob_turn = TurnLock(lambda: pg_connect(bob_url), chat, "x")
     with pytest.raises(PgStoreError, match="row-level security"):
         bob_turn.holder()
     with pytest.raises(PgStoreError, match="row-level security"):
         bob_turn.try_take()
-    assert held.held_for(ann_conn, chat, "home") == [entry("k1", "ann's secret")]
     assert ann_turn.holding() and ann_turn.holder() == "home"
+    assert epoch_of(ann_conn, chat) == 1

@@ -119,6 +119,23 @@ def test_a_failed_node_is_cut_for_every_machine(machines: Opener) -> None:
     assert a.core.tree.flag(leaf) == b.core.tree.flag(leaf) == CUT  # as a cut on both
 
 
+def test_failures_are_counted_for_the_chat_not_the_machine(machines: Opener) -> None:
+    a, b = machines("home"), machines("office")
+    a.append("user", "long " * 400)
+    leaf = (0, 0)
+    a.fail(leaf)
+    b.fail(leaf)
+    assert not a.is_built(leaf) and not b.is_built(leaf)
+    a.fail(leaf)  # the third, on either machine, cuts the node
+    b.follow()
+    assert a.core.tree.flag(leaf) == b.core.tree.flag(leaf) == CUT
+    count = a.shared.session.run(
+        lambda chat: chat.conn.execute("SELECT count(*) FROM evertalk.failures").fetchone(),
+        idempotent=True,
+    )
+    assert count == (0,)  # a cut node's failures are done with
+
+
 def test_the_shape_read_at_an_open_is_every_nodes_size_and_flag(machines: Opener) -> None:
     a = machines("home")
     texts = ["plain", "with a NUL \x00 inside", "\x01nul\x01 starts like the mark", "é \\0 ü"]

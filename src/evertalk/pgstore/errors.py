@@ -11,3 +11,7 @@ class PgStoreError(StoreError):
 
 class TransferError(PgStoreError):
     """A push or pull cannot go on: the two chats do not continue each other."""
+
+
+class StaleTurn(PgStoreError):
+    """An append made for a turn whose lock another session has taken since: refused."""

@@ -17,12 +17,14 @@ _COLUMNS = "id, kind, date, text, images, key, agent, failed, part, parts"
 
 @dataclass(frozen=True)
 class Logged:
-    """What an append did: T as the lock found it, the messages' ids (None: not logged), and
-    the change's sequence number (None: no change, as for a key logged before)."""
+    """What an append did: T as the lock found it, the messages' ids (None: not logged), the
+    change's sequence number (None: no change, as for a key logged before), and whether it was
+    refused as a stale turn's."""
 
     count: int
     ids: list[int] | None
     seq: int | None
+    stale: bool = False
 
 
 def log_messages(
@@ -34,6 +36,7 @@ def log_messages(
     key: str | None = None,
     numbered: bool = False,
     leaves: Sequence[str | None] = (),
+    epoch: int | None = None,
 ) -> Logged:
     """Log the records as the chat's next messages and record the change, in one statement
     (evertalk.log_messages, schema.py): its own transaction, under the chat's row lock, unless
@@ -43,13 +46,15 @@ def log_messages(
     again: its ids are returned. The records' ids are the chat's next ones, unless `numbered`:
     then they are kept, and nothing is logged (ids None) unless they follow the chat's T.
     `leaves`: per record, its leaf's text when that is free (the message is its own line),
-    stored with it, or None."""
+    stored with it, or None. `epoch`: the turn's that logs them, if a turn does; nothing is
+    logged (stale) when another session has taken the chat's turn since, unless the key was
+    logged already."""
     images = [json.dumps(list(r.images)) if r.images is not None else None for r in records]
     row = conn.execute(
-        "SELECT t, first_id, pages, seq FROM evertalk.log_messages(%s::bigint, %s::text,"
+        "SELECT t, first_id, pages, seq, stale FROM evertalk.log_messages(%s::bigint, %s::text,"
         " %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
         " %s::text[],"
-        " %s::boolean[], %s::integer[], %s::integer[], %s::text[])",
+        " %s::boolean[], %s::integer[], %s::integer[], %s::text[], %s::bigint)",
         (
             chat,
             machine,
@@ -65,6 +70,7 @@ def log_messages(
             [r.page.part if r.page is not None else None for r in records],
             [r.page.parts if r.page is not None else None for r in records],
             [stored_or_none(leaf) for leaf in leaves] if leaves else None,
+            epoch,
         ),
         prepare=False,  # preparing it would cost a round trip of its own, once
     ).fetchone()
@@ -72,7 +78,7 @@ def log_messages(
         raise PgStoreError("the chat is not in the database any more")
     count, first, pages = int(row[0]), row[1], row[2]
     ids = list(range(first, first + pages)) if first is not None else None
-    return Logged(count, ids, int(row[3]) if row[3] is not None else None)
+    return Logged(count, ids, int(row[3]) if row[3] is not None else None, bool(row[4]))
 
 
 def _record(row: tuple[Any, ...]) -> MessageRecord:

@@ -35,7 +35,8 @@ def put_node(conn: Connection, chat: int, machine: str, rows: Sequence[NodeRow])
     """Store the node rows[0] with the free parents rows[1:] it completes, in one statement
     (evertalk.put_node, schema.py): its own transaction, under the chat's row lock; the
     change's sequence number. None, and one more build refused, when the node was built
-    already; then nothing is written. The
+    already, unless by this machine's change with the same text and flag (the same call sent
+    again after its reply was lost): then that change's number; nothing is written. The
     nodes' existence is checked against T under the lock (ValueError as `check_node`'s)."""
     for node in rows:
         check_node(node, LARGEST)  # what the chat's T cannot change
@@ -60,6 +61,18 @@ def put_node(conn: Connection, chat: int, machine: str, rows: Sequence[NodeRow])
         for node in rows:
             check_node(node, int(row[0]))
     return int(row[2]) if row[1] else None
+
+
+def count_failure(conn: Connection, chat: int, l: int, i: int) -> int:  # noqa: E741
+    """Count one more failure of node (l, i) for the chat; the count now."""
+    row = conn.execute(
+        "INSERT INTO evertalk.failures AS f (chat, l, i, count) VALUES (%s, %s, %s, 1)"
+        " ON CONFLICT (chat, l, i) DO UPDATE SET count = f.count + 1 RETURNING f.count",
+        (chat, l, i),
+    ).fetchone()
+    if row is None:
+        raise PgStoreError("the chat is not in the database any more")
+    return int(row[0])
 
 
 def insert_nodes(conn: Connection, chat: int, nodes: Sequence[NodeRow]) -> list[tuple[int, int]]:

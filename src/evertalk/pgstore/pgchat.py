@@ -17,7 +17,7 @@ from evertalk.memory.tree import BUILT, CUT
 from evertalk.pgstore import chats, leases, messages, nodes
 from evertalk.pgstore.chats import Change
 from evertalk.pgstore.connect import Connection, driver_errors
-from evertalk.pgstore.errors import PgStoreError
+from evertalk.pgstore.errors import PgStoreError, StaleTurn
 from evertalk.pgstore.leases import LEASE_LIMIT, Lease
 from evertalk.pgstore.nodes import NodeRow, NodeShape
 from evertalk.store.days import iso, local_now
@@ -92,10 +92,17 @@ class PgChat(PageStore):
         return self.log_pages(message, pages)[0]
 
     def log_pages(
-        self, message: NewMessage, pages: Sequence[str], leaves: Sequence[str | None] = ()
+        self,
+        message: NewMessage,
+        pages: Sequence[str],
+        leaves: Sequence[str | None] = (),
+        *,
+        epoch: int | None = None,
     ) -> tuple[list[int], int | None]:
         """As `append_pages`, with the change's sequence number (None: the key was logged
-        before, and nothing changed); `leaves`, the pages' free leaves, are stored with them."""
+        before, and nothing changed); `leaves`, the pages' free leaves, are stored with them.
+        `epoch`: the turn's that logs it, if one does: StaleTurn, and nothing logged, when
+        another session has taken the chat's turn since."""
         if message.kind not in KINDS:
             raise ValueError(f"unknown message kind {message.kind!r}")
         if not pages:
@@ -104,7 +111,18 @@ class PgChat(PageStore):
         records = _pages(0, message, pages, when)  # their ids are the chat's next ones
         with driver_errors("log the message"):
             logged = messages.log_messages(
-                self.conn, self.chat, self.machine, records, key=message.key, leaves=leaves
+                self.conn,
+                self.chat,
+                self.machine,
+                records,
+                key=message.key,
+                leaves=leaves,
+                epoch=epoch,
+            )
+        if logged.stale:
+            raise StaleTurn(
+                "the message was not logged: another machine's turn has begun since this"
+                " one's lock was lost"
             )
         assert logged.ids is not None  # logged now, or under its key before
         return logged.ids, logged.seq
@@ -128,8 +146,12 @@ class PgChat(PageStore):
 
     def logged(self, key: str) -> bool:
         """Whether a message was logged with this idempotency key."""
+        return self.logged_ids(key) is not None
+
+    def logged_ids(self, key: str) -> list[int] | None:
+        """The ids of the message logged with this idempotency key, or None."""
         with driver_errors("read the chat"):
-            return messages.logged_ids(self.conn, self.chat, key) is not None
+            return messages.logged_ids(self.conn, self.chat, key)
 
     def read_message(self, i: int) -> MessageRecord:
         found = self.read_messages(i, i + 1) if i >= 0 else []
@@ -164,6 +186,12 @@ class PgChat(PageStore):
         written (or its refusal counted), its free parents, its lease ended, the change."""
         with driver_errors("store the node"):
             return nodes.put_node(self.conn, self.chat, self.machine, [node, *free]) is not None
+
+    def count_failure(self, l: int, i: int) -> int:  # noqa: E741
+        """One more failed compaction of node (l, i), whichever machine made it; how many the
+        chat has counted (its build clears them)."""
+        with driver_errors("count the failure"):
+            return nodes.count_failure(self.conn, self.chat, l, i)
 
     def insert_nodes(self, records: Sequence[NodeRecord]) -> int:
         """Store the records' nodes not built yet, as a transfer copies them; how many."""

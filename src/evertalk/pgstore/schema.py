@@ -334,7 +334,138 @@ CREATE TRIGGER shape AFTER INSERT ON evertalk.nodes REFERENCING NEW TABLE AS new
 an open reads the tree's shape in a few thousand rows at a million messages, not a row per
 node."""
 
-MIGRATIONS: tuple[str, ...] = (_TABLES + _row_security() + ";\n" + _CHANGES, _SHAPE)
+_FENCES = """
+ALTER TABLE evertalk.chats ADD COLUMN turn_epoch bigint NOT NULL DEFAULT 0;
+ALTER TABLE evertalk.nodes ADD COLUMN seq bigint;  -- the change that stored a built or cut node
+CREATE TABLE evertalk.failures (
+    chat bigint NOT NULL REFERENCES evertalk.chats ON DELETE CASCADE,
+    l smallint NOT NULL,
+    i bigint NOT NULL,
+    count integer NOT NULL,             -- failed compactions of the node, on any machine
+    PRIMARY KEY (chat, l, i)
+);
+ALTER TABLE evertalk.failures ENABLE ROW LEVEL SECURITY;
+ALTER TABLE evertalk.failures FORCE ROW LEVEL SECURITY;
+CREATE POLICY owner_only ON evertalk.failures
+    USING (chat IN (SELECT id FROM evertalk.chats WHERE owner = current_user))
+    WITH CHECK (chat IN (SELECT id FROM evertalk.chats WHERE owner = current_user));
+GRANT SELECT, INSERT, UPDATE, DELETE ON evertalk.failures TO PUBLIC;
+DROP FUNCTION evertalk.log_messages(bigint, text, text[], bigint[], text[], text[], text[],
+    text[], text[], text[], boolean[], integer[], integer[], text[]);
+CREATE FUNCTION evertalk.log_messages(
+    p_chat bigint, p_machine text, p_logged text[], p_ids bigint[],
+    p_kinds text[], p_dates text[], p_texts text[], p_images text[], p_keys text[],
+    p_agents text[], p_failed boolean[], p_parts integer[], p_partss integer[],
+    p_leaves text[], p_epoch bigint
+) RETURNS TABLE (t bigint, first_id bigint, pages integer, seq bigint, stale boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer := cardinality(p_texts);
+    epoch bigint;
+BEGIN
+    SELECT c.count, c.turn_epoch INTO t, epoch FROM evertalk.chats AS c
+        WHERE c.id = p_chat FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF p_logged IS NOT NULL THEN
+        SELECT m.id, coalesce(m.parts, 1) INTO first_id, pages FROM evertalk.messages AS m
+            WHERE m.chat = p_chat AND m.key = ANY (p_logged) ORDER BY m.id LIMIT 1;
+        IF FOUND THEN
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
+    -- a turn's append after another session took the turn: its turn is over
+    stale := p_epoch IS NOT NULL AND p_epoch <> epoch;
+    IF stale THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF p_ids IS NOT NULL AND p_ids <> ARRAY(SELECT generate_series(t, t + n - 1)) THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    INSERT INTO evertalk.messages
+        (chat, id, kind, date, text, images, key, agent, failed, part, parts)
+        SELECT p_chat, t + m.n - 1, m.kind, m.date, m.text, m.images::jsonb, m.key, m.agent,
+            m.failed, m.part, m.parts
+        FROM unnest(p_kinds, p_dates, p_texts, p_images, p_keys, p_agents, p_failed, p_parts,
+            p_partss) WITH ORDINALITY AS m(kind, date, text, images, key, agent, failed, part,
+            parts, n);
+    INSERT INTO evertalk.nodes (chat, l, i, text, flag)
+        SELECT p_chat, 0, t + f.n - 1, f.leaf, 2
+        FROM unnest(p_leaves) WITH ORDINALITY AS f(leaf, n) WHERE f.leaf IS NOT NULL
+        ON CONFLICT DO NOTHING;
+    seq := evertalk.record_change(
+        p_chat, p_machine, jsonb_build_object('append', jsonb_build_array(t, n)), t + n);
+    first_id := t;
+    pages := n;
+    RETURN NEXT;
+END
+$$;
+CREATE OR REPLACE FUNCTION evertalk.put_node(
+    p_chat bigint, p_machine text, p_needed bigint,
+    p_l smallint[], p_i bigint[], p_texts text[], p_flags smallint[]
+) RETURNS TABLE (t bigint, stored boolean, seq bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    parents jsonb;
+    last_seq bigint;
+BEGIN
+    SELECT c.count, c.seq INTO t, last_seq FROM evertalk.chats AS c WHERE c.id = p_chat FOR UPDATE;
+    IF NOT FOUND OR t < p_needed THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    INSERT INTO evertalk.nodes (chat, l, i, text, flag, seq)
+        VALUES (p_chat, p_l[1], p_i[1], p_texts[1], p_flags[1], last_seq + 1)
+        ON CONFLICT (chat, l, i) DO NOTHING;
+    stored := FOUND;
+    IF NOT stored THEN
+        -- the same line stored by this machine's own change: a call sent again after its
+        -- reply was lost, done already
+        SELECT n.seq INTO seq FROM evertalk.nodes AS n
+            JOIN evertalk.changes AS ch ON ch.chat = n.chat AND ch.seq = n.seq
+            WHERE n.chat = p_chat AND n.l = p_l[1] AND n.i = p_i[1] AND n.text = p_texts[1]
+              AND n.flag = p_flags[1] AND ch.machine = p_machine;
+        stored := FOUND;
+        IF NOT stored THEN
+            UPDATE evertalk.chats AS c SET refused = c.refused + 1 WHERE c.id = p_chat;
+        END IF;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    WITH given AS (
+        SELECT * FROM unnest(p_l[2:], p_i[2:], p_texts[2:], p_flags[2:])
+            WITH ORDINALITY AS g(l, i, text, flag, n)
+    ), written AS (
+        INSERT INTO evertalk.nodes (chat, l, i, text, flag)
+            SELECT p_chat, g.l, g.i, g.text, g.flag FROM given AS g
+            ON CONFLICT (chat, l, i) DO NOTHING
+            RETURNING nodes.l, nodes.i
+    )
+    SELECT jsonb_agg(jsonb_build_array(g.l, g.i) ORDER BY g.n) INTO parents
+        FROM written AS w JOIN given AS g ON (g.l, g.i) = (w.l, w.i);
+    DELETE FROM evertalk.leases AS s WHERE s.chat = p_chat AND s.l = p_l[1] AND s.i = p_i[1];
+    DELETE FROM evertalk.failures AS f WHERE f.chat = p_chat AND f.l = p_l[1] AND f.i = p_i[1];
+    seq := evertalk.record_change(p_chat, p_machine, jsonb_build_object('nodes',
+        jsonb_build_array(jsonb_build_array(p_l[1], p_i[1])) || coalesce(parents, '[]')), t);
+    RETURN NEXT;
+END
+$$;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA evertalk TO PUBLIC
+"""
+"""Turns fenced, failures counted per chat, builds sent again taken as done.
+
+Each take of a chat's turn lock bumps `turn_epoch` (turns.py); a turn's appends carry the epoch
+it took, and one whose epoch is not the chat's any more is refused under the row lock, after
+the key check (what the turn logged while it held the turn stays its own). `failures` counts
+a node's failed compactions whichever machine made them, and is cleared by its build. A built
+node keeps the sequence number of the change that stored it, so that `put_node` sent again by
+its machine after a lost reply finds its own line and is a success, not a refusal."""
+
+MIGRATIONS: tuple[str, ...] = (_TABLES + _row_security() + ";\n" + _CHANGES, _SHAPE, _FENCES)
 """MIGRATIONS[n - 1] brings the schema to version n."""
 
 KNOWN = len(MIGRATIONS)

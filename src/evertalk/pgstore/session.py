@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -56,7 +57,8 @@ class PgSession:
     `connect`, `sleep` and `clock` (monotonic seconds) are the I/O it does, given so that a
     test may stand in for each; `backoff` spaces the tries (by default from half a second to
     thirty, with a jitter). No I/O happens before the first `run`, `reconnect` or `wait_up`.
-    One thread at a time, as a psycopg connection.
+    Calls from several threads take turns: a transaction of one thread's never takes in a
+    statement of another's.
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class PgSession:
         self._chat: PgChat | None = None
         self._reason: str | None = None  # why the last try failed; None before any
         self._retry_at = -float("inf")  # when the next try is due, while down
+        self._turns = threading.RLock()  # one call at a time on the connection
 
     @property
     def up(self) -> bool:
@@ -120,6 +123,10 @@ class PgSession:
         operation that are not a lost connection go through as they are. The operation is
         given the chat of the current connection: it keeps nothing of it past its call.
         """
+        with self._turns:
+            return self._run(operation, idempotent)
+
+    def _run(self, operation: Callable[[PgChat], T], idempotent: bool) -> T:
         chat = self._ready()
         try:
             return operation(chat)
@@ -150,7 +157,8 @@ class PgSession:
     def reconnect(self) -> bool:
         """Try once to connect, now, whatever the backoff says (nothing to do when up);
         whether the session is up."""
-        return self._chat is not None or isinstance(self._try(), PgChat)
+        with self._turns:
+            return self._chat is not None or isinstance(self._try(), PgChat)
 
     def wait_up(self, deadline: float) -> bool:
         """Try to connect whenever a try is due, sleeping in between, until the session is up
@@ -159,7 +167,8 @@ class PgSession:
         while self._chat is None:
             now = self._clock()
             if now >= self._retry_at:
-                self._try()
+                with self._turns:
+                    self._try()
                 continue
             if now >= deadline:
                 return False

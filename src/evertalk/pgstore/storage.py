@@ -122,13 +122,18 @@ class PgStorage:
         return self.log_pages(message, pages)[0]
 
     def log_pages(
-        self, message: NewMessage, pages: Sequence[str], leaves: Sequence[str | None] = ()
+        self,
+        message: NewMessage,
+        pages: Sequence[str],
+        leaves: Sequence[str | None] = (),
+        epoch: int | None = None,
     ) -> tuple[list[int], int | None]:
         """As `append_pages`, with the change's sequence number (None: nothing changed), and
-        the pages' free leaves stored with them."""
+        the pages' free leaves stored with them; `epoch`, the turn's that logs it (StaleTurn
+        once another session has taken the turn)."""
         try:
             return self._run(
-                lambda chat: chat.log_pages(message, pages, leaves),
+                lambda chat: chat.log_pages(message, pages, leaves, epoch=epoch),
                 idempotent=message.key is not None,
             )
         except OutcomeUnknown as error:
@@ -145,6 +150,11 @@ class PgStorage:
         l, i, text, flag = node  # noqa: E741
         return self._run(lambda chat: chat.put_built(l, i, text, flag))
 
+    def count_failure(self, l: int, i: int) -> int:  # noqa: E741
+        """Count a failed compaction of (l, i) for the chat; how many it has. Not sent again
+        after a lost reply: a failure counted twice would cut the node early."""
+        return self._run(lambda chat: chat.count_failure(l, i), idempotent=False)
+
     # Reading
 
     def read_message(self, i: int) -> MessageRecord:
@@ -158,6 +168,9 @@ class PgStorage:
 
     def logged(self, key: str) -> bool:
         return self._run(lambda chat: chat.logged(key))
+
+    def logged_ids(self, key: str) -> list[int] | None:
+        return self._run(lambda chat: chat.logged_ids(key))
 
     def node_sizes(self) -> list[array[int]]:
         assert self._opened is not None, "sizes are read at the open only"

@@ -10,6 +10,11 @@ take the lock first writes a row of its machine under its server process id, and
 the row whose process holds the lock now, as `pg_locks` shows it. A row left by a session that
 died is never believed, since its process holds nothing; such rows are removed when another
 session of the chat starts.
+
+Each take of the lock starts a new epoch of the chat's turns (`chats.turn_epoch`, bumped once
+the lock is granted). A turn's appends carry its epoch, and the database refuses those of a
+turn whose epoch is not the chat's any more: a machine whose session was dropped mid-turn (a
+closed lid) cannot log after the turn another machine took since.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from types import TracebackType
 import psycopg
 
 from evertalk.pgstore.connect import Connection, driver_errors
+from evertalk.pgstore.errors import PgStoreError
 
 TURN_LOCKS = 0x7475_726E
 """'turn': the first key of the chats' turn locks (advisory locks of two int4 keys)."""
@@ -62,10 +68,10 @@ class TurnLock:
     """`machine`'s hold on the turn of chat `chat`, over a connection of its own opened by
     `connect` (a connection with the schema applied, as `connect.connect` makes).
 
-    `try_take` takes the lock if no session holds it; `release` gives it back; `holder` names
-    the machine that holds it. The connection is opened at the first call and kept, so that
-    the lock lives as long as it does; `close` releases everything. Safe to call from several
-    threads (the calls take turns).
+    `try_take` takes the lock if no session holds it, and says the epoch of the turn it starts;
+    `release` gives it back; `holder` names the machine that holds it. The connection is opened
+    at the first call and kept, so that the lock lives as long as it does; `close` releases
+    everything. Safe to call from several threads (the calls take turns).
     """
 
     def __init__(self, connect: ConnectionFactory, chat: int, machine: str) -> None:
@@ -78,19 +84,39 @@ class TurnLock:
         self._conn: Connection | None = None
         self._held = False
         self._mutex = threading.Lock()
+        self.epoch: int | None = None
+        """The epoch of the turn this lock took last."""
 
-    def try_take(self) -> bool:
-        """Take the turn if no session holds it (True), or say it is taken (False); never
-        waits for it. True again while this lock holds it."""
+    def try_take(self) -> int | None:
+        """Take the turn if no session holds it: its epoch, one more than the last turn's of
+        the chat; None when another session holds it. Never waits for it. The same epoch again
+        while this lock holds it."""
         with self._mutex, driver_errors("take the chat's turn"):
             conn = self._connection()
             if self._held and self._holds(conn):
-                return True
+                return self.epoch
             self._held = False
             taking = "SELECT pg_try_advisory_lock(%s::integer, %s::integer)"
             row = conn.execute(taking, self._keys).fetchone()
-            self._held = row is not None and bool(row[0])
-            return self._held
+            if row is None or not row[0]:
+                return None
+            try:
+                self.epoch = self._next_epoch(conn)
+            except BaseException:
+                self._drop_connection()  # the lock goes with it: no turn without an epoch
+                raise
+            self._held = True
+            return self.epoch
+
+    def _next_epoch(self, conn: Connection) -> int:
+        row = conn.execute(
+            "UPDATE evertalk.chats SET turn_epoch = turn_epoch + 1 WHERE id = %s"
+            " RETURNING turn_epoch",
+            (self.chat,),
+        ).fetchone()
+        if row is None:
+            raise PgStoreError("the chat is not in the database any more")
+        return int(row[0])
 
     def release(self) -> None:
         """Give the turn back (nothing if this lock does not hold it). Should the server not
