@@ -41,6 +41,7 @@ from evertalk.agent.catch_up import ViewWait
 from evertalk.agent.held_queue import HeldQueue
 from evertalk.agent.holding import Holding
 from evertalk.agent.images import ImageStore
+from evertalk.agent.lost_turn import LOST_LOCK
 from evertalk.agent.permissions import Asker
 from evertalk.agent.policy import Policy
 from evertalk.agent.retry import BUSY, NothingToRetry, find_unanswered, turn_id
@@ -304,6 +305,9 @@ class Agent:
         self._turning = False
         self._closed = False
         self._opened = False
+        self._taken: list[Held] = []  # what the running turn took: held again if it lost its lock
+        self._turn_no = 0  # the running turn's id (`turn_id`), once it has logged its opening
+        self._lost_stop: int | None = None  # a turn that lost its lock: its stop, to be logged
         self.sharing: Sharing | None = None  # a chat shared with other machines (`share`)
 
     # -- opening ----------------------------------------------------------------------------
@@ -708,8 +712,10 @@ class Agent:
             if self.sharing is None:
                 await self._turn()
             else:
-                async with self.sharing.turn():
-                    await self._turn()
+                async with self.sharing.turn(lambda: self.cancel(LOST_LOCK)) as fence:
+                    self._log_lost_stop()
+                    if not fence.lost:
+                        await self._turn()
             self.holding.after_turn()
             self._changed()
 
@@ -729,7 +735,7 @@ class Agent:
             ledger=self.ledger,
             role="turn" if master else "subagent",
             emit=self._emit if master else discard,
-            take_held=self.held.take if master else _nothing,
+            take_held=self._take_held if master else _nothing,
             on_cost=self._add_cost,
             limits=self.limits,
             cache_key=self.cache_key if master else self.subagent_cache_key,
@@ -755,12 +761,18 @@ class Agent:
         self._turning = True
         self._changed()
         self._opened = False
+        self._taken = []
         ended: TurnEnded | None = None
         try:
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                ended = await self._open_turn()
-            if ended is None:  # cancelled
+            try:
+                with anyio.CancelScope() as scope:
+                    self._scope = scope
+                    ended = await self._open_turn()
+            except Exception as error:  # the log failed, or refused a turn that lost its lock
+                ended = TurnEnded("error", explain(error))
+            if self._cancelled_by == LOST_LOCK and (ended is None or ended.reason == "error"):
+                ended = await self._lost_turn()
+            elif ended is None:  # cancelled
                 if not self._opened:  # still settling: what the user said is kept all the same
                     self.holding.log_all(self.held.take())
                 ended = TurnEnded("cancelled")
@@ -772,6 +784,40 @@ class Agent:
             self._turning = False
             self._checkpoint_views()
         self._emit(ended)
+
+    def _take_held(self) -> list[Held]:
+        """The held messages, taken by the running turn (which keeps note of them)."""
+        taken = self.held.take()
+        self._taken += taken
+        return taken
+
+    async def _lost_turn(self) -> TurnEnded:
+        """A turn stopped by its lost lock (a shared chat): what it took is held again, to be
+        answered once this machine holds the turn, and its stop is logged then."""
+        assert self.sharing is not None
+        taken, self._taken = self._taken, []
+        try:  # the log says which of them it logged
+            taken = await anyio.to_thread.run_sync(self.sharing.again, taken)
+        except StoreError as error:
+            self._memory_warning(f"memory: {error}")
+        self.held.put_back(taken)
+        if self._opened:
+            self._lost_stop = self._turn_no
+        self._memory_warning(
+            f"memory: {LOST_LOCK}: the turn stopped, and runs again once this machine holds it"
+        )
+        return TurnEnded("cancelled")
+
+    def _log_lost_stop(self) -> None:
+        """The stop of a turn that lost its lock, now that this machine holds the turn again
+        (the lost turn may have logged it: its key keeps it to once)."""
+        turn, self._lost_stop = self._lost_stop, None
+        if turn is None:
+            return
+        try:
+            self.log.append("echo", f"turn stopped: {LOST_LOCK}", key=f"turn-{turn}-stop")
+        except StoreError:
+            self._lost_stop = turn  # lost again, or the database is down: at the next turn
 
     def _checkpoint_views(self) -> None:
         """After a turn, off its hot path: view.json if a checkpoint is due by time."""
@@ -797,14 +843,14 @@ class Agent:
             return loop.view_room(self._opening(waiting), _images(waiting))
 
         fitted = await self.view_wait.ready(self._emit, room)
-        held = self.held.take()
+        held = self._take_held()
         self._opened = True
         if not fitted.fits:
             return self._unanswerable(held)
         view = self._render(fitted)
         ids = self.holding.log_all(held)
         self._emit(TurnStarted(ids))
-        turn = turn_id(held, ids, self.chat.t)  # ids[0], but for a retried message alone
+        turn = self._turn_no = turn_id(held, ids, self.chat.t)  # ids[0], but for a retried one
         self.checkpoint = self.checkpoints.turn(turn)
         loop.context = replace(loop.context, checkpoint=self.checkpoint)
         ending = await loop.run(view, self._opening(held), turn, _images(held))

@@ -2,10 +2,17 @@
 
 It follows the other machines' changes as they are committed (a listener on a connection of
 its own, woken by NOTIFY, waiting in a worker thread), folds them into this machine's chat and
-says what came: the windows show each message, the compactor looks at the new work. And it
-keeps turns one at a time for the whole chat: a turn starts here only while this machine holds
-the chat's turn lock. A message sent meanwhile is held here, durably, as one sent during a turn
-of this machine's, and its turn starts once the other machine's has ended.
+says what came: the windows show each message, the compactor looks at the new work. The leases
+of this machine's compactions are renewed on a timer of their own, so that no wait of the
+listener's lets one lapse while its call runs.
+
+And it keeps turns one at a time for the whole chat: a turn starts here only while this machine
+holds the chat's turn lock. A message sent meanwhile is held here, durably, as one sent during
+a turn of this machine's, and its turn starts once the other machine's has ended. A turn is
+fenced: its appends carry the epoch its lock was taken at (`TurnFence`), and a watcher looks
+every few seconds whether the lock is still held. When it is not, or the database refuses an
+append of a stale epoch, the turn is told (`lost`), and stops; its message is answered again
+once this machine holds the turn (`lost_turn.py`).
 
 While the database cannot be reached, it says so once, and tries again with a growing delay;
 the chat goes on with what it has.
@@ -13,24 +20,31 @@ the chat goes on with what it has.
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 
 import anyio
 
+from evertalk.agent.lost_turn import hold_again
+from evertalk.agent.turn import Held
 from evertalk.compactor.service import Compactor
 from evertalk.pgstore.backoff import Backoff
 from evertalk.pgstore.connect import connect
 from evertalk.pgstore.listen import Listener
 from evertalk.pgstore.turns import TurnLock
-from evertalk.shared_chat import SharedChat
+from evertalk.shared_chat import TURN, SharedChat, TurnFence
 from evertalk.store.errors import StoreError
 
 WAIT_SECONDS = 1.0
 """The longest a listener's wait in its thread lasts: a closing session waits no longer."""
 TURN_POLL_SECONDS = 0.5
 """How often a turn that waits for another machine's looks at the lock between two changes."""
+WATCH_SECONDS = 3.0
+"""How often a running turn's watcher asks the server whether this machine still holds it."""
+
+
+def _nothing() -> None:
+    """A turn that needs no word of its lost lock."""
 
 
 class Sharing:
@@ -53,13 +67,20 @@ class Sharing:
         self._warn = warn
         self._leased = False  # whether other machines held leases when last looked at
         self._turn_backoff = Backoff()
-        self._renewed = time.monotonic()
         self._said: str | None = None
         self._changed = anyio.Event()
         self.turns = TurnLock(lambda: connect(url), chat.shared.chat_id, chat.machine)
+        self.watch_seconds = WATCH_SECONDS
+        """How often a running turn's watcher looks at the lock (a test may shorten it)."""
 
     async def follow(self) -> None:
-        """Fold in the other machines' changes as they come, until cancelled."""
+        """Fold in the other machines' changes as they come, and keep this machine's leases,
+        until cancelled."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._renewing)
+            await self._listening()
+
+    async def _listening(self) -> None:
         backoff = Backoff()
         while True:
             try:
@@ -74,7 +95,6 @@ class Sharing:
         try:
             while True:
                 self._fold()
-                self._renew()
                 self._leases_looked_at()
                 seq = self.chat.follower.seq
                 await anyio.to_thread.run_sync(listener.wait, seq, WAIT_SECONDS)
@@ -105,12 +125,18 @@ class Sharing:
             self.compactor.wake()
         self._leased = leased
 
-    def _renew(self) -> None:
-        """Keep the claims of this machine's compactions while they run."""
-        now = time.monotonic()
-        if now - self._renewed >= self.chat.renew_every:
-            self._renewed = now
-            self.chat.renew(self.compactor.in_flight)
+    async def _renewing(self) -> None:
+        """Keep the claims of this machine's compactions while they run: a timer of its own, so
+        that a lease never lapses while the listener waits to connect again."""
+        while True:
+            await anyio.sleep(self.chat.renew_every)
+            running = self.compactor.in_flight
+            if not running:
+                continue
+            try:
+                await anyio.to_thread.run_sync(self.chat.renew, running)
+            except StoreError as error:
+                self._say(str(error))
 
     def _say(self, line: str) -> None:
         if line != self._said:
@@ -118,12 +144,12 @@ class Sharing:
             self._warn(f"memory: {line}")
 
     @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        """Hold the chat's turn for the block, once no other machine holds it (said once)."""
+    async def turn(self, lost: Callable[[], None] = _nothing) -> AsyncIterator[TurnFence]:
+        """Hold the chat's turn for the block, once no other machine holds it (said once). The
+        block's appends carry the turn's epoch; `lost` is called (once) if the lock is lost
+        meanwhile, and the fence yielded says so."""
         told = False
-        while not (taken := await self._try_take()):
-            if taken is None:
-                continue  # the database is down: said, and waited for
+        while (epoch := await self._try_take()) is None:
             if not told:
                 told = True
                 holder = await anyio.to_thread.run_sync(self._holder)
@@ -131,25 +157,50 @@ class Sharing:
                 self._warn(f"a turn runs {who}: this one starts when it ends")
             with anyio.move_on_after(TURN_POLL_SECONDS):
                 await self._changed.wait()
+        fence = TurnFence(epoch, lost)
+        token = TURN.set(fence)
         try:
             with suppress(StoreError):
                 self.chat.follow()  # what the other machine's turn logged is in this one's view
-            yield
+            async with _one_error(), anyio.create_task_group() as group:
+                group.start_soon(self._watch, fence)
+                try:
+                    yield fence
+                finally:
+                    group.cancel_scope.cancel()
         finally:
+            fence.active = False
+            TURN.reset(token)
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.turns.release)
 
-    async def _try_take(self) -> bool | None:
-        """Whether the turn was taken; None while the database cannot be reached (said once,
-        and waited for with a growing delay): the message stays held meanwhile."""
-        try:
-            taken = await anyio.to_thread.run_sync(self.turns.try_take)
-        except StoreError as error:
-            self._say(str(error))
-            await anyio.sleep(self._turn_backoff.next_delay())
-            return None
-        self._turn_backoff.reset()
-        return taken
+    async def _watch(self, fence: TurnFence) -> None:
+        """Look every few seconds whether this machine still holds the turn: a session the
+        server dropped (a closed lid, a network that went away) has lost it."""
+        while not fence.lost:
+            await anyio.sleep(self.watch_seconds)
+            holding = await anyio.to_thread.run_sync(self.turns.holding, abandon_on_cancel=True)
+            if not holding:
+                fence.lose()
+
+    def again(self, taken: Sequence[Held]) -> list[Held]:
+        """What a turn that lost its lock took, as it is to be held again (`lost_turn.py`):
+        reads the log, so it runs in a worker thread."""
+        return hold_again(taken, self.chat.ids_logged)
+
+    async def _try_take(self) -> int | None:
+        """The epoch of the turn once taken; None while another machine holds it. While the
+        database cannot be reached, says so once and tries again after a growing delay: the
+        message stays held meanwhile."""
+        while True:
+            try:
+                epoch = await anyio.to_thread.run_sync(self.turns.try_take)
+            except StoreError as error:
+                self._say(str(error))
+                await anyio.sleep(self._turn_backoff.next_delay())
+                continue
+            self._turn_backoff.reset()
+            return epoch
 
     def _holder(self) -> str | None:
         try:
@@ -159,3 +210,14 @@ class Sharing:
 
     def close(self) -> None:
         self.turns.close()
+
+
+@asynccontextmanager
+async def _one_error() -> AsyncIterator[None]:
+    """The error of a block run beside its watcher, as itself rather than in a group."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
