@@ -57,3 +57,14 @@ def test_a_forgotten_tool_calls_input_counts_but_its_path() -> None:
     call = 'write {"path":"src/long/name.py","content":"a secret line\\n","mode":"x"}'
     assert input_strings(call) == ["a secret line\n"]
     assert input_strings("write {not json") == []
+
+
+def test_a_long_string_over_a_page_boundary_keeps_its_pages_around_the_change() -> None:
+    content = "x" * 50 + SECRET + "y" * 50
+    call = 'write {"content":' + json.dumps(content) + "}"
+    pages = [call[:40], call[40:100], call[100:]]
+    new = Finder.text(SECRET).replace_pages(pages)
+    assert new[0] == pages[0] and new[2] == pages[2]
+    assert json.loads("".join(new).removeprefix("write "))["content"] == (
+        "x" * 50 + "[redacted]" + "y" * 50
+    )

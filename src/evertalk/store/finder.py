@@ -102,7 +102,8 @@ class Finder:
                 continue
             new = self._literal(literal, depth)
             if new is not None:
-                spans = [s for s in spans if not start <= s[0] < end] + [(start, end, new)]
+                spans = [s for s in spans if not start <= s[0] < end]
+                spans.append(_narrowed(start, literal, new))
         return sorted(spans)
 
     def _found(self, text: str) -> list[Span]:
@@ -174,6 +175,19 @@ def escaped_forms(text: str) -> set[str]:
 
 def _escaped(text: str, ascii_only: bool) -> str:
     return json.dumps(text, ensure_ascii=ascii_only)[1:-1]
+
+
+def _narrowed(start: int, old: str, new: str) -> Span:
+    """The span that replaces `old` (at `start`) by `new`, less what the two share at either
+    end: a long string over a page boundary keeps its pages as they were around the change."""
+    head = 0
+    most = min(len(old), len(new))
+    while head < most and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < most - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return start + head, start + len(old) - tail, new[head : len(new) - tail]
 
 
 def _crossed(spans: list[Span], start: int, end: int) -> bool:
