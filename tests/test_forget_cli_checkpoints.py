@@ -22,7 +22,7 @@ from served_home import fake, home, run
 __all__ = ["fake", "home"]  # the fixtures, used by name
 
 SECRET = 'zqtoken-8812-"quoted"\n'
-DROPPED = "notes.txt: its earlier content held forgotten text: dropped"
+DROPPED = "its earlier content held forgotten text: dropped"
 
 
 def _turn(home: Path, work: Path, turn: int, files: dict[str, tuple[bytes, bytes]]) -> None:
@@ -41,7 +41,9 @@ def files_home(tmp_path: Path) -> tuple[Path, Path]:
         chat.append("user", "tidy notes.txt")
         chat.append("tool", tool_text("edit", {"path": "notes.txt", "old": "token", "new": "x"}))
     kept = f"token: {SECRET}".encode()
-    _turn(home, work, 0, {"notes.txt": (kept, b"x: gone\n"), "other.txt": (b"old\n", b"new\n")})
+    wide = f"token: {SECRET}".encode("utf-16-le")  # as a Windows editor may save it
+    files = {"notes.txt": (kept, b"x: gone\n"), "other.txt": (b"old\n", b"new\n")}
+    _turn(home, work, 0, files | {"wide.txt": (wide, b"narrow\n")})
     return home, work
 
 
@@ -49,7 +51,7 @@ def test_a_checkpoint_alone_holding_the_text_is_scrubbed_and_undo_says_so(
     files_home: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     home, work = files_home
-    assert files_holding(home, SECRET) == ["checkpoints/0/0.before"]
+    assert files_holding(home, SECRET) == ["checkpoints/0/0.before", "checkpoints/0/2.before"]
     assert main(["memory", "redact", SECRET, "--yes", "--home", str(home)]) == 0
     out = capsys.readouterr().out
     assert "No message changes." in out and "undo checkpoints: checkpoints/0" in out
@@ -57,12 +59,10 @@ def test_a_checkpoint_alone_holding_the_text_is_scrubbed_and_undo_says_so(
 
     store = Checkpoints(home / "checkpoints")
     planned = plan(store)
-    assert f"  REFUSE  {DROPPED}" in planned.lines()
+    assert f"  REFUSE  notes.txt: {DROPPED}" in planned.lines()
     done = apply(store, planned)
     assert done.restored == ["other.txt"] and (work / "other.txt").read_text() == "old\n"
-    assert done.lines()[1:] == [
-        "Refused: notes.txt: its earlier content held forgotten text: dropped"
-    ]
+    assert done.lines()[1:] == [f"Refused: notes.txt: {DROPPED}", f"Refused: wide.txt: {DROPPED}"]
     assert (work / "notes.txt").read_text() == "x: gone\n"
 
 
@@ -104,6 +104,6 @@ def test_redact_through_the_service_reaches_the_checkpoint_of_an_edit(
     assert files_holding(home, SECRET) == []
 
     undo = run(home, "undo", "--yes")
-    assert f"REFUSE  {DROPPED}" in undo.stdout, undo.stdout
+    assert f"REFUSE  notes.txt: {DROPPED}" in undo.stdout, undo.stdout
     assert (work / "notes.txt").read_text() == f"key: {SECRET}"  # kept as it is
     assert not (work / "copy.txt").exists()  # the turn created it: undone

@@ -27,6 +27,7 @@ ENCODED = (8, 200)
 A key pasted alone, a password, a line is what a command encodes; redaction.py builds one
 pattern of all the forms of all its texts, made for a few keys, and for many texts or long ones
 it costs seconds and gigabytes (a forget of 20 messages of 600 characters ran out of 4 GB)."""
+UTF16 = ("utf-16-le", "utf-16-be")
 DEPTH = 3
 """JSON strings inside JSON strings followed at most: a file's JSON in a tool call's input in
 a record is two."""
@@ -48,6 +49,7 @@ class Finder:
         wanted = {needle for needle in needles if needle}
         self.into = into
         self._encoded = tuple(sorted(text for text in set(encoded) if _encodable(text)))
+        self._utf16 = [text.encode(code, "surrogatepass") for text in wanted for code in UTF16]
         forms = {form for text in wanted for form in escaped_forms(text)}
         self._forms = sorted(forms, key=len, reverse=True)  # searched one by one: there may
         # be thousands (a forget of many messages), too many for one expression's branches
@@ -75,6 +77,13 @@ class Finder:
 
     def holds(self, text: str) -> bool:
         return self.replace(text) != text
+
+    def holds_bytes(self, data: bytes) -> bool:
+        """Whether a file's bytes hold what is sought, as UTF-8 (or bytes that are not text)
+        or as UTF-16, as a file that is dropped whole, not rewritten, may."""
+        if any(form in data for form in self._utf16):
+            return True
+        return self.holds(data.decode("utf-8", "surrogateescape"))
 
     def replace_pages(self, pages: Sequence[str]) -> list[str]:
         """The pages of one message with what they hold replaced, an occurrence that runs over

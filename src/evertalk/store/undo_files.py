@@ -57,7 +57,9 @@ class _Turn:
         self.folder = folder
         self.finder = finder
         lines = _read_lines(folder / INDEX)
-        self.drop = {path.name for path in _contents(folder) if self._holds(path.read_bytes())}
+        self.drop = {
+            path.name for path in _contents(folder) if finder.holds_bytes(path.read_bytes())
+        }
         new_lines = [self._line(line) for line in lines]
         self.index = None if new_lines == lines else b"".join(map(_encode, new_lines))
         self.undone: bytes | None = None
@@ -65,9 +67,6 @@ class _Turn:
             text = (folder / UNDONE).read_bytes().decode("utf-8", "surrogateescape")
             if finder.holds(text):
                 self.undone = _bytes(finder.replace(text))
-
-    def _holds(self, data: bytes) -> bool:
-        return self.finder.holds(data.decode("utf-8", "surrogateescape"))
 
     def _line(self, line: Any) -> Any:
         if isinstance(line, str):
