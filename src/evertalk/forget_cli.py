@@ -140,7 +140,7 @@ def describe(plan: Plan, chat_dir: Path, places: Places) -> list[str]:
 def _places(home: Path, found: Places) -> list[str]:
     if not found:
         return []
-    lines = ["Other places that hold it, rewritten:"]
+    lines = ["Other places under the home that hold it (rewritten without it, or removed):"]
     for what, paths in found:
         shown = ", ".join(str(path.relative_to(home)) for path in paths[:3])
         more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""

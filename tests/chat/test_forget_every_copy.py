@@ -122,15 +122,19 @@ DAMAGED = "zqdamaged-4471"
 TARGET = 5
 
 
-@pytest.fixture
-def damaged_home(tmp_path: Path) -> Path:
-    """Message 5's line holds a byte that is not UTF-8; a repair put a note in its place and
-    kept the file as it was in `damaged/`; the summaries over it were built from its text."""
+@pytest.fixture(params=["inside", "at its start"])
+def damaged_home(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """Message 5's line holds a byte that is not UTF-8 (before the secret, or in place of the
+    line's start, where its id was); a repair put a note in its place and kept the file as it
+    was in `damaged/`; the summaries over it were built from its text."""
     home = tmp_path / "home"
     chat_dir = make_chat(home, count=12, words={TARGET: DAMAGED})
     day = next(p for p in sorted((chat_dir / "main").iterdir()) if DAMAGED in p.read_text())
     data = day.read_bytes()
     at = data.index(DAMAGED.encode())
+    if request.param == "at its start":
+        at = data.rindex(b"\n", 0, at) + 1
+        data = data[:at] + b"\xff" * 9 + data[at + 9 :]  # `{"i": 5, ` is gone
     day.write_bytes(data[:at] + b"\xff" + data[at:])
     assert main(["memory", "repair", "--home", str(home)]) == 0
     held = files_holding(home, DAMAGED)
@@ -144,7 +148,8 @@ def test_a_damaged_message_can_be_forgotten(damaged_home: Path) -> None:
     assert files_holding(damaged_home, DAMAGED) == []
     [copy] = (damaged_home / "chat" / "damaged").rglob("*.jsonl")
     lines = copy.read_bytes().split(b"\n")
-    forgotten = json.loads(next(line for line in lines if line.startswith(b'{"i": 5,')))
+    forgotten = json.loads(next(line for line in lines if b"[forgotten on " in line))
+    assert forgotten["i"] == TARGET
     assert forgotten["text"].startswith("[forgotten on ") and b"\xff" not in copy.read_bytes()
 
 
@@ -152,7 +157,7 @@ def test_a_secret_in_a_damaged_line_can_be_redacted(damaged_home: Path) -> None:
     assert _redact(damaged_home, DAMAGED) == 0
     assert files_holding(damaged_home, DAMAGED) == []
     [copy] = (damaged_home / "chat" / "damaged").rglob("*.jsonl")
-    assert b"\xff[redacted]" in copy.read_bytes()  # the other bytes as they were
+    assert b"\xff" in copy.read_bytes() and b"[redacted]" in copy.read_bytes()
 
 
 WORD = "zqeverywhere-3391"
