@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from forget_helpers import SMALL, build_all, make_chat
+from forget_helpers import SMALL, build_all, make_chat, message_text
 
 from evertalk.agent.turn import tool_text
 from evertalk.chat import Chat
@@ -228,5 +228,5 @@ def test_a_forget_takes_the_lines_set_aside_over_the_message(tmp_path: Path) -> 
     kept = aside.read_text().splitlines()[0].replace(WORD, "[kept]")
     aside.write_text(aside.read_text() + kept + "\n")
     assert main(["memory", "forget", "3", "--yes", "--home", str(home)]) == 0
-    assert files_holding(home, "the user named a flower") == []
+    assert files_holding(home, message_text(3, WORD), "the user named a flower") == []
     assert kept in aside.read_text()  # a line over another message stays
