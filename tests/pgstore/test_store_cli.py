@@ -454,6 +454,7 @@ def test_a_home_set_to_another_database_is_refused_before_copying(
     config = home / "config.toml"
     other = f"postgresql://other:{SECRET}@elsewhere.example/notes"
     config.write_text(f'{MINE}\n[store]\nurl = "{other}"\n')
+    config.chmod(0o600)  # it holds a password: made private at the first load otherwise
     before = config.read_bytes()
     target = secret_url(closed_port())
 
