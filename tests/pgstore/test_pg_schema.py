@@ -97,6 +97,7 @@ def test_a_database_of_version_1_gets_the_shape_of_its_nodes(pg_url: str) -> Non
     from evertalk.pgstore.schema import MIGRATIONS
 
     with psycopg.connect(pg_url, autocommit=True) as old:
+        old.execute("CREATE SCHEMA evertalk")
         old.execute(MIGRATIONS[0].encode("utf-8"))
         old.execute("INSERT INTO evertalk.version (version) VALUES (1)")
         old.execute("INSERT INTO evertalk.chats (name, count) VALUES ('main', 4)")

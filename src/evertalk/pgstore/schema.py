@@ -43,7 +43,6 @@ def _row_security() -> str:
 
 
 _TABLES = """
-CREATE SCHEMA evertalk;
 CREATE TABLE evertalk.version (version integer NOT NULL);
 CREATE TABLE evertalk.chats (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -491,13 +490,29 @@ def apply_schema(conn: psycopg.Connection[Any], where: str) -> int:
     """Bring the database to version KNOWN (the connection in autocommit mode); how many
     migrations ran. `where` names the database in the error of a newer one."""
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-        found = schema_version(conn)
-        if found > KNOWN:
-            raise too_new(where, found)
-        for migration in MIGRATIONS[found:]:
-            conn.execute(migration.encode("utf-8"))
-        if found < KNOWN:
-            conn.execute("DELETE FROM evertalk.version")
-            conn.execute("INSERT INTO evertalk.version (version) VALUES (%s)", (KNOWN,))
+        return migrate(conn, where)
+
+
+def migrate(conn: psycopg.Connection[Any], where: str) -> int:
+    """`apply_schema` inside the caller's transaction: the schema made if missing (owned by
+    the current role, as are the tables the migrations make), then the missing migrations."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+    found = schema_version(conn)
+    if found > KNOWN:
+        raise too_new(where, found)
+    if found == KNOWN:
+        return 0
+    if found == 0 and not _has_schema(conn):
+        conn.execute("CREATE SCHEMA evertalk")
+    for migration in MIGRATIONS[found:]:
+        conn.execute(migration.encode("utf-8"))
+    conn.execute("DELETE FROM evertalk.version")
+    conn.execute("INSERT INTO evertalk.version (version) VALUES (%s)", (KNOWN,))
     return KNOWN - found
+
+
+def _has_schema(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the schema is there (`store init` makes it, for a role of its own, before the
+    tables): asked first, as CREATE SCHEMA IF NOT EXISTS needs the right to create it."""
+    row = conn.execute("SELECT to_regnamespace('evertalk') IS NOT NULL").fetchone()
+    return row is not None and bool(row[0])
