@@ -6,13 +6,16 @@ import subprocess
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from uuid import uuid4
 
 import psycopg
 import pytest
 
 from evertalk.pgstore.connect import Connection, connect
 from evertalk.pgstore.errors import PgStoreError
-from evertalk.pgstore.schema import KNOWN, apply_schema, schema_version
+from evertalk.pgstore.nodes import node_shape
+from evertalk.pgstore.pgchat import PgChat
+from evertalk.pgstore.schema import KNOWN, MIGRATIONS, apply_schema, schema_version
 from pg_server import PgServer
 
 
@@ -93,9 +96,6 @@ def test_a_connection_probes_a_silent_database(pg_connect: Callable[..., Connect
 
 
 def test_a_database_of_version_1_gets_the_shape_of_its_nodes(pg_url: str) -> None:
-    from evertalk.pgstore.nodes import node_shape
-    from evertalk.pgstore.schema import MIGRATIONS
-
     with psycopg.connect(pg_url, autocommit=True) as old:
         old.execute("CREATE SCHEMA evertalk")
         old.execute(MIGRATIONS[0].encode("utf-8"))
@@ -116,3 +116,112 @@ def test_a_database_of_version_1_gets_the_shape_of_its_nodes(pg_url: str) -> Non
         assert [list(level) for level in shape.sizes] == [[0, 5, 0, 0], [0, 3], [0]]
     finally:
         conn.close()
+
+
+# Migrations by a role that row-level security holds (one role per person, no BYPASSRLS)
+
+FLAGS = [[0, 2, 0, 0], [0, 1], [0]]
+SIZES = [[0, 5, 0, 0], [0, 3], [0]]
+"""The shape of the chat `chat_with_nodes` writes."""
+
+
+def two_people(pg_server: PgServer, pg_url: str) -> tuple[str, str]:
+    """The URLs of two new roles' in the test's database; the first may make the schema, and
+    so owns it, as the first person to connect to a database of their own does."""
+    database = pg_url.rpartition("/")[2]
+    roles = [f"{name}_{uuid4().hex[:8]}" for name in ("ann", "bob")]
+    for role in roles:
+        pg_server.create_role(role)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'GRANT CREATE ON DATABASE "{database}" TO "{roles[0]}"'.encode())
+    return pg_server.url(database, roles[0]), pg_server.url(database, roles[1])
+
+
+def old_database(url: str, version: int) -> None:
+    """The schema at `version`, as an older evertalk run by the role of `url` left it."""
+    with psycopg.connect(url, autocommit=True) as old:
+        old.execute("CREATE SCHEMA evertalk")
+        for migration in MIGRATIONS[:version]:
+            old.execute(migration.encode("utf-8"))
+        old.execute("INSERT INTO evertalk.version (version) VALUES (%s)", (version,))
+
+
+def chat_with_nodes(url: str) -> int:
+    """A chat of 4 messages with two nodes, written by an older evertalk as the role of `url`."""
+    with psycopg.connect(url, autocommit=True) as old:
+        row = old.execute(
+            "INSERT INTO evertalk.chats (name, count) VALUES ('main', 4) RETURNING id"
+        ).fetchone()
+        assert row is not None
+        old.execute(
+            "INSERT INTO evertalk.nodes (chat, l, i, text, flag)"
+            " VALUES (%(chat)s, 0, 1, 'été', 2), (%(chat)s, 1, 1, 'abc', 1)",
+            {"chat": row[0]},
+        )
+        return int(row[0])
+
+
+def assert_shaped(url: str, chat: int) -> None:
+    conn = connect(url)
+    try:
+        shape = node_shape(conn, chat, 4)
+        assert [list(level) for level in shape.flags] == FLAGS
+        assert [list(level) for level in shape.sizes] == SIZES
+    finally:
+        conn.close()
+
+
+def test_a_migration_run_by_a_role_held_to_row_security_shapes_every_chat(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    ann, bob = two_people(pg_server, pg_url)
+    old_database(ann, 1)
+    chats = chat_with_nodes(ann), chat_with_nodes(bob)
+    connect(ann).close()  # ann owns the schema: her evertalk brings it up to date
+    assert_shaped(ann, chats[0])
+    assert_shaped(bob, chats[1])  # though ann's role cannot see bob's rows
+
+
+def test_a_database_whose_migration_missed_the_others_shapes_is_repaired(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    ann, bob = two_people(pg_server, pg_url)
+    old_database(ann, 3)
+    chats = chat_with_nodes(ann), chat_with_nodes(bob)
+    with psycopg.connect(pg_url, autocommit=True) as admin:  # as migration 2 run by ann left it
+        admin.execute("DELETE FROM evertalk.shape WHERE chat = %s", (chats[1],))
+    connect(ann).close()
+    assert_shaped(ann, chats[0])
+    assert_shaped(bob, chats[1])
+
+
+def test_a_role_that_may_not_bring_the_schema_up_to_date_says_who_may(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    ann, bob = two_people(pg_server, pg_url)
+    old_database(ann, 1)
+    with pytest.raises(PgStoreError) as caught:
+        connect(bob)
+    owner = ann.split("//")[1].split(":")[0]
+    assert str(caught.value).endswith(
+        f"is of schema version 1, and this evertalk needs version {KNOWN}, which only the"
+        f" schema's owner can apply: {owner}'s evertalk applies it when it connects"
+    )
+
+
+def test_the_shape_written_anew_is_the_triggers(pg_connect: Callable[..., Connection]) -> None:
+    from evertalk.pgstore.schema import SHAPE_ALL
+
+    conn = pg_connect()
+    chat = PgChat.open(conn, machine="home").chat
+    conn.execute(
+        "INSERT INTO evertalk.nodes (chat, l, i, text, flag)"
+        " SELECT %s, i %% 3, i, repeat('é', i %% 300), 1 + i %% 3"
+        " FROM generate_series(0, 700) AS i WHERE i %% 7 <> 3",
+        (chat,),
+    )
+    shape = "SELECT chat, l, chunk, flags, sizes FROM evertalk.shape ORDER BY chat, l, chunk"
+    written = conn.execute(shape).fetchall()
+    assert len(written) == 9
+    conn.execute(SHAPE_ALL.encode("utf-8"))
+    assert conn.execute(shape).fetchall() == written

@@ -323,15 +323,38 @@ CREATE POLICY owner_only ON evertalk.shape
     WITH CHECK (chat IN (SELECT id FROM evertalk.chats WHERE owner = current_user));
 GRANT SELECT, INSERT, UPDATE, DELETE ON evertalk.shape TO PUBLIC;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA evertalk TO PUBLIC;
--- the nodes stored before: their shape, as the trigger writes it from now on
-SELECT count(evertalk.shape_set(chat, l, i, flag, text)) FROM evertalk.nodes;
 CREATE TRIGGER shape AFTER INSERT ON evertalk.nodes REFERENCING NEW TABLE AS new_nodes
     FOR EACH STATEMENT EXECUTE FUNCTION evertalk.shape_nodes()
 """
 """Every built node's flag and size, 256 nodes to a row, kept by a trigger as nodes are stored
-(`shape_set` fills it for the nodes stored before it, one by one):
-an open reads the tree's shape in a few thousand rows at a million messages, not a row per
-node."""
+(the nodes stored before it are shaped by `SHAPE_ALL`): an open reads the tree's shape in a
+few thousand rows at a million messages, not a row per node."""
+
+SHAPE_ALL = """
+DELETE FROM evertalk.shape;
+INSERT INTO evertalk.shape (chat, l, chunk, flags, sizes)
+SELECT k.chat, k.l, k.chunk,
+    decode(string_agg(lpad(to_hex(coalesce(n.flag, 0)), 2, '0'), '' ORDER BY p), 'hex'),
+    decode(string_agg(lpad(to_hex(coalesce(evertalk.text_size(n.text), 0)), 8, '0'), ''
+        ORDER BY p), 'hex')
+FROM (SELECT DISTINCT chat, l, i / 256 AS chunk FROM evertalk.nodes) AS k
+    CROSS JOIN generate_series(0, 255) AS p
+    LEFT JOIN evertalk.nodes AS n ON (n.chat, n.l, n.i) = (k.chat, k.l, k.chunk * 256 + p)
+GROUP BY k.chat, k.l, k.chunk
+"""
+"""The shape of every stored node, written anew: each chunk's row in one statement, its bytes
+as the trigger writes them (a flag per node, then each size in four bytes, big-endian)."""
+
+
+def _every_chat(statements: str, tables: tuple[str, ...]) -> str:
+    """`statements` over the rows of every chat, whatever role runs the migration. Only the
+    tables' owner may, and row-level security holds it while it is forced: it is lifted for
+    the tables and forced again within the migration's transaction, and no one sees them
+    meanwhile (ALTER TABLE locks them)."""
+    lift = [f"ALTER TABLE evertalk.{table} NO FORCE ROW LEVEL SECURITY" for table in tables]
+    force = [f"ALTER TABLE evertalk.{table} FORCE ROW LEVEL SECURITY" for table in tables]
+    return ";\n".join([*lift, statements.strip(), *force])
+
 
 _FENCES = """
 ALTER TABLE evertalk.chats ADD COLUMN turn_epoch bigint NOT NULL DEFAULT 0;
@@ -464,7 +487,16 @@ a node's failed compactions whichever machine made them, and is cleared by its b
 node keeps the sequence number of the change that stored it, so that `put_node` sent again by
 its machine after a lost reply finds its own line and is a success, not a refusal."""
 
-MIGRATIONS: tuple[str, ...] = (_TABLES + _row_security() + ";\n" + _CHANGES, _SHAPE, _FENCES)
+_SHARED = _every_chat(SHAPE_ALL, ("nodes", "shape"))
+"""For several people on one database: the shape of their nodes, which migration 2 missed
+when a role that row-level security held ran it (it saw its own chats only)."""
+
+MIGRATIONS: tuple[str, ...] = (
+    _TABLES + _row_security() + ";\n" + _CHANGES,
+    _SHAPE + ";\n" + _every_chat(SHAPE_ALL, ("nodes", "shape")),
+    _FENCES,
+    _SHARED,
+)
 """MIGRATIONS[n - 1] brings the schema to version n."""
 
 KNOWN = len(MIGRATIONS)
@@ -502,6 +534,8 @@ def migrate(conn: psycopg.Connection[Any], where: str) -> int:
         raise too_new(where, found)
     if found == KNOWN:
         return 0
+    if found > 0:
+        _check_may_migrate(conn, where, found)
     if found == 0 and not _has_schema(conn):
         conn.execute("CREATE SCHEMA evertalk")
     for migration in MIGRATIONS[found:]:
@@ -516,3 +550,25 @@ def _has_schema(conn: psycopg.Connection[Any]) -> bool:
     tables): asked first, as CREATE SCHEMA IF NOT EXISTS needs the right to create it."""
     row = conn.execute("SELECT to_regnamespace('evertalk') IS NOT NULL").fetchone()
     return row is not None and bool(row[0])
+
+
+def _check_may_migrate(conn: psycopg.Connection[Any], where: str, found: int) -> None:
+    """Refuse in one line, saying who may, when this role cannot bring the schema up to date:
+    only its owner (or a role that has the owner's rights) can change its tables."""
+    row = conn.execute(
+        "SELECT o.rolname, o.rolcanlogin, pg_has_role(o.oid, 'USAGE')"
+        " FROM pg_namespace AS n JOIN pg_roles AS o ON o.oid = n.nspowner"
+        " WHERE n.nspname = 'evertalk'"
+    ).fetchone()
+    if row is None or row[2]:
+        return
+    owner, person = str(row[0]), bool(row[1])
+    who = (
+        f"{owner}'s evertalk applies it when it connects"
+        if person
+        else "its administrator applies it with `evertalk store init URL`"
+    )
+    raise PgStoreError(
+        f"the database at {where} is of schema version {found}, and this evertalk needs"
+        f" version {KNOWN}, which only the schema's owner can apply: {who}"
+    )
