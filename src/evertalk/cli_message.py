@@ -7,6 +7,7 @@ the message. It is taken out before the parser sees the rest, which has a comman
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections.abc import Sequence
 
 PRINT_FLAGS = frozenset({"-p", "--print"})
@@ -45,7 +46,38 @@ def split_message(
         rest = rest[:at] + rest[at + 1 :]
     if _positionals(rest[at:], valued):
         raise MessageError("the message goes as one argument: put it in quotes")
+    if found == at:  # not after `--`, which says it is a message whatever it reads like
+        _refuse_a_command_name(parser, words[found])
     return rest, words[found]
+
+
+def _refuse_a_command_name(parser: argparse.ArgumentParser, word: str) -> None:
+    """A lone word that is (or is close to) a command's name is a command mistyped, not a
+    paid message: say which command it may be, and how to send it all the same."""
+    if not word or " " in word.strip():
+        return
+    names = _command_paths(parser)
+    guess = names.get(word) or next(
+        (names[close] for close in difflib.get_close_matches(word, list(names), 1, 0.75)), None
+    )
+    if guess is not None:
+        raise MessageError(
+            f"did you mean `evertalk {guess}`? Send it as a message with `evertalk -- {word}`"
+        )
+
+
+def _command_paths(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Every command's name and subcommand's name, to the words that run it (`browse`:
+    `memory browse`); a top-level name wins over a subcommand of the same name."""
+    paths: dict[str, str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                for inner in _commands(sub):
+                    paths.setdefault(inner, f"{name} {inner}")
+    for name in _commands(parser):
+        paths[name] = name
+    return paths
 
 
 def _commands(parser: argparse.ArgumentParser) -> set[str]:
