@@ -455,6 +455,10 @@ def _headless(args: argparse.Namespace) -> int:
 
     if args.command is not None:
         raise UsageError("-p runs one turn: it takes no command")
+    if args.prompt == NO_MESSAGE and not args.retry and not sys.stdin.isatty():
+        piped = sys.stdin.read()  # `echo hi | evertalk -p`: what comes in, as with `-p -`
+        if piped.strip():
+            args.prompt = piped.removesuffix("\n")
     _check_retry(args)
     if args.raw and args.json_events:
         raise UsageError("--raw goes with -p without --json: JSON escapes control characters")

@@ -349,3 +349,13 @@ def test_a_p_run_killed_mid_turn_leaves_its_turn_to_the_service(
         ("user", "are you there?"),
         ("ever", "the next answer"),
     ]
+
+
+def test_a_message_piped_in_without_a_dash_is_the_message(home: Path, fake: AnthropicFake) -> None:
+    fake.behaviour.push(answer("Piped and answered."))  # type: ignore[attr-defined]
+    result = run(home, "-p", stdin="hi from a pipe\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Piped and answered.\n"
+    assert log_of(home)[0] == ("user", "hi from a pipe")
+    empty = run(home, "-p", stdin="")
+    assert empty.returncode == 2 and "-p needs a MESSAGE" in empty.stderr
