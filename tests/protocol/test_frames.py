@@ -27,6 +27,9 @@ AGENT = {
     "subagents": 0,
 }
 
+RECORD = replies.RecordItem(id=1, kind="user", text="hi", key=None, date="d", images=[])
+RECORD_WIRE = {"id": 1, "kind": "user", "text": "hi", "key": None, "date": "d", "images": []}
+
 # One instance of every frame the service sends, and the object the wire has for it.
 SERVICE: list[tuple[msgspec.Struct, dict[str, Any]]] = [
     (
@@ -222,6 +225,22 @@ SERVICE: list[tuple[msgspec.Struct, dict[str, Any]]] = [
         replies.Stopping(pid=3, reason="signal SIGTERM", on_purpose=True),
         {"type": "stopping", "pid": 3, "reason": "signal SIGTERM", "on_purpose": True},
     ),
+    (
+        replies.Missed(t=2, first=1, records=[RECORD], unanswered=True, turning=False),
+        {
+            "type": "missed",
+            "t": 2,
+            "first": 1,
+            "records": [RECORD_WIRE],
+            "unanswered": True,
+            "turning": False,
+        },
+    ),
+    (
+        replies.Logged(t=2, first=1, records=[RECORD]),
+        {"type": "logged", "t": 2, "first": 1, "records": [RECORD_WIRE]},
+    ),
+    (replies.Changed(records=[RECORD]), {"type": "changed", "records": [RECORD_WIRE]}),
     (events.Quiet(), {"type": "quiet"}),
     (
         events.CatchingUp(5, 2.5),
@@ -236,6 +255,7 @@ CLIENT: list[msgspec.Struct] = [
         client="-p",
         pid=4,
         env={"salt": "s", "hashes": {"OPENAI_API_KEY": None}},
+        since=12,
     ),
     requests.Send(
         text="hi", key="k", cwd="/c", images=[requests.Image("image/png", "iVBO")], model="m", rid=1

@@ -518,6 +518,10 @@ class Agent:
                 return
             await anyio.sleep(0)
 
+    def events_waiting(self) -> bool:
+        """Whether events were sent that `events()` has not given yet."""
+        return self._receiver.statistics().current_buffer_used > 0
+
     async def events(self) -> AsyncIterator[AgentEvent]:
         """Every event, in order, for one consumer; ends when the agent closes."""
         with suppress(anyio.ClosedResourceError):

@@ -204,11 +204,13 @@ def connect(
     serve_args: tuple[str, ...] = (),
     starting: Starting | None = None,
     say: Say | None = None,
+    since: int | None = None,
 ) -> Connection:
     """A connection to the service of `home`; with `start`, one is started if none answers
     (with `serve_args` for `evertalk serve --foreground`), or the one `starting` already is
-    awaited (`say` is told of a long wait). ServiceError (one line) when there is none, it
-    cannot start, or it refuses this client."""
+    awaited (`say` is told of a long wait). `since`: the client follows the log from there
+    (the hello's `since`). ServiceError (one line) when there is none, it cannot start, or it
+    refuses this client."""
     deadline = time.monotonic() + START_SECONDS
     while True:
         sock = _socket(home)
@@ -219,7 +221,7 @@ def connect(
         if sock is None:
             raise ServiceError("no evertalk service is running for this home")
         try:
-            return _handshake(sock, client)
+            return _handshake(sock, client, since)
         except ServiceGone:
             # a service dying as we connected (its listener closed after it took us), or
             # one stopping: the next try finds the socket gone, or the next service
@@ -375,13 +377,14 @@ def _log_tail(log: Path, start_at: int) -> list[str]:
     return [line.strip() for line in lines if line.strip()][-3:]
 
 
-def _handshake(sock: socket.socket, client: str) -> Connection:
+def _handshake(sock: socket.socket, client: str, since: int | None = None) -> Connection:
     hello = Hello(
         protocol=wire.PROTOCOL,
         version=__version__,
         client=client,
         pid=os.getpid(),
         env=environment.digest(),  # which provider variables it sees, never their values
+        since=UNSET if since is None else since,
     )
     connection = Connection(sock)
     try:

@@ -204,13 +204,19 @@ def message_of(item: RecordItem) -> Message:
 
 
 async def open_remote(
-    home: Path, client: str = "app", *, start: bool = True, starting: Starting | None = None
+    home: Path,
+    client: str = "app",
+    *,
+    start: bool = True,
+    starting: Starting | None = None,
+    since: int | None = None,
 ) -> Remote:
     """A connection to the service of `home` (started when none answers, with `start`; or the
-    one `starting`, awaited). ServiceError (one line) when it cannot be reached or refuses this
-    client."""
+    one `starting`, awaited); `since`: a client that follows the log from there (`missed`
+    comes first). ServiceError (one line) when it cannot be reached or refuses this client."""
     connection = await anyio.to_thread.run_sync(
-        lambda: connect(home, client, start=start, starting=starting), abandon_on_cancel=True
+        lambda: connect(home, client, start=start, starting=starting, since=since),
+        abandon_on_cancel=True,
     )
     sock = connection.sock
     try:

@@ -24,11 +24,14 @@ from evertalk.protocol.replies import (
     Ask,
     AskClosed,
     AskedElsewhere,
+    Changed,
     Compact,
     Date,
     Error,
     ForgetPreview,
     Forgotten,
+    Logged,
+    Missed,
     Ok,
     Output,
     Records,
@@ -87,7 +90,9 @@ ReplyFrame = (
 )
 """What answers a request (an `error` may also come unasked, without an `rid`)."""
 
-UnaskedFrame = Welcome | Ask | AskClosed | AskedElsewhere | Reopened | Stopping
+UnaskedFrame = (
+    Welcome | Ask | AskClosed | AskedElsewhere | Reopened | Stopping | Missed | Logged | Changed
+)
 """The service's frames that answer no request and are not events."""
 
 ServiceFrame = EventFrame | ReplyFrame | UnaskedFrame

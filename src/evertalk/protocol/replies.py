@@ -1,8 +1,9 @@
 """The frames the service sends besides events: the welcome, each request's reply, the error,
 and the frames that come unasked (`ask`, `ask_closed`, `asked_elsewhere`, `reopened`,
-`stopping`). Each is a Struct tagged by its wire name in `type`; `rid` is the request's, copied
-as it came (UNSET, and so absent, when the request had none). `docs/protocol.md` describes
-each; `tests/protocol/test_protocol_doc.py` holds the two to the same fields."""
+`stopping`, and to a client that follows the log `missed`, `logged` and `changed`). Each is a
+Struct tagged by its wire name in `type`; `rid` is the request's, copied as it came (UNSET, and
+so absent, when the request had none). `docs/protocol.md` describes each;
+`tests/protocol/test_protocol_doc.py` holds the two to the same fields."""
 
 from __future__ import annotations
 
@@ -204,3 +205,32 @@ class Stopping(Reply, frozen=True, tag="stopping"):
     pid: int
     reason: str
     on_purpose: bool
+
+
+class Logged(Reply, frozen=True, tag="logged"):
+    """To a client that follows the log (its hello had `since`): the messages logged since the
+    last such frame, from `first` to `t`. Every event that came before it and showed one of
+    them has come; `first` past the client's position means more were logged than one frame
+    carries (the client reads the rest with `records`, or shows the last ones)."""
+
+    t: int  # the log's position now: what the client has been sent
+    first: int  # the id of the first record
+    records: list[RecordItem]
+
+
+class Missed(Logged, frozen=True, tag="missed"):
+    """Right after the welcome, to a client whose hello had `since`: what was logged from
+    there, before any event. `unanswered`: the last message has no reply and no turn runs
+    (a crash cut its turn: `retry` answers it); `turning`: a turn runs, whose first events
+    this client did not get."""
+
+    unanswered: bool
+    turning: bool
+
+
+class Changed(Reply, frozen=True, tag="changed"):
+    """To a client that follows the log: messages a forget or a redaction changed, as the log
+    has them now (a forgotten one's text is its marker); a client drops what it showed of
+    their old text."""
+
+    records: list[RecordItem]

@@ -39,6 +39,8 @@ class Hello(Request, frozen=True, tag="hello"):
     client: str = "client"
     pid: int | None = None
     env: Any = None  # an `Env`, as `environment.digest` makes it; anything else is ignored
+    # a client that follows the log: the position of what it has shown (`missed` first)
+    since: Count | UnsetType = UNSET
 
 
 class Image(msgspec.Struct, frozen=True):

@@ -49,6 +49,7 @@ from evertalk.protocol.paths import log, socket_folder_problem
 from evertalk.providers.base import ProviderError
 from evertalk.service import commands
 from evertalk.service.context import NotReady, Reply
+from evertalk.service.follow import Followers
 from evertalk.service.forget_requests import before_forget
 from evertalk.service.requests import HANDLERS
 from evertalk.service.session import Session, error_frame, refusal, same_user
@@ -123,6 +124,7 @@ class Service:
         self._recovery = anyio.Lock()  # one recovery at a time, for every client's request
         self._broke = anyio.Event()  # set when the chat is seen stopped by a failed write
         self._heal_after = HEAL_SECONDS  # the wait before the next try (`_heal`)
+        self.followers = Followers()  # the log's position, for the windows that follow it
 
     # -- the agent's side -----------------------------------------------------------------
 
@@ -227,6 +229,7 @@ class Service:
                     self.agent = agent
                     agent.carry_costs(*spent)
                     self.settings_read = settings_stamp(self.home)
+                    self._follow_again(agent)
                     if first:
                         first = False
                         self._opened_first(agent)
@@ -251,6 +254,28 @@ class Service:
             finally:
                 self.agent = None
         self.closed.set()
+
+    def _follow_again(self, agent: Agent) -> None:
+        """An agent opened: the windows that follow the log get what was logged since they
+        last heard (the end of a turn a forget cancelled), what a forget changed, and those
+        that connected meanwhile, what they missed."""
+        self.followers.opened(agent)
+        self.advance()
+        self.followers.tell_changes(self.sessions, agent)
+        for session in self.sessions:
+            if session.since is not None:
+                since, session.since = session.since, None
+                self.followers.join(session, since, agent, self.busy())
+
+    def advance(self) -> None:
+        """The messages logged since the windows that follow the log last heard, once every
+        event before them went out (`follow.py`)."""
+        if self.agent is not None:
+            self.followers.advance(self.sessions, self.agent)
+
+    def forgot(self, ids: list[int]) -> None:
+        """A forget changed these messages: the windows hear of it once the chat reopens."""
+        self.followers.forgot(ids)
 
     def _opened_first(self, agent: Agent) -> None:
         for warning in agent.chat.warnings:  # what the open repaired: for the first client
@@ -347,6 +372,7 @@ class Service:
             self._watch_chat(event)
             if isinstance(event, events.TurnEnded) and not self.busy():
                 self.broadcast(events.Quiet())
+            self.advance()
 
     def busy(self) -> bool:
         agent = self.agent
@@ -414,6 +440,8 @@ class Service:
             pid = "?" if hello.pid is None else hello.pid
             session = Session(stream, f"{kind} {pid}", asked=kind in ASKED)
             session.post(self._welcome(session))
+            if not isinstance(hello.since, msgspec.UnsetType):  # what it missed, first
+                self._follow(session, hello.since)
             names = [] if kind in WATCHERS else environment.differing(hello.env)
             if names:  # others use the service: it cannot restart on this client's variables
                 session.post(
@@ -456,6 +484,14 @@ class Service:
             self.stop(why)
             return None
         return hello, lines[1:]  # sent at once with the hello: served after the welcome
+
+    def _follow(self, session: Session, since: int) -> None:
+        """A window that follows the log from `since`: what it missed now, or once the chat
+        is open again (a reopen under way)."""
+        if self.agent is None:
+            session.since = since
+        else:
+            self.followers.join(session, since, self.agent, self.busy())
 
     def _restart_for(self, hello: requests.Hello) -> str | None:
         """Why this client should have a new service start: the settings changed since this
@@ -583,6 +619,7 @@ class Service:
             except wire.ProtocolError as error:  # a reply over the frame limit
                 rid = None if request.rid is msgspec.UNSET else request.rid
                 session.post(_with_rid(error_frame("too_large", f"{kind}: {error}"), rid))
+        self.advance()  # what it logged (an append, an undo's note), to the windows
 
 
 def _hello_in(line: bytes) -> requests.Hello | str | None:

@@ -1,0 +1,116 @@
+"""The clients that follow the log (the follower rule, SPEC §13): a window says in its hello the
+position of what it has shown (`since`), gets what was logged from there (`missed`) before any
+event, then, as messages are logged, each new stretch of the log (`logged`), and the messages a
+forget or a redaction changed (`changed`).
+
+The service's position (`covered`) moves only once every event the agent sent has gone out:
+a message logged by a turn whose event still waits in the agent's queue is sent with that event
+first, and in a `logged` frame after it. So a window whose connection ends at any moment holds
+every message before its position, and the next service sends it the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final
+
+from evertalk.agent.retry import has_unanswered
+from evertalk.protocol import replies
+from evertalk.service.requests import RECORDS_BYTES, RECORDS_MOST, record_item
+from evertalk.store.errors import StoreError
+
+if TYPE_CHECKING:
+    from evertalk.agent.session import Agent
+    from evertalk.service.session import Session
+
+MISSED_MOST: Final = 200
+"""Messages `missed` carries at most: a window that missed more shows the last ones."""
+
+
+class Followers:
+    """The service's position in the log, and what goes to the sessions that follow it."""
+
+    def __init__(self) -> None:
+        self.covered: int | None = None  # every message before it went out (None: no agent)
+        self.changed: set[int] = set()  # ids a forget changed, for the windows once reopened
+
+    def opened(self, agent: Agent) -> None:
+        """A first agent: nothing was sent from it yet, and no window follows it yet."""
+        if self.covered is None:
+            self.covered = agent.chat.t
+
+    def join(self, session: Session, since: int, agent: Agent, busy: bool) -> None:
+        """A session that follows from `since`: what it missed, before any event."""
+        session.follows = True
+        end = agent.chat.t if self.covered is None else self.covered
+        first, records = _span(agent, since, end, MISSED_MOST)
+        unanswered = not busy and _unanswered(agent)
+        session.post(
+            replies.Missed(
+                t=end, first=first, records=records, unanswered=unanswered, turning=agent.turning
+            )
+        )
+
+    def advance(self, sessions: Iterable[Session], agent: Agent) -> None:
+        """Once the agent's events have all gone out: the messages logged since, to each
+        session that follows."""
+        if agent.events_waiting():
+            return
+        t, covered = agent.chat.t, self.covered
+        self.covered = t
+        if covered is None or t <= covered:
+            return
+        followers = [session for session in sessions if session.follows]
+        if not followers:
+            return
+        first, records = _span(agent, covered, t, RECORDS_MOST)
+        frame = replies.Logged(t=t, first=first, records=records)
+        for session in followers:
+            session.post(frame)
+
+    def forgot(self, ids: Iterable[int]) -> None:
+        """A forget changed these messages: the windows are told once the chat reopens."""
+        self.changed.update(ids)
+
+    def tell_changes(self, sessions: Iterable[Session], agent: Agent) -> None:
+        """The messages a forget changed, as the reopened chat has them, to each follower."""
+        ids, self.changed = sorted(self.changed), set()
+        followers = [session for session in sessions if session.follows]
+        if not ids or not followers:
+            return
+        records = []
+        for i in ids:
+            try:
+                records.append(record_item(agent.chat.record(i)))
+            except StoreError:
+                continue  # a window that cannot be told keeps its row: the log is the truth
+        frame = replies.Changed(records=records)
+        for session in followers:
+            session.post(frame)
+
+
+def _span(agent: Agent, start: int, end: int, most: int) -> tuple[int, list[replies.RecordItem]]:
+    """The messages from `start` to `end`, or the last of them that fit one frame: the id of
+    the first one sent, and the records (one that cannot be read is left out)."""
+    found: list[replies.RecordItem] = []
+    size, first = 0, end
+    for i in range(end - 1, max(start, end - most) - 1, -1):
+        try:
+            record = agent.chat.record(i)
+        except StoreError:
+            first = i
+            continue
+        size += len(record.text.encode("utf-8", "surrogatepass"))
+        if size > RECORDS_BYTES and found:
+            break
+        found.append(record_item(record))
+        first = i
+    found.reverse()
+    return first, found
+
+
+def _unanswered(agent: Agent) -> bool:
+    try:
+        return has_unanswered(agent.chat)
+    except StoreError:
+        return False
