@@ -12,6 +12,7 @@ alone serves evertalk's own memory over MCP (`mcp_server.py`).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -52,6 +53,9 @@ def _add(args: argparse.Namespace, home: Path) -> int:
     if args.url is not None and env:
         print("evertalk: --env goes with a command, not with --url", file=sys.stderr)
         return 2
+    if words and (missing := _not_a_program(words[0])) is not None:
+        print(f"evertalk: mcp add {args.name}: {missing}", file=sys.stderr)
+        return 2
     server = McpServer(
         args.name,
         command=words[0] if words else None,
@@ -66,6 +70,21 @@ def _add(args: argparse.Namespace, home: Path) -> int:
         f"--allow {server.name}{SEPARATOR}* or an answer 'always')"
     )
     return 0
+
+
+def _not_a_program(command: str) -> str | None:
+    """Why `command` cannot be started as the server (None when it can): a path that is no
+    executable file, or a name found on no folder of PATH."""
+    import shutil
+
+    if os.sep in command:
+        path = Path(command).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            return None
+        return f"{command} is not an executable file"
+    if shutil.which(command) is None:
+        return f"`{command}` is not a program on PATH (install it first, or give its full path)"
+    return None
 
 
 def _list(home: Path) -> int:

@@ -27,10 +27,10 @@ def test_add_list_remove_keep_the_file_s_other_settings(home: Path) -> None:
         "docs  http: http://127.0.0.1:9/mcp",
         f"time  stdio: {TIME_SERVER} -x y",
     ]
-    again = run(home, "mcp", "add", "time", "--", "other")
+    again = run(home, "mcp", "add", "time", "--", "true")
     assert again.returncode == 1
     assert "configured already" in again.stderr and len(again.stderr.splitlines()) == 1
-    bad = run(home, "mcp", "add", "a__b", "--", "x")
+    bad = run(home, "mcp", "add", "a__b", "--", "true")
     assert bad.returncode == 1 and "cannot name an MCP server" in bad.stderr
     neither = run(home, "mcp", "add", "empty")
     assert neither.returncode == 2
@@ -78,7 +78,11 @@ def test_without_the_grant_the_call_is_denied_and_said(home: Path, fake: Anthrop
 
 
 def test_service_status_names_a_server_that_cannot_start(home: Path, fake: AnthropicFake) -> None:
-    assert run(home, "mcp", "add", "gone", "--", "/nonexistent/mcp-server").returncode == 0
+    program = home.parent / "mcp-server"  # there when added, uninstalled since
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    assert run(home, "mcp", "add", "gone", "--", str(program)).returncode == 0
+    program.unlink()
     fake.behaviour.push(answer("Hello."))  # type: ignore[attr-defined]
     turn = run(home, "-p", "hi")
     assert turn.returncode == 0, turn.stderr
@@ -86,14 +90,24 @@ def test_service_status_names_a_server_that_cannot_start(home: Path, fake: Anthr
     status = run(home, "service", "status")
     assert status.returncode == 0, status.stderr
     (line,) = [line for line in status.stdout.splitlines() if line.startswith("MCP server")]
-    assert line.startswith(
-        "MCP server gone: cannot start: /nonexistent/mcp-server: no such program"
-    )
+    assert line.startswith(f"MCP server gone: cannot start: {program}: no such program")
     listed = run(home, "mcp", "list")
     assert listed.stdout.startswith(
-        "gone  stdio: /nonexistent/mcp-server  (not running: cannot start: "
-        "/nonexistent/mcp-server: no such program; trying again in"
+        f"gone  stdio: {program}  (not running: cannot start: "
+        f"{program}: no such program; trying again in"
     )
+
+
+def test_add_refuses_a_program_that_is_not_there(home: Path) -> None:
+    before = (home / "config.toml").read_bytes()
+    for command, why in (
+        ("no-such-mcp-server", "`no-such-mcp-server` is not a program on PATH"),
+        ("/nonexistent/mcp-server", "/nonexistent/mcp-server is not an executable file"),
+    ):
+        added = run(home, "mcp", "add", "gone", "--", command)
+        assert added.returncode == 2 and added.stderr.startswith(f"evertalk: mcp add gone: {why}")
+        assert len(added.stderr.splitlines()) == 1
+    assert (home / "config.toml").read_bytes() == before  # nothing was added
 
 
 def test_unknown_grants_are_still_refused(home: Path) -> None:
