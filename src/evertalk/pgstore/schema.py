@@ -491,11 +491,19 @@ _SHARED = _every_chat(SHAPE_ALL, ("nodes", "shape"))
 """For several people on one database: the shape of their nodes, which migration 2 missed
 when a role that row-level security held ran it (it saw its own chats only)."""
 
+_VIEWS_AT = """
+ALTER TABLE evertalk.views ADD COLUMN seq bigint  -- the change the views were folded up to
+"""
+"""The saved views name the change they were folded up to, so that a machine that opens takes
+them with the tree as it stood at that change and folds the changes after it (shared_chat.py):
+the views it then holds are the other machines'."""
+
 MIGRATIONS: tuple[str, ...] = (
     _TABLES + _row_security() + ";\n" + _CHANGES,
     _SHAPE + ";\n" + _every_chat(SHAPE_ALL, ("nodes", "shape")),
     _FENCES,
     _SHARED,
+    _VIEWS_AT,
 )
 """MIGRATIONS[n - 1] brings the schema to version n."""
 
