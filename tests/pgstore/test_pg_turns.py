@@ -19,7 +19,7 @@ import pytest
 from evertalk.pgstore.connect import Connection
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.pgchat import PgChat
-from evertalk.pgstore.turns import TURN_LOCKS, TurnLock, lock_keys
+from evertalk.pgstore.turns import TurnLock, lock_keys
 from pg_server import PgServer
 from polling import wait_until
 
@@ -68,14 +68,11 @@ def test_each_chat_has_its_own_turn(pg_connect: Callable[..., Connection]) -> No
     assert TurnLock(pg_connect, second, "home").holder() == "office"
 
 
-def test_lock_keys_are_one_pair_per_chat() -> None:
-    ids = [0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**62, 2**63 - 1]
-    keys = [lock_keys(chat) for chat in ids]
-    assert len(set(keys)) == len(ids)
+def test_lock_keys_are_drawn_from_the_chats_secret() -> None:
+    keys = [lock_keys(secret, n) for secret in ("a" * 32, "b" * 32) for n in range(3)]
+    assert len(set(keys)) == len(keys)
     assert all(-(2**31) <= key < 2**31 for pair in keys for key in pair)
-    assert keys[1] == (TURN_LOCKS, 1) and keys[3] == (TURN_LOCKS, -(2**31))
-    with pytest.raises(ValueError, match="not a chat id"):
-        lock_keys(-1)
+    assert lock_keys("a" * 32, 1) == keys[1]
 
 
 def test_a_killed_holder_frees_the_turn(pg_url: str, pg_connect: Callable[..., Connection]) -> None:
@@ -161,3 +158,23 @@ def test_another_role_neither_sees_nor_takes_the_turn(
         bob_turn.try_take()
     assert ann_turn.holding() and ann_turn.holder() == "home"
     assert epoch_of(ann_conn, chat) == 1
+
+    # pg_locks shows every role the keys of the locks held: bob reads those of ann's turn,
+    # and holds them once she gives it back
+    seen = bob_conn.execute(
+        "SELECT l.classid::bigint, l.objid::bigint FROM pg_locks AS l"
+        " JOIN pg_stat_activity AS a ON a.pid = l.pid"
+        " WHERE l.locktype = 'advisory' AND l.granted AND a.usename = %s",
+        (ann,),
+    ).fetchall()
+    assert len(seen) == 1
+    keys = [key - (1 << 32) if key >= 1 << 31 else key for key in seen[0]]
+    ann_turn.release()
+    taking = "SELECT pg_try_advisory_lock(%s::integer, %s::integer)"
+    assert bob_conn.execute(taking, keys).fetchone() == (True,)
+    office = TurnLock(lambda: pg_connect(ann_url), chat, "office")
+    assert office.holder() is None  # no session of ann's holds it
+    assert ann_turn.try_take() == 2  # bob blocks nothing
+    assert office.try_take() is None and office.holder() == "home"
+    ann_turn.release()
+    assert office.try_take() == 3

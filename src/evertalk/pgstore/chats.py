@@ -11,6 +11,7 @@ inside `changing`, and end with `record_change`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,9 +39,19 @@ class Change:
     what: dict[str, Any]
 
 
-def channel(chat: int) -> str:
-    """The NOTIFY channel of a chat (as `evertalk.record_change` names it)."""
-    return f"evertalk_chat_{chat}"
+def channel(secret: str) -> str:
+    """The NOTIFY channel of the chat of this secret, as `evertalk.chat_channel` names it
+    (schema.py): a role that cannot read the secret cannot name the channel to listen on."""
+    digest = hashlib.sha256(f"channel:{secret}".encode()).hexdigest()
+    return f"evertalk_{digest[:32]}"
+
+
+def chat_secret(conn: Connection, chat: int) -> str:
+    """The chat's secret, which only its role can read."""
+    row = conn.execute("SELECT secret FROM evertalk.chats WHERE id = %s", (chat,)).fetchone()
+    if row is None:
+        raise PgStoreError("the chat is not in the database any more")
+    return str(row[0])
 
 
 def find_chat(conn: Connection, name: str, *, create: bool) -> int | None:

@@ -32,7 +32,6 @@ class Listener:
 
     def __init__(self, source: str | Callable[[], Connection], chat: int) -> None:
         self.chat = chat
-        self.channel = chats.channel(chat)
         if isinstance(source, str):
             self._url: str | None = source
             self.conn = connect(source)
@@ -44,6 +43,7 @@ class Listener:
         try:
             with self._errors("listen to the chat"):
                 self.conn.autocommit = True  # notifications come only between transactions
+                self.channel = chats.channel(chats.chat_secret(self.conn, chat))
                 self.conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         except BaseException:
             self.conn.close()

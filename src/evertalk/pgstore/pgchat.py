@@ -48,6 +48,7 @@ class PgChat(PageStore):
         self.chat = chat
         self.name = name
         self.machine = machine
+        self._secret: str | None = None
 
     @classmethod
     def open(
@@ -62,8 +63,11 @@ class PgChat(PageStore):
 
     @property
     def channel(self) -> str:
-        """The channel a NOTIFY wakes its listeners on after each change."""
-        return chats.channel(self.chat)
+        """The channel a NOTIFY wakes its listeners on after each change (read once)."""
+        if self._secret is None:
+            with driver_errors("read the chat"):
+                self._secret = chats.chat_secret(self.conn, self.chat)
+        return chats.channel(self._secret)
 
     @property
     def message_count(self) -> int:

@@ -487,9 +487,40 @@ a node's failed compactions whichever machine made them, and is cleared by its b
 node keeps the sequence number of the change that stored it, so that `put_node` sent again by
 its machine after a lost reply finds its own line and is a success, not a refusal."""
 
-_SHARED = _every_chat(SHAPE_ALL, ("nodes", "shape"))
-"""For several people on one database: the shape of their nodes, which migration 2 missed
-when a role that row-level security held ran it (it saw its own chats only)."""
+_SECRETS = """
+ALTER TABLE evertalk.chats
+    ADD COLUMN secret text NOT NULL DEFAULT replace(gen_random_uuid()::text, '-', ''),
+    ADD COLUMN lock_gen bigint NOT NULL DEFAULT 0;  -- moved on when another role holds the lock
+CREATE FUNCTION evertalk.chat_channel(p_secret text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'evertalk_'
+        || left(encode(sha256(convert_to('channel:' || p_secret, 'UTF8')), 'hex'), 32)
+$$;
+CREATE OR REPLACE FUNCTION evertalk.record_change(
+    p_chat bigint, p_machine text, p_what jsonb, p_count bigint
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    new_seq bigint;
+    chat_secret text;
+BEGIN
+    UPDATE evertalk.chats AS c SET seq = c.seq + 1, count = p_count
+        WHERE c.id = p_chat RETURNING c.seq, c.secret INTO new_seq, chat_secret;
+    INSERT INTO evertalk.changes (chat, seq, machine, what)
+        VALUES (p_chat, new_seq, p_machine, p_what);
+    PERFORM pg_notify(evertalk.chat_channel(chat_secret), new_seq::text);
+    RETURN new_seq;
+END
+$$
+"""
+"""Each chat's secret: 122 random bits (gen_random_uuid draws them from the server's strong
+source) that only the chat's role can read, under row-level security. Row-level security
+covers tables, not NOTIFY channels or advisory locks: any role may listen on a channel or take
+a lock it can name, so the chat's channel and its turn lock's keys are drawn from the secret
+(`chats.channel`, `turns.lock_keys`), and another role cannot name them."""
+
+_SHARED = _SECRETS + ";\n" + _every_chat(SHAPE_ALL, ("nodes", "shape"))
+"""For several people on one database: each chat's secret, and the shape of their nodes,
+which migration 2 missed when a role that row-level security held ran it (it saw its own
+chats only)."""
 
 _VIEWS_AT = """
 ALTER TABLE evertalk.views ADD COLUMN seq bigint  -- the change the views were folded up to

@@ -11,6 +11,13 @@ the row whose process holds the lock now, as `pg_locks` shows it. A row left by 
 died is never believed, since its process holds nothing; such rows are removed when another
 session of the chat starts.
 
+Row-level security does not cover advisory locks: any role may take a lock whose keys it can
+name. The keys are drawn from the chat's secret (schema.py), which only the chat's role can
+read; but pg_locks shows every role the keys of the locks held, so another role may learn them
+while a turn runs, and hold them after. A session that finds the keys held by another role
+moves the chat to keys drawn anew (`chats.lock_gen`, under row-level security) and takes those:
+another role can hold the old keys, and block nothing.
+
 Each take of the lock starts a new epoch of the chat's turns (`chats.turn_epoch`, bumped once
 the lock is granted). A turn's appends carry its epoch, and the database refuses those of a
 turn whose epoch is not the chat's any more: a machine whose session was dropped mid-turn (a
@@ -19,6 +26,8 @@ closed lid) cannot log after the turn another machine took since.
 
 from __future__ import annotations
 
+import hashlib
+import struct
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -27,9 +36,6 @@ import psycopg
 
 from evertalk.pgstore.connect import Connection, driver_errors
 from evertalk.pgstore.errors import PgStoreError
-
-TURN_LOCKS = 0x7475_726E
-"""'turn': the first key of the chats' turn locks (advisory locks of two int4 keys)."""
 
 SESSION = (
     ("tcp_keepalives_idle", "30"),
@@ -53,15 +59,26 @@ _HELD_BY = """
 """
 """The server process holding the lock, if one does (an exclusive lock has one holder)."""
 
+_HOLDER_ROLE = f"""
+    SELECT a.usename = current_user FROM pg_stat_activity AS a WHERE a.pid = ({_HELD_BY})
+"""
+"""Whether the lock's holder is a session of this role (None: no one holds it)."""
 
-def lock_keys(chat: int) -> tuple[int, int]:
-    """The two int4 keys of the chat's turn lock, one pair per chat id: the first is TURN_LOCKS
-    with the id's high 32 bits folded in (zero below 2**32), the second its low 32 bits, as
-    a signed int4."""
-    if not 0 <= chat < 1 << 63:
-        raise ValueError(f"{chat} is not a chat id")
-    low = chat & 0xFFFF_FFFF
-    return TURN_LOCKS ^ (chat >> 32), low - (1 << 32) if low >= 1 << 31 else low
+TRIES = 3
+"""Takes of the lock one `try_take` makes at most: keys drawn anew, or moved meanwhile."""
+
+
+def lock_keys(secret: str, generation: int) -> tuple[int, int]:
+    """The two int4 keys of a chat's turn lock: drawn from the chat's secret, which only its
+    role can read, and the generation of its keys (`chats.lock_gen`)."""
+    digest = hashlib.sha256(f"turn:{generation}:{secret}".encode()).digest()
+    first, second = struct.unpack(">ii", digest[:8])
+    return first, second
+
+
+def _in_pg_locks(keys: tuple[int, int]) -> dict[str, int]:
+    """The keys as pg_locks shows them (unsigned)."""
+    return {"classid": keys[0] & 0xFFFF_FFFF, "objid": keys[1] & 0xFFFF_FFFF}
 
 
 class TurnLock:
@@ -78,9 +95,7 @@ class TurnLock:
         self.chat = chat
         self.machine = machine
         self._connect = connect
-        first, second = lock_keys(chat)
-        self._keys = (first, second)
-        self._where = {"classid": first, "objid": second & 0xFFFF_FFFF}  # pg_locks: unsigned
+        self._keys = (0, 0)  # those of the lock this one took last
         self._conn: Connection | None = None
         self._held = False
         self._mutex = threading.Lock()
@@ -96,27 +111,53 @@ class TurnLock:
             if self._held and self._holds(conn):
                 return self.epoch
             self._held = False
-            taking = "SELECT pg_try_advisory_lock(%s::integer, %s::integer)"
-            row = conn.execute(taking, self._keys).fetchone()
-            if row is None or not row[0]:
-                return None
-            try:
-                self.epoch = self._next_epoch(conn)
-            except BaseException:
-                self._drop_connection()  # the lock goes with it: no turn without an epoch
-                raise
-            self._held = True
-            return self.epoch
+            for _ in range(TRIES):
+                keys, generation = self._current_keys(conn)
+                taking = "SELECT pg_try_advisory_lock(%s::integer, %s::integer)"
+                row = conn.execute(taking, keys).fetchone()
+                if row is not None and row[0]:
+                    epoch = self._start(conn, keys, generation)
+                    if epoch is not None:
+                        return epoch
+                    continue  # the keys were moved meanwhile
+                mine = conn.execute(_HOLDER_ROLE, _in_pg_locks(keys)).fetchone()
+                if mine is not None and mine[0]:
+                    return None  # another machine's turn runs
+                if mine is not None:  # another role holds them: new keys
+                    conn.execute(
+                        "UPDATE evertalk.chats SET lock_gen = lock_gen + 1"
+                        " WHERE id = %s AND lock_gen = %s",
+                        (self.chat, generation),
+                    )
+            return None
 
-    def _next_epoch(self, conn: Connection) -> int:
+    def _current_keys(self, conn: Connection) -> tuple[tuple[int, int], int]:
+        """The keys of the chat's lock now, and their generation."""
         row = conn.execute(
-            "UPDATE evertalk.chats SET turn_epoch = turn_epoch + 1 WHERE id = %s"
-            " RETURNING turn_epoch",
-            (self.chat,),
+            "SELECT secret, lock_gen FROM evertalk.chats WHERE id = %s", (self.chat,)
         ).fetchone()
         if row is None:
             raise PgStoreError("the chat is not in the database any more")
-        return int(row[0])
+        return lock_keys(str(row[0]), int(row[1])), int(row[1])
+
+    def _start(self, conn: Connection, keys: tuple[int, int], generation: int) -> int | None:
+        """With the lock of `keys` taken: the turn's epoch, one more than the last; None, and
+        the lock given back, when the chat's keys are not of `generation` any more (another
+        session moved them from under another role's hold, and may hold the new ones)."""
+        try:
+            row = conn.execute(
+                "UPDATE evertalk.chats SET turn_epoch = turn_epoch + 1"
+                " WHERE id = %s AND lock_gen = %s RETURNING turn_epoch",
+                (self.chat, generation),
+            ).fetchone()
+            if row is None:
+                conn.execute("SELECT pg_advisory_unlock(%s::integer, %s::integer)", keys)
+                return None
+        except BaseException:
+            self._drop_connection()  # the lock goes with it: no turn without an epoch
+            raise
+        self._keys, self._held, self.epoch = keys, True, int(row[0])
+        return self.epoch
 
     def release(self) -> None:
         """Give the turn back (nothing if this lock does not hold it). Should the server not
@@ -139,7 +180,8 @@ class TurnLock:
         reading = f"SELECT machine FROM evertalk.turns WHERE chat = %(chat)s AND pid = ({_HELD_BY})"
         with self._mutex, driver_errors("read the chat's turn"):
             conn = self._connection()
-            row = conn.execute(reading, {"chat": self.chat, **self._where}).fetchone()
+            keys, _ = self._current_keys(conn)
+            row = conn.execute(reading, {"chat": self.chat, **_in_pg_locks(keys)}).fetchone()
         return str(row[0]) if row is not None else None
 
     def holding(self) -> bool:
@@ -172,7 +214,7 @@ class TurnLock:
 
     def _holds(self, conn: Connection) -> bool:
         row = conn.execute(
-            f"SELECT ({_HELD_BY}) IS NOT DISTINCT FROM pg_backend_pid()", self._where
+            f"SELECT ({_HELD_BY}) IS NOT DISTINCT FROM pg_backend_pid()", _in_pg_locks(self._keys)
         ).fetchone()
         return row is not None and bool(row[0])
 
