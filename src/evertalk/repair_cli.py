@@ -12,7 +12,7 @@ from pathlib import Path
 
 from evertalk.client.connection import ServiceError, take_over
 from evertalk.client.hold import Held, holding
-from evertalk.store.repair import Fixed, Report, repair
+from evertalk.store.repair import Fixed, Report, needs_repair, repair
 from evertalk.store_setting import files_problem
 
 WHAT = "memory repair"
@@ -24,6 +24,9 @@ def run_repair(home: Path) -> int:
     if problem is not None:
         print(f"evertalk: {problem}", file=sys.stderr)
         return 1
+    if not _needs_repair(chat_dir):  # then no service or window is stopped for nothing
+        print(describe(Report())[0])
+        return 0
     try:
         with holding(home, WHAT):
             try:
@@ -34,6 +37,15 @@ def run_repair(home: Path) -> int:
     except Held as error:
         print(f"evertalk: memory repair: {error}", file=sys.stderr)
         return 1
+
+
+def _needs_repair(chat_dir: Path) -> bool:
+    from evertalk.store.errors import StoreError
+
+    try:
+        return needs_repair(chat_dir)
+    except (StoreError, OSError):
+        return True  # let the repair itself say what it cannot read
 
 
 def _repair(chat_dir: Path) -> int:

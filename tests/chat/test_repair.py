@@ -15,6 +15,7 @@ import pytest
 
 from evertalk.chat import Chat
 from evertalk.store.errors import CorruptLog
+from evertalk.store.lock import ChatLock
 
 TZ = timezone(timedelta(hours=2))
 DAYS = [datetime(2026, 4, d, 10, 0, tzinfo=TZ) for d in (1, 2, 3)]
@@ -154,7 +155,22 @@ def test_a_long_message_missing_a_page_keeps_the_pages_it_has(tmp_path: Path) ->
 
 def test_repair_refuses_while_another_process_owns_the_chat(tmp_path: Path) -> None:
     chat_dir = make_chat(tmp_path)
-    with Chat.open(chat_dir):
+    garble(day(chat_dir, 1), 1, b"\xff not a record")  # something to repair
+    lock = ChatLock.acquire(chat_dir)  # as a service that has the chat holds it
+    try:
         repaired = run(tmp_path, "memory", "repair")
+    finally:
+        lock.release()
     assert repaired.returncode == 1 and len(repaired.stderr.splitlines()) == 1
     assert str(os.getpid()) in repaired.stderr
+
+
+def test_a_log_with_nothing_to_repair_stops_no_one(tmp_path: Path) -> None:
+    """The check reads the log without its lock: the process that owns the chat (a service,
+    with its windows) goes on, and the repair says there was nothing to do."""
+    chat_dir = make_chat(tmp_path)
+    with Chat.open(chat_dir) as chat:
+        repaired = run(tmp_path, "memory", "repair")
+        chat.append("user", "still the owner")  # nothing took the chat away
+    assert repaired.returncode == 0, repaired.stderr
+    assert repaired.stdout == "Nothing to repair: every message of the log can be read.\n"

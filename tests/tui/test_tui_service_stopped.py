@@ -68,12 +68,20 @@ async def test_a_window_waits_after_service_stop_and_starts_it_at_the_next_messa
         assert ("user", "are you there?") in log_of(home)
 
 
+def damage_the_first_day_file(home: Path) -> None:
+    """A line of the log made unreadable under the running service, as a disk might."""
+    (day,) = sorted((home / "chat" / "main").glob("*.jsonl"))[:1]
+    lines = day.read_bytes().splitlines(keepends=True)
+    lines[0] = b"\xff damaged\n"
+    day.write_bytes(b"".join(lines))
+
+
 async def test_memory_repair_runs_while_a_window_is_open(tmp_path: Path) -> None:
     """The window's service is a real one (a process of its own), as `memory repair` stops it
-    and waits for it to end."""
+    and waits for it to end; a repair with nothing to do stops nothing."""
     home = tmp_path / "home"
     fake = AnthropicFake(script())
-    fake.behaviour.push(answer("repaired and back"))  # type: ignore[attr-defined]
+    fake.behaviour.push(answer("logged"), answer("repaired and back"))  # type: ignore[attr-defined]
     with serve(fake.app) as url:
         write_config(home, base_url=url)
         app = ChatApp(home, workdir=workdir_of(home))
@@ -81,6 +89,15 @@ async def test_memory_repair_runs_while_a_window_is_open(tmp_path: Path) -> None
             with anyio.fail_after(30):
                 await app.ready.wait()
             first = app.remote.pid if app.remote is not None else None
+            await enter_line(pilot, "a first message")
+            await wait_until(pilot, lambda: ("ever", "logged") in log_of(home), timeout=30)
+            healthy = await anyio.run_process(
+                [sys.executable, "-m", "evertalk", "--home", str(home), "memory", "repair"],
+                check=False,
+            )
+            assert healthy.returncode == 0 and b"Nothing to repair" in healthy.stdout
+            assert app.remote is not None and app.remote.pid == first  # not stopped for nothing
+            damage_the_first_day_file(home)
             repair = await anyio.run_process(
                 [sys.executable, "-m", "evertalk", "--home", str(home), "memory", "repair"],
                 check=False,

@@ -109,6 +109,13 @@ def repair(chat_dir: Path) -> Report:
         lock.release()
 
 
+def needs_repair(chat_dir: Path) -> bool:
+    """Whether some id of the log has no record it can read; read only, without the lock, so
+    that a running service need not stop to learn there is nothing to do. (A line being
+    appended as it reads may look torn: then the repair runs and finds nothing.)"""
+    return bool(_missing(_read(chat_dir)))
+
+
 def _read(chat_dir: Path) -> _Read:
     found = _Read()
     for day in list_day_files(chat_dir / MAIN):
