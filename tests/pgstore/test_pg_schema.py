@@ -15,7 +15,13 @@ from evertalk.pgstore.connect import Connection, connect
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.nodes import node_shape
 from evertalk.pgstore.pgchat import PgChat
-from evertalk.pgstore.schema import KNOWN, MIGRATIONS, apply_schema, schema_version
+from evertalk.pgstore.schema import (
+    KNOWN,
+    MIGRATIONS,
+    SCHEMA_LOCK,
+    apply_schema,
+    schema_version,
+)
 from pg_server import PgServer
 
 
@@ -225,3 +231,15 @@ def test_the_shape_written_anew_is_the_triggers(pg_connect: Callable[..., Connec
     assert len(written) == 9
     conn.execute(SHAPE_ALL.encode("utf-8"))
     assert conn.execute(shape).fetchall() == written
+
+
+def test_a_role_holding_the_schemas_lock_stops_no_one_connecting(
+    pg_server: PgServer, pg_url: str, pg_connect: Callable[..., Connection]
+) -> None:
+    """The migrations' lock is taken only when a migration is due: another person's role may
+    take any advisory lock, and would stop every evertalk connecting while it held this one."""
+    pg_connect()
+    _, bob = two_people(pg_server, pg_url)
+    with psycopg.connect(bob, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        connect(f"{pg_url}?options=-c%20lock_timeout%3D3000").close()  # no wait for bob

@@ -543,7 +543,12 @@ KNOWN = len(MIGRATIONS)
 
 def schema_version(conn: psycopg.Connection[Any]) -> int:
     """The database's version: 0 when it holds no evertalk schema."""
-    exists = conn.execute("SELECT to_regclass('evertalk.version') IS NOT NULL").fetchone()
+    # the catalog read by a query, whose snapshot sees what was committed while this session
+    # waited for the migrations' lock (to_regclass may answer from a stale cache)
+    exists = conn.execute(
+        "SELECT EXISTS (SELECT FROM pg_class AS c JOIN pg_namespace AS n"
+        " ON n.oid = c.relnamespace WHERE n.nspname = 'evertalk' AND c.relname = 'version')"
+    ).fetchone()
     if exists is None or not exists[0]:
         return 0
     row = conn.execute("SELECT max(version) FROM evertalk.version").fetchone()
@@ -559,7 +564,15 @@ def too_new(where: str, found: int) -> PgStoreError:
 
 def apply_schema(conn: psycopg.Connection[Any], where: str) -> int:
     """Bring the database to version KNOWN (the connection in autocommit mode); how many
-    migrations ran. `where` names the database in the error of a newer one."""
+    migrations ran. `where` names the database in the error of a newer one.
+
+    The migrations' lock is taken only when one is due: any role may take an advisory lock,
+    and another person's that held this one would otherwise stop every connect."""
+    found = schema_version(conn)
+    if found > KNOWN:
+        raise too_new(where, found)
+    if found == KNOWN:
+        return 0
     with conn.transaction():
         return migrate(conn, where)
 
@@ -587,7 +600,9 @@ def migrate(conn: psycopg.Connection[Any], where: str) -> int:
 def _has_schema(conn: psycopg.Connection[Any]) -> bool:
     """Whether the schema is there (`store init` makes it, for a role of its own, before the
     tables): asked first, as CREATE SCHEMA IF NOT EXISTS needs the right to create it."""
-    row = conn.execute("SELECT to_regnamespace('evertalk') IS NOT NULL").fetchone()
+    row = conn.execute(
+        "SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = 'evertalk')"
+    ).fetchone()
     return row is not None and bool(row[0])
 
 
