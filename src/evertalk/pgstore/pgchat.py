@@ -20,6 +20,7 @@ from evertalk.pgstore.connect import Connection, driver_errors
 from evertalk.pgstore.errors import PgStoreError, StaleTurn
 from evertalk.pgstore.leases import LEASE_LIMIT, Lease
 from evertalk.pgstore.nodes import NodeRow, NodeShape
+from evertalk.pgstore.owner import check_owner
 from evertalk.store.days import iso, local_now
 from evertalk.store.message_log import NewMessage, PageStore, page_keys
 from evertalk.store.records import MessageRecord, NodeRecord, Page
@@ -56,6 +57,7 @@ class PgChat(PageStore):
     ) -> PgChat:
         """This role's chat `name` (created unless `create` is False)."""
         with driver_errors("open the chat"):
+            check_owner(conn)
             chat = chats.find_chat(conn, name, create=create)
         if chat is None:
             raise PgStoreError(f"there is no chat {name!r} in the database")
