@@ -145,7 +145,7 @@ def _status(home: Path, as_json: bool) -> int:
 
 
 def _stop(home: Path) -> int:
-    pid = stop_service(home)
+    pid = stop_service(home, say=lambda line: print(f"evertalk: {line}", file=sys.stderr))
     if pid is None:
         print(f"no evertalk service is running for {home}")
     else:

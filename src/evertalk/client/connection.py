@@ -24,6 +24,7 @@ from evertalk import __version__
 from evertalk.client.hold import held_by
 from evertalk.processes import process_alive as process_alive
 from evertalk.protocol import environment, frames, wire
+from evertalk.protocol.events import MemoryWarning
 from evertalk.protocol.frames import ServiceFrame
 from evertalk.protocol.paths import (
     is_private_folder,
@@ -409,9 +410,9 @@ STOP_SECONDS = 660.0
 deadline (600 s by default)."""
 
 
-def stop_service(home: Path, client: str = "stop") -> int | None:
+def stop_service(home: Path, client: str = "stop", say: Say | None = None) -> int | None:
     """Ask the service of `home` to stop and wait until it has; its pid, or None when none
-    was running."""
+    was running. `say` is told what the service says it waits for."""
     try:
         connection = connect(home, client)
     except ServiceError:
@@ -421,7 +422,9 @@ def stop_service(home: Path, client: str = "stop") -> int | None:
         try:
             connection.send(Stop())
             while True:
-                connection.receive()
+                frame = connection.receive()
+                if say is not None and isinstance(frame, MemoryWarning):
+                    say(frame.text)
         except ServiceError:  # gone, as asked (or past reading: its pid is awaited all the same)
             pass
     deadline = time.monotonic() + STOP_SECONDS

@@ -73,6 +73,8 @@ RECOVERS = (requests.Send, requests.Retry, requests.Command, requests.GetCompact
 the disk takes writes again (`Service.recover`). A look at the status does not probe the disk."""
 REFUSED_WHILE_FULL = (requests.Send, requests.Retry)
 """… and those refused while it does not (a slash command may only read)."""
+STOP_LANDING = 4.0
+"""Seconds a stopping service lets the summaries in flight land before it cancels them."""
 HEAL_SECONDS = 0.5
 HEAL_MOST = 60.0
 """A chat stopped by a full disk is also reopened without any request: tried HEAL_SECONDS after
@@ -327,9 +329,31 @@ class Service:
                 for event in (self.stopping, self._reopen):
                     either.start_soon(_set_then_cancel, event, either.cancel_scope)
             if self.stopping.is_set():
-                with anyio.move_on_after(agent.compactor.settings.deadline):
-                    await agent.compactor.drain()
+                await self._land_in_flight(agent)
             group.cancel_scope.cancel()
+
+    async def _land_in_flight(self, agent: Agent) -> None:
+        """Let the summaries in flight land (each is paid for) for STOP_LANDING seconds at
+        most, saying so; then cancel them, so that a stop never waits on a slow model. A
+        cancelled call whose reply had begun is in the ledger as billed; the log counts them
+        all, and their nodes are sent again next time."""
+        compactor = agent.compactor
+        count = len(compactor.in_flight)
+        if count:
+            lines = "summary" if count == 1 else "summaries"
+            self.broadcast(
+                events.MemoryWarning(
+                    f"service: stopping once the {count} {lines} in flight land (at most "
+                    f"{STOP_LANDING:g} s, then they are cancelled)"
+                )
+            )
+        with anyio.move_on_after(STOP_LANDING):
+            await compactor.drain()
+        if compactor.in_flight:
+            cancelled = len(compactor.cancel_in_flight())
+            log(f"cancelled {cancelled} summary calls in flight: their nodes go at the next start")
+            with anyio.move_on_after(STOP_LANDING):
+                await compactor.drain()
 
     def reopen(self) -> None:
         """Close the agent and open one on the settings saved now (`/setup`)."""
