@@ -16,17 +16,20 @@ from test_service_socket import environment, run, service_pid, start_p, wait_unt
 
 from agent.test_turn_support import (
     MODEL,
+    is_compaction,
     log_of,
     turn_bodies,
     workdir_beside,
 )
 from evertalk.chat import Chat
-from evertalk.client.connection import running
+from evertalk.client.connection import connect, running
 from evertalk.client.hold import holding
+from evertalk.protocol import replies, requests
 from evertalk.service.startup import STARTING
 from evertalk.store.lock import ChatLock
-from fakes import AnthropicFake, Fail, Script, constant, serve, slow
+from fakes import AnthropicFake, Fail, Script, constant, serve, slow, summarizer
 from fakes import chat as answer
+from home_config import write_config
 from served_home import start
 
 __all__ = ["fake", "home"]  # the fixtures, used by name
@@ -186,3 +189,27 @@ def test_serve_waits_for_a_service_that_is_still_opening_the_chat(
         if foreground is not None:
             run(home, "service", "stop")
             foreground.wait(timeout=60)
+
+
+def test_a_summary_in_flight_does_not_keep_a_service_on_old_variables(tmp_path: Path) -> None:
+    """The service's only work is a slow summary: a client with another base URL has it
+    restart (the summary cancelled), and its turn goes to its own URL."""
+    home = tmp_path / "home"
+    old = AnthropicFake(Script().route(is_compaction, slow(120, summarizer(120))))
+    new = AnthropicFake(Script(default=answer("from the new address")))
+    with serve(old.app) as old_url, serve(new.app) as new_url:
+        write_config(home, base_url=old_url, settle=0)
+        with connect(home, "capture", start=True) as conn:
+            text = "a note long enough that its line needs the model " * 20
+            message = requests.OutsideMessage(kind="user", text=text, key="k0")
+            conn.request(requests.Append(messages=[message]), replies.Appended)
+        wait_until(lambda: len(old.records) > 0, "the summary's call", 30)
+        started = service_pid(home)
+        result = run_with(home, {"ANTHROPIC_BASE_URL": new_url}, "-p", "where are you?")
+        try:
+            assert result.returncode == 0, result.stderr
+            assert result.stdout == "from the new address\n"
+            assert "keeps its own" not in result.stderr
+            assert service_pid(home) != started
+        finally:
+            run(home, "service", "stop", timeout=60)

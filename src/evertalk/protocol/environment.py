@@ -69,13 +69,13 @@ def changed_line(names: list[str]) -> str:
     return f"{_names(names)} changed since the service started"
 
 
-def kept_line(names: list[str]) -> str:
-    """What a client that sees other provider variables is told while others use the service."""
+def kept_line(names: list[str], held_by: str | None) -> str:
+    """What a client that sees other provider variables is told while something holds the
+    service (`held_by`: what)."""
     return (
         f"service: this client's {_names(names)} {'differs' if len(names) == 1 else 'differ'} "
-        "from what the service started with; "
-        "it keeps its own while other clients use it. To apply yours, close them (or run "
-        "`evertalk service stop`) and run this again"
+        f"from what the service started with; it keeps its own while {held_by or 'it runs'}. "
+        "To apply yours, wait for that (or run `evertalk service stop`) and run this again"
     )
 
 

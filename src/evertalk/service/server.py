@@ -462,15 +462,16 @@ class Service:
             hello, early = greeted
             kind = hello.client
             pid = "?" if hello.pid is None else hello.pid
-            session = Session(stream, f"{kind} {pid}", asked=kind in ASKED)
+            session = Session(
+                stream, f"{kind} {pid}", asked=kind in ASKED, watcher=kind in WATCHERS
+            )
             session.post(self._welcome(session))
             if not isinstance(hello.since, msgspec.UnsetType):  # what it missed, first
                 self._follow(session, hello.since)
             names = [] if kind in WATCHERS else environment.differing(hello.env)
-            if names:  # others use the service: it cannot restart on this client's variables
-                session.post(
-                    frames.encode_frame(events.MemoryWarning(environment.kept_line(names)))
-                )
+            if names:  # it was not restarted for this client: say what holds it
+                line = environment.kept_line(names, self._held_by())
+                session.post(frames.encode_frame(events.MemoryWarning(line)))
             if session.asked:  # a window or -p: a look at the status need not hear them
                 for event in self.first_words:
                     session.post(frames.encode_event(event))
@@ -517,14 +518,22 @@ class Service:
         else:
             self.followers.join(session, since, self.agent, self.busy())
 
+    def _held_by(self) -> str | None:
+        """What keeps this service from stopping for a client's new settings: another client
+        than a mere look at its status, a turn or a subagent at work; None when nothing does
+        (summaries in flight land, or are cancelled, as it stops)."""
+        if self.agent is None:
+            return "the chat being opened"
+        others = sum(1 for session in self.sessions if not session.watcher)
+        if others:
+            return "another client uses it" if others == 1 else f"{others} other clients use it"
+        return "a turn runs" if self.busy() else None
+
     def _restart_for(self, hello: requests.Hello) -> str | None:
         """Why this client should have a new service start: the settings changed since this
         one read them, or the client sees other provider variables than it started with. Only
-        while it may stop: no client connected, no turn, no subagent, no compaction call in
-        flight."""
-        if hello.client in WATCHERS or self.agent is None:
-            return None
-        if self.sessions or self.busy() or self.agent.compactor.in_flight:
+        while nothing holds it (`_held_by`)."""
+        if hello.client in WATCHERS or self._held_by() is not None:
             return None
         if settings_stamp(self.home) != self.settings_read:
             return "config.toml or instructions.md changed"

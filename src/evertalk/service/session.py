@@ -21,9 +21,12 @@ from evertalk.protocol.requests import Hello
 class Session:
     """One connected client: its name, and an outbox that one task writes to the socket."""
 
-    def __init__(self, stream: SocketStream, name: str, *, asked: bool = True) -> None:
+    def __init__(
+        self, stream: SocketStream, name: str, *, asked: bool = True, watcher: bool = False
+    ) -> None:
         self.stream = stream
         self.name = name
+        self.watcher = watcher  # it only looks (`service status`, `stop`): it holds nothing
         self.asked = asked  # it answers permission requests (a window, `-p`)
         self.follows = False  # it follows the log (`follow.py`): `logged` and `changed` go to it
         self.since: int | None = None  # where it follows from, until an agent can tell it
