@@ -15,10 +15,17 @@ a cut, which is a change like a build.
 A turn's appends carry the epoch of the turn lock it took (`TurnFence`, set for the task that
 runs the turn by `agent/sharing.py`); the database refuses them once another session has taken
 the turn, and the fence is told it was lost.
+
+The views are the chat's, not the machine's: their budget is a change in the stream (the first
+open of a machine whose turn model asks for another budget makes it, and every machine folds it
+where it stands), and the saved views name the change they were folded up to. A machine that
+opens takes them with the tree as it stood at that change and folds the changes since, each
+with what was built by then (`pgstore/opening.py`): it holds the views the others hold.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Callable, Iterable, Set
@@ -39,10 +46,13 @@ from evertalk.pgstore.session import PgSession
 from evertalk.pgstore.storage import LEASE_SECONDS, PgStorage
 from evertalk.store.errors import StoreError
 from evertalk.store.message_log import NewMessage
+from evertalk.store.secure import write_atomic
 from evertalk.store.storage import ChatStorage
 
 LEASES_READ_EVERY = 2.0
 """Seconds the other machines' leases are taken as read: a claim settles who builds anyway."""
+ASKED_BUDGET = "budget.json"
+"""In this machine's folder: the view budget its turn model asked the chat for last."""
 
 
 @dataclass
@@ -82,7 +92,9 @@ class SharedChat(Chat):
         super().__init__(store, core, readonly)
         self.shared = store
         self.follower = Follower(store.session.machine, store.opened_at)
+        self._since_opened = store.since_opened  # folded by `open_shared`
         store.opened()
+        self._save_due = False  # the views are saved once the change that made it is folded
         self.others: list[tuple[str, int]] = []
         """(machine, id) of the messages other machines logged, not yet taken (`follow`)."""
         self._own: dict[int, tuple[str, list[str]]] = {}  # pages this machine just logged
@@ -102,7 +114,40 @@ class SharedChat(Chat):
     ) -> SharedChat:
         """The chat of `session`'s database, with `folder` as this machine's place for it."""
         storage = PgStorage.open(session, folder, readonly=readonly, lease_seconds=lease_seconds)
-        return cls.over(storage, readonly=readonly, budget=budget)
+        chat = cls.over(storage, readonly=readonly)  # with the chat's budget, saved with its views
+        try:
+            chat._fold_opening()
+            if budget is not None and not readonly:
+                chat._ask_budget(budget)
+        except BaseException:
+            chat.close()
+            raise
+        return chat
+
+    def _fold_opening(self) -> None:
+        """The changes made since the saved views, folded as every machine folded them. Their
+        messages are not news to this machine's windows, which open after."""
+        since, self._since_opened = self._since_opened, ()
+        self.follower.feed(since, self._take)
+        self.others.clear()
+        self._save_if_due()
+
+    def _ask_budget(self, budget: Budget) -> None:
+        """Make this machine's budget the chat's when its turn model changed since it last
+        asked (or it never did): machines whose models differ then do not undo each other's at
+        every open. A failure only leaves the chat's budget as it is."""
+        asked = budget.sizes()
+        place = self.shared.path / ASKED_BUDGET
+        before = _sizes_in(place)
+        if asked == before:
+            return
+        try:
+            if asked != self.core.budget.sizes():
+                seq = self.shared.set_budget(asked)
+                self._fold_own(seq, {"budget": list(asked)})
+            write_atomic(place, json.dumps(list(asked)).encode("utf-8"), durable=False)
+        except (StoreError, OSError) as error:
+            self.warnings.append(f"memory: the view's budget was not changed: {error}")
 
     @property
     def kept_where(self) -> str:
@@ -200,6 +245,7 @@ class SharedChat(Chat):
         the feed; else (others' changes came first, or nothing changed) read the feed."""
         if seq is not None and seq == self.follower.seq + 1:
             self.follower.fold_own(seq, what, self._take)
+            self._save_if_due()
         else:
             self.follow()
 
@@ -212,7 +258,10 @@ class SharedChat(Chat):
         """Fold in every change made since the last one folded, this machine's too, in order;
         the ids of the messages other machines logged (also added to `others`)."""
         changes = self.shared.changes_since(self.follower.seq)
-        return [i for ids in self.follower.feed(changes, self._take) for i in ids]
+        try:
+            return [i for ids in self.follower.feed(changes, self._take) for i in ids]
+        finally:
+            self._save_if_due()
 
     def _fold(self, change: Change) -> list[int]:
         own = change.machine == self.machine
@@ -221,6 +270,12 @@ class SharedChat(Chat):
             first, count = (int(n) for n in what["append"])
             self._fold_append(first, count)
             return [] if own else list(range(first, first + count))
+        if "budget" in what:
+            ceiling, floor, cceiling, cfloor = (int(n) for n in what["budget"])
+            self.core.rebudget((ceiling, floor, cceiling, cfloor))
+            self.checkpoints.changed(1)
+            self._save_due = True
+            return []
         for l, i in what.get("nodes", ()):  # noqa: E741
             self._fold_node((int(l), int(i)), derive=own)
         return []
@@ -260,7 +315,23 @@ class SharedChat(Chat):
 
     def _checkpoint_if_due(self) -> None:
         if self.checkpoints.due():
-            self._save_views_after_append()
+            self._save_due = True
+
+    def _save_views_after_append(self) -> None:
+        """Saved once the change is folded (`_save_if_due`): the views name their change."""
+        self._save_due = True
+
+    def _save_if_due(self) -> None:
+        if self._save_due and not self.readonly and self.broken is None:
+            self._save_due = False
+            super()._save_views_after_append()
+
+    def save_views(self) -> None:
+        """Save the views, as folded up to the follower's change, if they changed since."""
+        self._writable()
+        if self.checkpoints.pending:
+            self.shared.save_views(self.core.saved(), self.follower.seq)
+            self.checkpoints.saved()
 
     def usage_copy(self) -> Callable[[str], None] | None:
         return self.shared.add_usage
@@ -298,3 +369,14 @@ class SharedChat(Chat):
 
     def first_merge(self, skip: set[Node]) -> Node | None:
         return super().first_merge(skip | set(self.leased_elsewhere()))
+
+
+def _sizes_in(place: Path) -> tuple[int, int, int, int] | None:
+    """The budget a machine asked for last, as `_ask_budget` keeps it; None if unknown."""
+    try:
+        sizes = json.loads(place.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if isinstance(sizes, list) and len(sizes) == 4 and all(type(n) is int for n in sizes):
+        return (sizes[0], sizes[1], sizes[2], sizes[3])
+    return None

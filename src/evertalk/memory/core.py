@@ -304,6 +304,14 @@ class MemoryCore:
             warning = core._refit(saved.budget)
         return core, built, warning
 
+    def rebudget(self, sizes: tuple[int, int, int, int]) -> str | None:
+        """The views' budget becomes `sizes` (`Budget.sizes`), now: an event of its own (a
+        shared chat's machines all take it at the same place in the chat's stream), refitted
+        as at an open with another budget. The line that says so, or None when it is the same."""
+        old = self.budget.sizes()
+        self.budget = Budget(*sizes, window=self.budget.window)
+        return self._refit(old)
+
     def _refit(self, sizes: tuple[int, int, int, int]) -> str | None:
         """The views were shaped by other budgets (another model, another window): a batch
         starts for each view over its new ceiling, and one under its new floor stops, then the

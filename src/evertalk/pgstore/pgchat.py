@@ -35,6 +35,11 @@ class Snapshot:
     seq: int
     shape: NodeShape
     views: SavedViews | str | None
+    views_seq: int | None = None
+    """The change the saved views were folded up to; None when none are saved, or when they
+    were saved before the views named it."""
+    changes: tuple[Change, ...] = ()
+    """The changes after `views_seq`, in order: what an open folds after the saved views."""
 
 
 class PgChat(PageStore):
@@ -221,13 +226,19 @@ class PgChat(PageStore):
                 nodes.insert_nodes(self.conn, self.chat, rows)
 
     def snapshot(self) -> Snapshot:
-        """T, the sequence number, and every node's size and flag, as of one moment."""
+        """T, the sequence number, every node's size and flag, the saved views and the changes
+        made since they were saved, as of one moment."""
         with driver_errors("read the chat"), self.conn.transaction():
             self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             t, seq, _ = chats.chat_numbers(self.conn, self.chat)
             shape = nodes.node_shape(self.conn, self.chat, t)
-            views = self.load_views()
-        return Snapshot(t, seq, shape, views)
+            row = self._views_row()
+            views = None if row is None else self._parsed(row[0])
+            views_seq = None if row is None else row[1]
+            changes: list[Change] = []
+            if views_seq is not None:
+                changes = chats.changes_since(self.conn, self.chat, views_seq)
+        return Snapshot(t, seq, shape, views, views_seq, tuple(changes))
 
     def read_node(self, l: int, i: int) -> NodeRecord | None:  # noqa: E741
         """Node (l, i), or None when it is not built."""
@@ -297,23 +308,26 @@ class PgChat(PageStore):
 
     # Views
 
-    def save_views(self, saved: SavedViews) -> None:
-        """Replace the chat's saved views (its view.json, SPEC §3.6), unless another machine
-        saved them at a later message already."""
+    def save_views(self, saved: SavedViews, seq: int | None = None) -> None:
+        """Replace the chat's saved views (its view.json, SPEC §3.6) by the views as folded up
+        to change `seq` (None: the chat's latest, as a copy of a whole chat saves them), unless
+        they were saved at a later change already."""
         body = encode_views(saved).decode("utf-8")
         with driver_errors("save the views"):
             self.conn.execute(
-                "INSERT INTO evertalk.views AS v (chat, body, t) VALUES (%s, %s, %s)"
+                "INSERT INTO evertalk.views AS v (chat, body, t, seq) VALUES (%s, %s, %s,"
+                " coalesce(%s, (SELECT c.seq FROM evertalk.chats AS c WHERE c.id = %s)))"
                 " ON CONFLICT (chat) DO UPDATE SET body = excluded.body, t = excluded.t,"
-                " saved = now() WHERE v.t <= excluded.t",
-                (self.chat, body, saved.t),
+                " seq = excluded.seq, saved = now() WHERE v.seq IS NULL OR v.seq <= excluded.seq",
+                (self.chat, body, saved.t, seq, self.chat),
             )
 
     def load_views(self) -> SavedViews | str | None:
         """The saved views; None when there are none; an error string when they are unreadable."""
-        raw = self.views_body()
-        if raw is None:
-            return None
+        row = self._views_row()
+        return None if row is None else self._parsed(row[0])
+
+    def _parsed(self, raw: bytes) -> SavedViews | str:
         try:
             return parse_views(raw)
         except (ValueError, RecursionError) as error:
@@ -321,11 +335,29 @@ class PgChat(PageStore):
 
     def views_body(self) -> bytes | None:
         """The saved views as view.json holds them, or None."""
+        row = self._views_row()
+        return None if row is None else row[0]
+
+    def _views_row(self) -> tuple[bytes, int | None] | None:
         with driver_errors("read the views"):
             row = self.conn.execute(
-                "SELECT body FROM evertalk.views WHERE chat = %s", (self.chat,)
+                "SELECT body, seq FROM evertalk.views WHERE chat = %s", (self.chat,)
             ).fetchone()
-        return str(row[0]).encode("utf-8") if row is not None else None
+        if row is None:
+            return None
+        return str(row[0]).encode("utf-8"), None if row[1] is None else int(row[1])
+
+    # The view's budget
+
+    def set_budget(self, sizes: tuple[int, int, int, int]) -> int:
+        """Make `sizes` the views' budget (`Budget.sizes`): a change of the chat, which every
+        machine folds where it stands in the stream; its sequence number."""
+        what = {"budget": list(sizes)}
+        with (
+            driver_errors("change the views' budget"),
+            chats.changing(self.conn, self.chat) as locked,
+        ):
+            return chats.record_change(self.conn, self.chat, self.machine, what, locked.count)
 
 
 def _pages(first: int, message: NewMessage, pages: Sequence[str], when: str) -> list[MessageRecord]:

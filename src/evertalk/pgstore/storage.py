@@ -22,7 +22,8 @@ from evertalk.memory.core import SavedViews
 from evertalk.pgstore.chats import Change
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.leases import Lease
-from evertalk.pgstore.pgchat import PgChat, Snapshot
+from evertalk.pgstore.opening import Opening, opening
+from evertalk.pgstore.pgchat import PgChat
 from evertalk.pgstore.session import OutcomeUnknown, PgSession
 from evertalk.store.lock import ChatLock
 from evertalk.store.message_log import NewMessage
@@ -55,7 +56,7 @@ class PgStorage:
         self._lock = lock
         self._closed = False
         self._lost: str | None = None  # an append cut off: whether it got in is unknown
-        self._opened: Snapshot | None = None  # what the open reads, until `opened`
+        self._opened: Opening | None = None  # what the open reads, until `opened`
         self.chat_id = 0
         """The chat's id in the database (its row in evertalk.chats)."""
 
@@ -69,14 +70,15 @@ class PgStorage:
         lease_seconds: float = LEASE_SECONDS,
     ) -> PgStorage:
         """Connect (DatabaseDown when the database cannot be reached) and read the chat as of
-        one moment; the folder is made and locked unless `readonly`."""
+        one moment, as it stood when its views were saved (`opening.py`); the folder is made
+        and locked unless `readonly`."""
         lock = None
         if not readonly:
             make_dir(folder)
             lock = ChatLock.acquire(folder)
         storage = cls(session, folder, lock, lease_seconds)
         try:
-            storage._opened = storage._run(PgChat.snapshot)
+            storage._opened = opening(storage._run(PgChat.snapshot))
             storage.chat_id = storage._run(lambda chat: chat.chat)
         except BaseException:
             storage.close()
@@ -92,6 +94,12 @@ class PgStorage:
         """The sequence number the open read the chat at: the changes after it are folded."""
         assert self._opened is not None
         return self._opened.seq
+
+    @property
+    def since_opened(self) -> tuple[Change, ...]:
+        """The changes after `opened_at` the open read too, for the chat to fold first."""
+        assert self._opened is not None
+        return self._opened.changes
 
     def opened(self) -> None:
         """The chat was built from the open's reads: T is read from the database from now."""
@@ -205,8 +213,13 @@ class PgStorage:
             return self._opened.views
         return self._run(PgChat.load_views)
 
-    def save_views(self, saved: SavedViews) -> None:
-        self._run(lambda chat: chat.save_views(saved))
+    def save_views(self, saved: SavedViews, seq: int | None = None) -> None:
+        """Save the views as folded up to change `seq` (None: the chat's latest)."""
+        self._run(lambda chat: chat.save_views(saved, seq))
+
+    def set_budget(self, sizes: tuple[int, int, int, int]) -> int:
+        """Make `sizes` the chat's view budget: a change, whose sequence number it returns."""
+        return self._run(lambda chat: chat.set_budget(sizes))  # twice is as once
 
     def save_views_unowned(self, saved: SavedViews, loaded: SavedViews | str | None) -> bool:
         """A reader leaves the views to the services: they save them as they go."""
