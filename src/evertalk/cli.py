@@ -366,7 +366,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return undo_cli.run_undo(args, args.home or default_home())
     if args.command == "store":
         if args.action is None:
-            raise UsageError("store: say what to do: push URL or pull URL DIR")
+            raise UsageError("store: say what to do: push URL, pull URL DIR or init URL")
         return store_cli.run_store(args, args.home or default_home())
     if args.command == "usage":
         from evertalk.usage_cli import run_usage_command

@@ -1,5 +1,6 @@
 """`evertalk store push URL` and `evertalk store pull URL DIR`: copy the chat into a PostgreSQL
-database and back (SPEC §13: nothing locks a user in).
+database and back (SPEC §13: nothing locks a user in). `evertalk store init URL` makes a
+database ready for several people (pgstore/store_init.py).
 
 `push` copies the home's file chat into the database chat at URL, from where the database's
 copy stands: run again, it copies what was logged since, or nothing. It opens the file chat
@@ -56,6 +57,26 @@ def add_parser(commands: Any) -> None:
     pull = actions.add_parser("pull", help="write the database's chat into a new home DIR")
     pull.add_argument("url", metavar="URL", help="postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DB")
     pull.add_argument("dir", type=Path, metavar="DIR", help="the new home (its chat/ is written)")
+    init = actions.add_parser(
+        "init",
+        help="ready the database at URL for several people (run by its administrator): the schema "
+        "owned by a role no one logs in as, and each person's role granted what evertalk needs",
+    )
+    init.add_argument("url", metavar="URL", help="postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DB")
+    init.add_argument(
+        "--owner",
+        metavar="ROLE",
+        default="evertalk_owner",
+        help="the schema's owner, made without login if missing (default: evertalk_owner)",
+    )
+    init.add_argument(
+        "--grant",
+        metavar="ROLE",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="the roles people log in as (those granted before keep their rights)",
+    )
 
 
 def run_store(args: argparse.Namespace, home: Path) -> int:
@@ -63,6 +84,8 @@ def run_store(args: argparse.Namespace, home: Path) -> int:
     try:
         if args.action == "push":
             return _push(home, args.url)
+        if args.action == "init":
+            return _init(args.url, args.owner, args.grant)
         return _pull(args.url, args.dir.expanduser() / "chat")
     except _Refused as error:
         return fail(str(error))
@@ -187,6 +210,34 @@ def _remove_part(chat_dir: Path) -> None:
     import shutil  # not at the top: every command loads this module (see cli.py's _Formatter)
 
     shutil.rmtree(chat_dir, ignore_errors=True)
+
+
+# Init
+
+
+def _init(url: str, owner: str, people: list[str]) -> int:
+    from evertalk.pgstore.connect import open_connection
+    from evertalk.pgstore.schema import KNOWN
+    from evertalk.pgstore.store_init import init_store
+
+    where = _shown(url)
+    try:
+        conn = open_connection(url)
+        try:
+            done = init_store(conn, where, owner, people)
+        finally:
+            conn.close()
+    except _errors() as error:
+        raise _Refused(_why(error, url)) from None
+    if done.made_owner:
+        _say(f"made the role {owner}, which no one can log in as, to own evertalk's schema")
+    brought = f", brought up by {_plural(done.migrations, 'migration')}" if done.migrations else ""
+    _say(f"evertalk's schema at {where} is at version {KNOWN}, owned by {owner}{brought}")
+    if done.people:
+        _say(f"may use it, each seeing only their own chats: {', '.join(done.people)}")
+    else:
+        _say("no role may use it yet: --grant ROLE gives a person's role what evertalk needs")
+    return 0
 
 
 # The database

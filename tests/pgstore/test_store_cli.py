@@ -29,6 +29,8 @@ from evertalk.memory.text import MESSAGE_LIMIT
 from evertalk.pgstore import transfer
 from evertalk.pgstore.connect import connect
 from evertalk.pgstore.pgchat import PgChat
+from evertalk.pgstore.schema import KNOWN
+from evertalk.pgstore.url import parse_url
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.records import NodeRecord
 from evertalk.store.views import VIEW_NAME, load_views
@@ -417,6 +419,36 @@ def test_refusals_of_a_database(
     line = assert_refused(code, *capsys.readouterr(), pg_server.password, "not-the-password")
     assert "password authentication failed" in line
     assert (mine / "config.toml").read_text() == MINE
+
+
+def test_init_readies_a_database_for_several_people(
+    pg_server: PgServer, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tag = uuid4().hex[:8]
+    owner, ann, bob = f"owner_{tag}", f"ann_{tag}", f"bob_{tag}"
+    for role in (ann, bob):
+        pg_server.create_role(role)
+    shown = parse_url(pg_url).shown
+    people = f"may use it, each seeing only their own chats: {ann}, {bob}"
+    assert main(["store", "init", pg_url, "--owner", owner, "--grant", ann, "--grant", bob]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [
+        f"made the role {owner}, which no one can log in as, to own evertalk's schema",
+        f"evertalk's schema at {shown} is at version {KNOWN}, owned by {owner},"
+        f" brought up by {KNOWN} migrations",
+        people,
+    ]
+    assert err == "" and pg_server.password not in out
+
+    assert main(["store", "init", pg_url, "--owner", owner]) == 0  # again: nothing to do
+    out, _ = capsys.readouterr()
+    assert out.splitlines() == [
+        f"evertalk's schema at {shown} is at version {KNOWN}, owned by {owner}",
+        people,
+    ]
+    code = main(["store", "init", pg_url, "--owner", owner, "--grant", f"nobody_{tag}"])
+    line = assert_refused(code, *capsys.readouterr(), pg_server.password)
+    assert line == f"evertalk: there is no role nobody_{tag} in the database at {shown}"
 
 
 # The home's config.toml

@@ -61,6 +61,22 @@ def connect(url: str, *, timeout: int = 10) -> Connection:
     """An autocommit connection to the database at `url` whose schema is this code's (applied
     if missing). Every commit waits for the server's fsync (SPEC §1.3: nothing is acknowledged
     before it), whatever the server's default."""
+    conn = open_connection(url, timeout=timeout)
+    where = parse_url(url).where
+    try:
+        apply_schema(conn, where)
+    except psycopg.Error as error:
+        conn.close()
+        raise PgStoreError(f"cannot use the database at {where}: {one_line(error, url)}") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def open_connection(url: str, *, timeout: int = 10) -> Connection:
+    """`connect`'s connection before the schema is applied: for `evertalk store init`, which
+    makes the schema for a role of its own."""
     where = parse_url(url).where
     try:
         conn = psycopg.connect(
@@ -79,7 +95,6 @@ def connect(url: str, *, timeout: int = 10) -> Connection:
         raise PgStoreError(f"cannot reach the database at {where}: {reason}") from None
     try:
         conn.execute("SET synchronous_commit = on")
-        apply_schema(conn, where)
     except psycopg.Error as error:
         conn.close()
         raise PgStoreError(f"cannot use the database at {where}: {one_line(error, url)}") from None
