@@ -12,6 +12,7 @@ import pytest
 from evertalk.pgstore.connect import Connection, connect
 from evertalk.pgstore.errors import PgStoreError
 from evertalk.pgstore.pgchat import PgChat
+from evertalk.pgstore.session import PgSession
 from pg_server import PgServer
 from pgstore.test_pg_schema import two_people
 
@@ -86,3 +87,18 @@ def test_a_schema_the_administrator_made_serves_everyone(
     ann, bob = two_people(pg_server, pg_url)
     for url in (ann, bob):
         PgChat.open(pg_connect(url), machine="home").append_message("user", "hi")
+
+
+def test_a_session_says_the_database_cannot_be_used_and_why(
+    pg_server: PgServer, pg_url: str, pg_connect: Callable[..., Connection]
+) -> None:
+    ann, bob = two_people(pg_server, pg_url)
+    PgChat.open(pg_connect(ann), machine="home")
+    with PgSession(bob, "office") as session:
+        assert not session.reconnect()
+        where = pg_url.split("@")[1]
+        assert session.down_line == (
+            f"the database at {where} cannot be used: evertalk's schema in this database is"
+            f" owned by {role_of(ann)}, another person's role, which can read every chat in"
+            f" it: {README}"
+        )

@@ -15,3 +15,8 @@ class TransferError(PgStoreError):
 
 class StaleTurn(PgStoreError):
     """An append made for a turn whose lock another session has taken since: refused."""
+
+
+class Refused(PgStoreError):
+    """The database can be reached, and evertalk will not use it as it is (its schema's owner
+    could read the chat, say)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from psycopg import sql
 
 from evertalk.pgstore.connect import Connection
-from evertalk.pgstore.errors import PgStoreError
+from evertalk.pgstore.errors import Refused
 
 SEE = 'see "Several people on one database" in evertalk\'s README'
 
@@ -41,12 +41,12 @@ def check_owner(conn: Connection) -> None:
         return
     owner, person, mine, above = str(row[0]), bool(row[1]), bool(row[2]), bool(row[3])
     if mine and _others_chats(conn, owner, above):
-        raise PgStoreError(
+        raise Refused(
             f"refusing to work as {_me(conn)}, the owner of evertalk's schema, on a database"
             f" that holds other people's chats, which its owner can read: {SEE}"
         )
     if not mine and person and not above:
-        raise PgStoreError(
+        raise Refused(
             f"evertalk's schema in this database is owned by {owner}, another person's role,"
             f" which can read every chat in it: {SEE}"
         )

@@ -28,7 +28,7 @@ import psycopg
 
 from evertalk.pgstore.backoff import Backoff
 from evertalk.pgstore.connect import Connection, connect, one_line
-from evertalk.pgstore.errors import PgStoreError
+from evertalk.pgstore.errors import PgStoreError, Refused
 from evertalk.pgstore.pgchat import PgChat
 from evertalk.pgstore.url import parse_url
 
@@ -82,6 +82,7 @@ class PgSession:
         self._backoff = backoff if backoff is not None else Backoff(jitter=random.Random().random)
         self._chat: PgChat | None = None
         self._reason: str | None = None  # why the last try failed; None before any
+        self._cannot = "cannot be reached"  # what the last failure says of the database
         self._retry_at = -float("inf")  # when the next try is due, while down
         self._turns = threading.RLock()  # one call at a time on the connection
 
@@ -106,7 +107,7 @@ class PgSession:
         that stops rather than tries again), or None."""
         if self._reason is None:
             return None
-        return f"the database at {self.where} cannot be reached: {self._reason}"
+        return f"the database at {self.where} {self._cannot}: {self._reason}"
 
     def run(self, operation: Callable[[PgChat], T], *, idempotent: bool) -> T:
         """`operation(chat)`, once the session is up (a try is made first if one is due).
@@ -209,7 +210,7 @@ class PgSession:
             chat = PgChat.open(conn, self.name, machine=self.machine)
         except (psycopg.Error, PgStoreError) as error:
             conn.close()
-            return self._failed(one_line(error, self.url))
+            return self._failed(one_line(error, self.url), refused=isinstance(error, Refused))
         except BaseException:
             conn.close()
             raise
@@ -223,16 +224,18 @@ class PgSession:
             self._chat.conn.close()
             self._chat = None
 
-    def _failed(self, reason: str) -> DatabaseDown:
+    def _failed(self, reason: str, *, refused: bool = False) -> DatabaseDown:
         """Count a failure: the next try waits for the backoff's next delay. The error saying
-        so, for the caller to raise."""
+        so, for the caller to raise. `refused`: the database was reached, and evertalk will not
+        use it as it is."""
         now = self._clock()
         self._reason = reason
+        self._cannot = "cannot be used" if refused else "cannot be reached"
         self._retry_at = now + self._backoff.next_delay()
         return self._down(now)
 
     def _down(self, now: float) -> DatabaseDown:
-        line = f"the database at {self.where} cannot be reached: {self._reason}; {self._tail(now)}"
+        line = f"the database at {self.where} {self._cannot}: {self._reason}; {self._tail(now)}"
         return DatabaseDown(line, max(0.0, self._retry_at - now))
 
     def _tail(self, now: float) -> str:
