@@ -1,11 +1,12 @@
 """Waiting for the other machines' changes: `Listener`, over a connection of its own.
 
-Every change ends with a NOTIFY on the chat's channel, delivered at its commit (chats.py). A
-listener LISTENs on that channel from the start, so a change committed after any of its reads
-wakes it, whether the notification comes while it waits or while it reads (psycopg keeps those
-for the next wait). A notification only wakes it: what it returns is always read from the feed
-by a query, so a lost, merged or stale notification costs a timeout or a read, never a change.
-The order the changes are folded in is `Follower`'s business (follow.py).
+Every change ends with a NOTIFY on the chat's channel, delivered at its commit (chats.py; the
+channel is named from a secret only the chat's role can read). A listener LISTENs on that
+channel from the start, so a change committed after any of its reads wakes it, whether the
+notification comes while it waits or while it reads (psycopg keeps those for the next wait). A
+notification only wakes it: what it returns is always read from the feed by a query, so a
+lost, merged or stale notification costs a timeout or a read, never a change. The order the
+changes are folded in is `Follower`'s business (follow.py).
 
 One thread at a time uses a listener, as psycopg's connections are used.
 """

@@ -6,7 +6,9 @@ do not both create it, and a failure leaves the database as it was. A database o
 newer than this code knows is refused: its tables may mean what this code cannot tell.
 
 Every table holds rows of one chat; row-level security (forced, so that even the tables' owner
-is held to it) keeps them to the role that owns the chat: one role per person.
+is held to it) keeps them to the role that owns the chat: one role per person. The owner may
+lift it, though: where several people share a database, the schema belongs to a role no one
+logs in as (store_init.py), and a migration that must see every chat lifts it for itself.
 """
 
 from __future__ import annotations
