@@ -80,7 +80,8 @@ def test_the_wheel_carries_every_file_it_needs(wheel: Path) -> None:
     assert set(NON_PYTHON) <= names
     assert "evertalk/cli.py" in names and not any("__pycache__" in name for name in names)
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
-    assert "evertalk = evertalk.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    # the entry seals the credentials away before the command runs (secret_env)
+    assert "evertalk = evertalk.cli:entry" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_the_installed_tool_runs_on_its_own(installed: Path, tmp_path: Path) -> None:
