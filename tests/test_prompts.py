@@ -74,7 +74,7 @@ def test_section_contents() -> None:
     kinds = [line.split(":")[0][2:] for line in view.split("\n") if line.startswith("- ")]
     assert kinds == ["user", "ever", "tool", "echo", "work", "note"]
     assert "`[Name]`" in view.split("\n- work: ")[1].split("\n")[0]
-    assert "two at a time" in view  # lines are merged in pairs, over and over
+    assert "in twos" in view and "level after level" in view  # pairs joined, then pairs of those
     assert f"`{PLACEHOLDER}`" in view and "zoom" in view.split(PLACEHOLDER)[1]
     # the coarse lines a turn on a chat that is behind may show (memory/coarse.py)
     coarse = coarse_text((3, 0))
@@ -89,7 +89,7 @@ def test_section_contents() -> None:
     assert "`zoom(name)`" in tools and "subagent" in tools
     assert "`date(id)`" in tools
 
-    assert "instructions at the end" in turns and "subagent" in turns
+    assert "instructions that close this prompt" in turns and "subagent" in turns
     assert "latest mention" in turns and "zooming" in turns and "in full" in turns
     assert "other tools" in turns  # memory is searched by zooming only
     assert "in your reply" in turns and "next turn" in turns

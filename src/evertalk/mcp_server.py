@@ -1,7 +1,7 @@
 """`evertalk mcp`: the chat's memory as an MCP server over stdio, for other agents (Claude Code,
 Codex, Cursor, any MCP client): the view, `zoom`, `date`, the status, and notes into the chat.
 
-The server is one more client of the home's service, which owns the chat: it works while the
+The server is a client like any other of the home's service, which owns the chat: it works while the
 terminal app is open, and starts the service when none runs. Each tool call runs in a worker
 thread of the SDK and opens a connection of its own, so that a service that stopped or was
 restarted between two calls costs nothing, and one that dies during a call is reached again
@@ -189,27 +189,28 @@ a preference that you do not know about, look it up: memory_view for the overvie
 memory_zoom into the lines that look relevant until you have the messages themselves."""
 
 VIEW_DESCRIPTION: Final = """\
-Read the user's evertalk memory: the whole history of their never-ending chat with their agent \
-Ever, condensed into one-line summaries, oldest first, exactly as Ever sees it at the start of \
-each of its turns.
+Read the user's evertalk memory: everything the user and their agent, Ever, have said and done in \
+their one chat that never ends, as one-line summaries, oldest first. It is the very text Ever \
+reads at the start of each of its turns.
 
-It comes between <chat> and </chat>, one summary per line, written `id+n|text`: the line stands \
-for n consecutive messages starting at message number id (messages are numbered 0, 1, 2, ... in \
-the order they were written). Recent lines usually stand for one message each (n = 1); older \
-lines stand for ever longer stretches (n = 2, 4, 8, ...), because neighbouring summaries were \
-merged in pairs again and again, and keep less detail. The summaries tag what they retell with \
-their kind: user (the user wrote it), ever (Ever's reply), tool and echo (a tool call Ever \
-made and what it returned), work (the report of one of Ever's helpers), note (a message added \
-from outside, as memory_note does). `(not summarized yet: zoom it)` is a message still waiting for \
-its summary, and `[not yet summarized: messages a–b]` an old stretch still waiting for its \
-summaries; zoom them as any other line.
+The text sits between <chat> and </chat>. Each line is written `id+n|text` and sums up n \
+consecutive messages, from message number id on (numbered from 0 in the order written). The \
+summaries are built from the bottom: every message gets a line of its own, then each two \
+neighbouring lines are joined into one that covers both, and so on upward. So the newest lines \
+mostly cover one message each (n = 1), while older ones cover 2, 4, 8 or more and keep less \
+detail. Each item in a summary is tagged with its message's kind: user (the user wrote it), ever \
+(Ever replied), tool and echo (a tool Ever called, and what came back), work (a report from one \
+of Ever's helpers), note (added from outside, for example by memory_note). A line \
+`(not summarized yet: zoom it)` is a message whose summary is still to be written, and \
+`[not yet summarized: messages a–b]` an old stretch in the same state; memory_zoom opens both \
+like any other line.
 
-Use it to find where a matter was discussed, then call memory_zoom on that line for the details: \
-a summary drops details, and when a matter comes up more than once, the newest mention is the \
-one that holds. The view holds no dates (see memory_date).
+Use the view to find where something was discussed, then memory_zoom into that line: summaries \
+lose details, and if a subject came up several times, trust its most recent mention. The view \
+holds no dates (memory_date has them).
 
-A view larger than about 32 KB comes in parts: without `part` you get the newest part, after a \
-first line in square brackets that says which part it is; ask for older ones with `part`."""
+A view larger than about 32 KB is split into parts. Without `part` you get the newest one, headed \
+by a line in square brackets that says which part it is; pass `part` for older ones."""
 
 PART_DESCRIPTION: Final = (
     "Which part of a large view to return, 1 being the oldest; by default the newest. Parts are "
@@ -217,17 +218,17 @@ PART_DESCRIPTION: Final = (
 )
 
 ZOOM_DESCRIPTION: Final = """\
-Open one line of the evertalk memory (see memory_view) to read what it condenses. For a line \
+Open a line of the evertalk memory (see memory_view) to see what it sums up: for the line \
 `id+n|...`, pass its id and its n.
 
-With n > 1 you get the two lines it was made from, `id+h|...` and `(id+h)+h|...` with h = n/2: \
-zoom again into the half that looks relevant, down to n = 1. With n = 1 you get message id \
-itself, whole and word for word, as `id+1|kind: text`.
+When n > 1, you get the two half lines it was built from, `id+h|...` and `(id+h)+h|...` where \
+h = n/2; keep zooming into whichever half looks relevant, down to n = 1. When n = 1, you get \
+message id itself, complete and word for word, as `id+1|kind: text`.
 
-Any id and n are accepted where n is a power of two (1, 2, 4, ...), id is a multiple of n, and \
-id + n is at most the number of messages (memory_status), whether or not that line is in the \
-view now: you can read a message by its number (id=1234, n=1), or step out to a coarser line. \
-Zoom before you rely on a summary: exact words, numbers, paths and decisions are in the \
+The line need not be in the view right now. Any n works that is a power of two (1, 2, 4, ...), \
+with an id divisible by n and id + n no greater than the message count (memory_status): so you \
+can read message 1234 directly (id=1234, n=1), or zoom out to a coarser line. Check a summary by \
+zooming before you rely on it: the exact words, figures, paths and decisions live in the \
 messages."""
 
 ID_DESCRIPTION: Final = "The first message the line covers: the number before the '+'."
@@ -237,11 +238,10 @@ N_DESCRIPTION: Final = (
 )
 
 DATE_DESCRIPTION: Final = """\
-When message id of the evertalk memory was written: one line with the date, the weekday, the \
-time and the UTC offset, in this computer's local time zone, such as \
-`2026-10-08 Thursday 14:03:22 +02:00`. The memory holds no dates, so use this to tell how old \
-a fact or a decision is. A line `id+n|...` that covers several messages spans from message id \
-to message id+n-1: ask for both ends."""
+When message id of the evertalk memory was written, as one line in this computer's local time: \
+date, weekday, time and offset from UTC, for example `2031-05-17 Saturday 09:41:07 +01:00`. The \
+memory itself carries no dates, so this is how to tell how old a fact or a decision is. A line \
+`id+n|...` spans messages id to id+n-1: ask about both ends to date the whole stretch."""
 
 DATE_ID_DESCRIPTION: Final = "A message's number, from 0 to the number of messages minus one."
 

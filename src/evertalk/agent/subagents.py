@@ -1,10 +1,10 @@
 """Subagents (SPEC §6.7): background loops with their own logs, reporting to the main chat.
 
-`agent(name, task)` starts one and returns at once. A subagent is a fresh call
-`[tools] [system] [view] [task]`, after the same bounded settle wait as a turn, with its own tool
-loop and its own log in `chat/agents/<Name>/YYYY-MM-DD.jsonl` (the records of §1.2, ids from 0).
-Its final reply comes back to the main chat as one `work` message `[Name] reply`: between the
-tool calls of a running turn, or as the start of a new turn. The master never waits for one;
+`agent(name, task)` starts one without waiting for it. Each is a call of its own,
+`[tools] [system] [view] [task]`, sent once a turn's settle wait would be over, with its own tool
+loop and a log of its own, one file a day under `chat/agents/<Name>/` (§1.2 records, ids from 0).
+What it replies last reaches the main chat as a single `work` message `[Name] reply`: between the
+tool calls of a running turn, or opening a new turn. Nothing in the main chat waits for it;
 at most 8 run at once, and a subagent cannot start another (depth 1). One still working when
 evertalk quits is cancelled, and the main chat says so at once, so that later turns do not take
 it for running. The user can list the running ones and stop one by name (`listing`, `stop`): its
@@ -175,8 +175,8 @@ class Subagents:
         self._changed()
         self.group.start_soon(self._work, run)
         return (
-            f"Subagent {name} started in the background. Its report will come back as a "
-            f"message starting with [{name}]."
+            f"Subagent {name} started in the background. Its report will arrive as a message "
+            f"that starts with [{name}]."
         )
 
     def listing(self) -> list[RunningAgent]:

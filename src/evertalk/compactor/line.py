@@ -1,12 +1,12 @@
 """The size loop of a compaction (SPEC §4.4, §4.8), as a pure state machine: no I/O, no clock.
 
 The compactor sends `SizeLoop.first_task`, then feeds each reply to `take`, which says what to do
-next: send a follow-up in the same conversation, store a line, or give up (the call fails).
+next: ask again after the reply (a follow-up), store a line, or give up (the call fails).
 
-Given the task's source, every line is checked against it (`grounding`). A line not true to its
-input is handled like an over-long one, with a follow-up that says what was wrong, except that it
-is never kept: if no try gives a grounded line, the call fails as an unusable reply does, and the
-node's third failure cuts it from its input (SPEC §2.5, §4.5), which is true by construction.
+Given the task's source, every line is checked against it (`grounding`). A line that states
+what its input does not gets a follow-up saying what was wrong, as an over-long one does, but is
+never kept: if no try gives a grounded line, the call fails as an unusable reply does, and the
+node's third failure cuts it from its input (SPEC §2.5, §4.5), which cannot invent anything.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _MARK = re.compile(r"[ \t]*\[CUT\b[^\]\n]{0,80}\][ \t]*", re.IGNORECASE)
 
 def process(reply: str) -> str:
     """A reply as a candidate line: surrounding whitespace stripped, code fences dropped, a copied
-    `[CUT]` mark dropped, a copied `id+n|` head at the start dropped, every newline turned into
+    `[CUT]` mark dropped, an `id+n|` head the model repeated dropped, every newline turned into
     a space."""
     text = _FENCE_LINE.sub("", reply.strip()).strip()
     text = _FENCE_EDGE.sub("", text).strip()
@@ -47,11 +47,11 @@ def process(reply: str) -> str:
 
 
 def cut_line(line: str) -> str:
-    """A line of at most 512 bytes (SPEC §4.4 step 4); a line that fits is returned as it is.
+    """`line` cut to fit in 512 bytes (SPEC §4.4 step 4); one that fits is returned as it is.
 
-    The longest prefix of at most 512 bytes that ends on a character boundary; if a `; ` or a
-    sentence end starts in the last fifth of that prefix, it ends at the last one (before a `; `,
-    just after a sentence mark); trailing spaces are stripped. Never empty for a non-empty line.
+    The whole characters that fit in 512 bytes, shortened further to the last `; ` (cut before
+    it) or sentence end (cut after its mark) when one begins within their last fifth, without
+    trailing spaces. Never empty for a non-empty line.
     """
     if utf8_len(line) <= LINE_LIMIT:
         return line

@@ -15,13 +15,13 @@ from evertalk.memory.nodes import Node, first, last, node_name
 from evertalk.memory.text import LINE_LIMIT, cut_utf8, flatten, leaf_input, utf8_len
 
 RULER = "-" * LINE_LIMIT
-"""One line of exactly 512 `-`: models cannot count bytes, so the task shows the length."""
+"""One line of exactly 512 `-`: a model has no sense of a byte count, so it is shown one."""
 
 LEAF_TASK = (
     "Compaction: squeeze message {id} into one line that fits within the ruler below, which is "
     "512 bytes long (about 70 words).\n" + RULER + "\n<input>\n{input}\n</input>"
 )
-"""Fields: `id`, the message's id; `input`, the message as `kind: text`, whole."""
+"""Fields: `id`, the message's id; `input`, `kind: text` of the whole message."""
 
 MERGE_TASK = (
     "Compaction: {left} and {right} are adjacent lines; fuse them into one line that fits "
@@ -48,8 +48,8 @@ left out. It starts like CUT_MARK, so that one rule strips either from a reply t
 
 TOO_LONG = (
     "Over the limit: your line has {size} bytes; 512 is the maximum. Write the complete line "
-    "again for the same input, sacrificing its least important items, only enough of them to "
-    "stop short of the cut. Its first 512 bytes, then " + CUT_MARK + " at the limit:\n"
+    "once more, from the same input, sacrificing its least important items, only as many as it "
+    "takes to stop short of the cut. Its first 512 bytes, then " + CUT_MARK + " at the limit:\n"
     "{head}" + CUT_MARK
 )
 """Fields: `size`, the line's UTF-8 byte count; `head`, its first 512 bytes, whole characters."""
@@ -58,7 +58,7 @@ TOO_LONG = (
 NOT_GROUNDED = (
     "Not true to the input: {problems}. The line may only state what the input says: copy "
     "names, numbers, codes and paths from it exactly and invent none. Write the complete line "
-    "again for the same input, within the 512 bytes."
+    "once more, from the same input, within the 512 bytes."
 )
 """Fields: `problems`, what the check found (`not_grounded`)."""
 

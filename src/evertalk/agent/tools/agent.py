@@ -1,7 +1,7 @@
 """The `agent` tool: its input checks and the depth rule (SPEC §6.7).
 
 Starting and running the subagent is the caller's: `ToolContext.start_agent(name, task)` starts it
-in the background and returns at once with a confirmation.
+in the background and gives back a confirmation without waiting for it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from evertalk.agent.tools.base import Args, RunState, ToolContext, ToolError, ToolOutcome, result
 
 DEPTH_ERROR = "subagents cannot start subagents: do the work yourself"
-NAME_RULE = "a letter, then up to 31 letters, digits, `-` or `_`"
+NAME_RULE = "a letter followed by at most 31 letters, digits, `-` or `_`"
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 

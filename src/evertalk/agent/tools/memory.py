@@ -2,7 +2,7 @@
 `[memory] search = true`, `search(query, limit?)`.
 
 Always allowed, never asked about. Validation is exact; a refused input is an error outcome of one
-line. T is the message count at the moment of the call.
+line. T counts the messages logged when the call is made.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def parse_zoom(tool_input: object) -> ZoomNode | ZoomAgent:
     args = Args("zoom", tool_input, ("id", "n", "name"))
     if args.has("name"):
         if args.has("n"):
-            raise ToolError("give either id and n, or name (with an optional id), not both")
+            raise ToolError("pass id and n, or name (and maybe id), not both")
         name = args.string("name")
         start = args.optional_integer("id", 0)
         return ZoomAgent(name, start)
@@ -50,7 +50,7 @@ def parse_zoom(tool_input: object) -> ZoomNode | ZoomAgent:
         return ZoomNode(args.integer("id"), args.integer("n"))
     if args.has("id"):
         raise ToolError("zoom needs n with id (or name, to read a subagent's log)")
-    raise ToolError("zoom needs either id and n, or name")
+    raise ToolError("zoom takes id and n, or name")
 
 
 def parse_date(tool_input: object) -> DateCall:
@@ -79,6 +79,7 @@ class ZoomNode:
 
     async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
         chat = ctx.chat
+        await chat.aread_zoom(self.start, self.count)  # a chat in a database reads it ahead
         text = chat.zoom(self.start, self.count)  # validates; ToolInputError for a refusal
         if self.count > 1:
             return result(text)
@@ -114,6 +115,7 @@ class DateCall:
     id: int
 
     async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
+        await ctx.chat.aread_records(self.id, self.id + 1)  # as zoom's
         return result(ctx.chat.date(self.id))  # validates 0 <= id < T
 
 
@@ -202,7 +204,7 @@ def read_agent_log(folder: Path) -> list[MessageRecord]:
 
 
 def agent_page(name: str, records: list[MessageRecord], budget: int = AGENT_PAGE) -> str:
-    """`i|kind: text` for as many whole messages as fit in `budget` characters together with the
+    """`i|kind: text` for the whole messages that `budget` characters can hold together with the
     closing line that says where to go on (at least one message, however long), then that line
     if more remain."""
     lines: list[str] = []
