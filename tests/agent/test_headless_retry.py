@@ -71,9 +71,9 @@ def test_the_retries_of_a_turn_are_said_on_stderr(home: Path, fake: AnthropicFak
         assert result.stdout == "Here.\n"
         retries = [line for line in result.stderr.splitlines() if line.startswith("retrying")]
         assert len(retries) == 2, result.stderr
-        assert retries[0].startswith("retrying (2/3) after ")
+        assert retries[0].startswith("retrying (2/10) after ")
         assert retries[0].endswith(" s: server overloaded (529)")
-        assert retries[1].startswith("retrying (3/3) after ")
+        assert retries[1].startswith("retrying (3/10) after ")
         assert retries[1].endswith(" s: the reply stream broke off")
     assert kinds(home) == ["user", "ever"] * 2
 

@@ -96,8 +96,8 @@ async def test_a_turn_goes_through_a_529_and_a_cut_stream_and_says_so(home: Path
     assert isinstance(ended, TurnEnded) and ended.reason == "done"
     retried = [event for event in events if isinstance(event, Retrying)]
     assert [(r.attempt, r.of, r.why) for r in retried] == [
-        (2, 3, "server overloaded (529)"),
-        (3, 3, "the reply stream broke off"),
+        (2, 10, "server overloaded (529)"),
+        (3, 10, "the reply stream broke off"),
     ]
     assert kinds(home) == ["user", "ever"]  # no trace of the failed tries in the log
     # the cut try had begun, and was billed: the ledger keeps it as a failed call

@@ -1,6 +1,8 @@
-"""When a turn logs its reply texts (SPEC §6.3): a text block before the reply's first tool call as
-soon as it completes, so that a stream cut later keeps it; texts after a tool call after that
-call's `tool` and `echo`; every message once, whatever is re-sent."""
+"""When a turn logs its reply texts (SPEC §6.3): once the reply's stream has ended, since a stream
+that breaks off is tried again from the start (`test_turn_retries.py`); each text block before
+the reply's first tool call on its own, texts after a tool call after that call's `tool` and
+`echo`; what a call that failed for good had shown, marked as cut off; every message once,
+whatever is re-sent."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from test_turn_support import (
 )
 
 from evertalk.agent.tools import ToolContext
+from evertalk.agent.turn import REPLY_CUT
 from evertalk.chat import Chat
 from evertalk.protocol.events import CallUsage, ReplyLogged, ToolStarted, TurnEnded
 from evertalk.providers.base import Text
@@ -31,9 +34,11 @@ DATE = ToolCall("date", {"id": 0})
 
 
 @pytest.mark.parametrize("mode", ["abort", "eof", "error"])
-async def test_a_text_block_stays_logged_when_the_stream_is_cut_after_it(
+async def test_a_text_block_shown_before_a_cut_that_fails_the_turn_is_logged_as_cut_off(
     home: Path, mode: Literal["abort", "eof", "error"]
 ) -> None:
+    """A provider without our retries: the cut fails the call, and the log keeps what the user
+    saw, saying where it was cut off, as a cancel does. No tool call ran."""
     # message_start, the text block's start, a ping, its one delta, its stop: then the cut,
     # where the tool call's block would start
     fake = AnthropicFake(script().push(reply("Let me look.", DATE, cut_after=5, cut_mode=mode)))
@@ -42,14 +47,14 @@ async def test_a_text_block_stays_logged_when_the_stream_is_cut_after_it(
         seen = await collect_turn(agent)
     ended = seen[-1]
     assert isinstance(ended, TurnEnded) and ended.reason == "error"
-    assert ReplyLogged("Let me look.") in seen
+    assert not any(isinstance(event, ReplyLogged | ToolStarted) for event in seen)
     log = log_of(home)
-    assert log[:2] == [("user", "when did I write this?"), ("ever", "Let me look.")]
     assert [kind for kind, _ in log] == ["user", "ever", "echo"]
-    assert log[2][1].startswith("turn stopped: ")
+    assert log[1][1] == f"Let me look.\n\n{REPLY_CUT}{ended.error}]"
+    assert log[2][1] == f"turn stopped: {ended.error}"
 
 
-async def test_openai_a_text_run_stays_logged_when_the_stream_is_cut_after_it(
+async def test_openai_a_text_run_shown_before_a_cut_that_fails_the_turn_is_logged_as_cut_off(
     home: Path,
 ) -> None:
     # the role chunk, the text, the tool call's first chunk (which ends the text run): then the cut
@@ -60,10 +65,12 @@ async def test_openai_a_text_run_stays_logged_when_the_stream_is_cut_after_it(
     ended = seen[-1]
     assert isinstance(ended, TurnEnded) and ended.reason == "error"
     assert [kind for kind, _ in log_of(home)] == ["user", "ever", "echo"]
-    assert log_of(home)[1] == ("ever", "Let me look.")
+    assert log_of(home)[1] == ("ever", f"Let me look.\n\n{REPLY_CUT}{ended.error}]")
 
 
-async def test_texts_before_a_tool_call_are_logged_as_their_blocks_complete(home: Path) -> None:
+async def test_texts_before_a_tool_call_are_logged_each_once_the_reply_is_whole(
+    home: Path,
+) -> None:
     fake = AnthropicFake(
         script().push(reply("First.", "   ", "Second.", DATE), answer("It is message 0."))
     )
@@ -80,9 +87,9 @@ async def test_texts_before_a_tool_call_are_logged_as_their_blocks_complete(home
     ]
     logged = [e.text for e in seen if isinstance(e, ReplyLogged)]
     assert logged == ["First.", "Second.", "It is message 0."]
-    # while the reply streamed: before its usage (which comes once it is complete)
+    # once the reply's stream ended (its usage comes then), before its tool call runs
     first_usage = next(i for i, e in enumerate(seen) if isinstance(e, CallUsage))
-    assert seen.index(ReplyLogged("Second.")) < first_usage
+    assert seen.index(ReplyLogged("First.")) > first_usage
     assert seen.index(ReplyLogged("Second.")) < next(
         i for i, e in enumerate(seen) if isinstance(e, ToolStarted)
     )

@@ -395,5 +395,5 @@ def test_the_providers_retrying_goes_without_its_usage() -> None:
 
     event = base.Retrying(attempt=1, of=3, delay=0.5, why="x", usage=base.Usage(input=3))
     assert frames.encode_frame(event) == to_old_bytes(
-        {"type": "retrying", "attempt": 1, "of": 3, "delay": 0.5, "why": "x"}
+        {"type": "retrying", "attempt": 1, "of": 3, "delay": 0.5, "why": "x", "replaces": False}
     )

@@ -149,6 +149,7 @@ def test_the_providers_retrying_is_framed_without_its_usage() -> None:
         "of": 4,
         "delay": 2.5,
         "why": "rate limited (429)",
+        "replaces": False,
     }
     assert "usage" not in frame
     back = round_trip(event)

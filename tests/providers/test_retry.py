@@ -1,5 +1,7 @@
-"""Transient errors are tried again, at most three tries, and said (`Retrying`); what is not
-transient, or a try that already showed part of its reply, fails at once.
+"""Transient errors are tried again and said (`Retrying`): a compaction's call at most three
+tries, a turn's about ten over up to two minutes, a turn's reply that broke off midway from the
+start (said to replace what it showed). What is not transient fails at once, and so does a
+compaction's try that already began its reply.
 
 The providers are made as evertalk makes them (`make_provider`: the SDK's own retries off, ours
 on) and talk to the fakes through the real SDKs, in-process or over a real refused socket.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import httpx2
@@ -41,6 +44,7 @@ from fakes.behaviours import (
     rate_limited,
     server_error,
 )
+from fakes.scripted_provider import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
 
@@ -48,8 +52,15 @@ KEY = "sk-ant-test-RETRY-0123456789"
 FAST = RetryPolicy(base_delay=0.001)
 
 
-def request() -> Request:
-    return Request("claude-haiku-4-5", [Text("S")], [], [Message("user", [Text("hi")])], 50)
+def request(*, person_waits: bool = False) -> Request:
+    return Request(
+        "claude-haiku-4-5",
+        [Text("S")],
+        [],
+        [Message("user", [Text("hi")])],
+        50,
+        person_waits=person_waits,
+    )
 
 
 def anthropic(behaviour: Behaviour, policy: RetryPolicy = FAST) -> tuple[Provider, AnthropicFake]:
@@ -64,11 +75,14 @@ def openai(behaviour: Behaviour, policy: RetryPolicy = FAST) -> tuple[Provider, 
     return make_provider("openai", KEY, f"{IN_PROCESS_URL}/v1", client, retry=policy), fake
 
 
-async def events_of(provider: Provider) -> tuple[list[Event], ProviderError | None]:
-    """Every event of one call, and the error it ended with (None: it finished)."""
+async def events_of(
+    provider: Provider, *, person_waits: bool = False
+) -> tuple[list[Event], ProviderError | None]:
+    """Every event of one call (a turn's when `person_waits`), and the error it ended with
+    (None: it finished)."""
     seen: list[Event] = []
     try:
-        async for event in provider.stream(request()):
+        async for event in provider.stream(request(person_waits=person_waits)):
             seen.append(event)
     except ProviderError as error:
         return seen, error
@@ -117,9 +131,9 @@ async def test_three_tries_at_most_then_the_last_error() -> None:
     assert len(fake.records) == 3  # the SDK's own retries are off: 3 tries, not 3 x 5
 
 
-async def test_a_stream_cut_after_text_was_shown_is_not_tried_again() -> None:
-    """The caller has shown the text (and may have logged it): a second try would say it
-    twice. The error goes up, and the turn says how to try it again."""
+async def test_a_compactions_stream_cut_after_text_began_is_not_tried_again() -> None:
+    """The default policy: its caller may have used what came. The error goes up, and the
+    compactor counts it against the node."""
     provider, fake = anthropic(
         flaky(chat("a reply long enough to stream in pieces"), (cut_in_text,))
     )
@@ -269,3 +283,68 @@ def test_reasons_read_as_people_say_them() -> None:
     assert reason(ProviderError("overloaded", "x", 529)) == "server overloaded (529)"
     assert reason(ProviderError("timeout", "x", 504)) == "server timed out (504)"
     assert reason(ProviderError("connection", "x", transient=True)) == "connection lost"
+
+
+# -- a call a person waits for: the turns' policy ---------------------------------------------
+
+
+async def test_a_turns_call_is_tried_ten_times() -> None:
+    provider, fake = anthropic(fail(529))
+    events, error = await events_of(provider, person_waits=True)
+    assert error is not None and error.status == 529
+    assert [(r.attempt, r.of) for r in retries(events)] == [(n, 10) for n in range(2, 11)]
+    assert len(fake.records) == 10
+
+
+@pytest.mark.parametrize("make", [anthropic, openai])
+async def test_a_turns_reply_that_broke_off_midway_starts_over(
+    make: Callable[[Behaviour], tuple[Provider, Any]],
+) -> None:
+    provider, fake = make(flaky(chat("a reply long enough to stream in pieces"), (cut_in_text,)))
+    events, error = await events_of(provider, person_waits=True)
+    assert error is None
+    (retry,) = retries(events)
+    assert retry.replaces and retry.line.endswith("; the reply starts over")
+    before = events[: events.index(retry)]
+    assert any(isinstance(event, TextDelta) for event in before)  # it had shown some
+    after = events[events.index(retry) + 1 :]
+    assert "".join(e.text for e in after if isinstance(e, TextDelta)) == (
+        "a reply long enough to stream in pieces"
+    )
+    assert len(fake.records) == 2
+
+
+async def test_a_retry_before_the_reply_began_replaces_nothing() -> None:
+    provider, _ = anthropic(flaky(chat("ok"), (overloaded, cut_at_start)))
+    events, error = await events_of(provider, person_waits=True)
+    assert error is None and [r.replaces for r in retries(events)] == [False, False]
+
+
+def test_the_turns_waits_last_up_to_two_minutes() -> None:
+    """At the ceiling of every draw, ten tries wait 111 s in all; the compactions' policy is
+    left as it was."""
+    turns = RetryPolicy().for_turns()
+    waits = [turns.delay(n, None, lambda: 1.0) for n in range(1, turns.tries)]
+    assert turns.tries == 10 and turns.restart
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 20.0, 20.0, 20.0, 20.0]
+    assert 100 <= sum(waits) <= turns.patience == 120
+    assert RetryingProvider(ScriptedProvider()).policy == RetryPolicy()
+    assert (RetryPolicy().tries, RetryPolicy().restart) == (3, False)
+    assert RetryPolicy.from_env({DELAY_VARIABLE: "0.005"}).for_turns().base_delay == 0.005
+
+
+async def test_a_turn_waits_no_longer_than_its_patience() -> None:
+    """A server that keeps asking for more time: the waits stop before they pass it."""
+    turns = RetryPolicy(base_delay=0.001).for_turns()
+    provider = RetryingProvider(
+        AnthropicProvider(
+            KEY,
+            IN_PROCESS_URL,
+            http_client=async_client(AnthropicFake(fail(429, retry_after_ms=20)).app),
+            max_retries=0,
+        ),
+        turns=replace(turns, patience=0.05),
+    )
+    events, error = await events_of(provider, person_waits=True)
+    assert error is not None and error.status == 429
+    assert [r.delay for r in retries(events)] == [0.02, 0.02]  # a third would pass 0.05 s

@@ -32,7 +32,7 @@ from evertalk.tui.app import ChatApp
 from evertalk.tui.widgets import NoteRow, OutputRow, ReplyView
 from fakes import IN_PROCESS_URL, AnthropicFake, Fail, async_client
 from fakes import chat as answer
-from fakes.behaviours import flaky, overloaded
+from fakes.behaviours import cut_in_text, flaky, overloaded
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +67,8 @@ def notes(app: ChatApp) -> list[str]:
 
 
 def replies(app: ChatApp) -> list[str]:
-    return [view.source for view in app.query(ReplyView)]
+    """The replies the chat shows (a reply replaced by another try's is hidden)."""
+    return [view.source for view in app.query(ReplyView) if view.display]
 
 
 async def test_retry_answers_the_failed_message_without_sending_it_twice(home: Path) -> None:
@@ -95,6 +96,22 @@ async def test_a_call_tried_again_is_said_in_the_chat(home: Path) -> None:
         app = app_of(pilot)
         await enter_line(pilot, "hello")
         await wait_until(pilot, lambda: replies(app)[-1:] == ["Here."])
-        retrying = [text for text in notes(app) if text.startswith("retrying (2/3) after ")]
+        retrying = [text for text in notes(app) if text.startswith("retrying (2/10) after ")]
         assert len(retrying) == 1 and retrying[0].endswith(" s: server overloaded (529)")
         assert RETRY_HINT not in notes(app)
+
+
+async def test_a_reply_that_broke_off_midway_is_replaced_by_the_whole_one(home: Path) -> None:
+    whole = "The backups run at noon, and their logs go to the folder named backups."
+    fake = AnthropicFake(script())
+    fake.behaviour.default = flaky(answer(whole), (cut_in_text,))  # type: ignore[attr-defined]
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "where do the backups go?")
+        await wait_until(pilot, lambda: not agent_of(app).busy and replies(app)[-1:] == [whole])
+        assert replies(app) == [whole]
+        assert len(app.query(ReplyView)) == 2  # the broken one, hidden
+        retrying = [text for text in notes(app) if text.startswith("retrying (2/10) after ")]
+        assert len(retrying) == 1
+        assert retrying[0].endswith(" s: the reply stream broke off; the reply starts over")
+    assert log_of(home) == [("user", "where do the backups go?"), ("ever", whole)]

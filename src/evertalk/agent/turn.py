@@ -3,10 +3,11 @@
 A turn is a fresh conversation: `[tools] [system] [view] [header + message]`, then the turn's own
 steps. Everything is logged the moment it happens, in the order the model saw it:
 
-- each reply text as `ever`: a text block before the reply's first tool call as soon as the block
-  completes, while the reply still streams (a cut stream or a crash later keeps it); the texts
-  after a tool call once the reply is complete, joined between two tool calls, since they must
-  follow that call's `tool` and `echo` in the log;
+- each reply text as `ever` once the reply's stream has ended, the texts between two tool calls
+  joined: a stream that breaks off midway is tried again from the start (`retry.py`, the
+  turns' policy), so only a whole reply may be logged. The user sees the text as it streams;
+  a try that broke off is said to be replaced (`Retrying.replaces`), and a cancel logs what was
+  shown (below);
 - each tool call as `tool` (`name` + space + compact JSON input) before the tool runs;
 - each result as `echo` (`name: output`, clipped to 30,000 characters, images stored and listed),
   marked `failed` when the call failed (an error result, a refusal, a command that exited with a
@@ -18,8 +19,9 @@ steps. Everything is logged the moment it happens, in the order the model saw it
   an error, a limit, a reply cut off by the output limit or refused, a cancel by the user or a
   stop of the service (said by the cut tool's own `echo` when one was running), so that the next
   turn knows why;
-- on a cancel, the reply text shown so far and not yet logged, as `ever` with a last line that
-  says it was cut off there (`REPLY_CUT`): the log keeps what the user saw.
+- on a cancel, or a call that failed for good after its reply began, the reply text shown so
+  far and not yet logged, as `ever` with a last line that says it was cut off there
+  (`REPLY_CUT`): the log keeps what the user saw.
 
 The reply's stop reason decides what follows: a refused reply, or one cut off by the output
 limit, ends the turn (a limit's reply still runs its tool calls if they all came whole); a
@@ -67,7 +69,6 @@ from evertalk.providers.base import (
     Tool,
     ToolResult,
     ToolUse,
-    ToolUseStarted,
 )
 from evertalk.providers.call import Call, Meter
 from evertalk.providers.layout import turn_request
@@ -127,8 +128,6 @@ class _Step:
 
     key: str  # `turn-<first id>-<step>`: the step's n-th logged message has the key `<key>-<n>`
     logged: int = 0
-    early: int = 0  # Text parts, from the first, announced before any tool call (and logged)
-    tool_begun: bool = False  # a tool call has begun in the stream
     replies: list[str] = field(default_factory=list)  # texts logged since the last tool call
     block: list[str] = field(default_factory=list)  # the deltas of the text block that streams
     unlogged: list[str] = field(default_factory=list)  # texts shown whole but not logged yet
@@ -210,7 +209,10 @@ class TurnLoop:
             self._cancelled(turn_id)
             raise
         except ProviderError as error:
-            return self._end(turn_id, "error", f"the model call failed: {error}", kind=error.kind)
+            why = f"the model call failed: {error}"
+            with contextlib.suppress(Exception):  # a failing log must not hide the error
+                self._log_shown(why, after_tool=False)
+            return self._end(turn_id, "error", why, kind=error.kind)
         except Exception as error:  # a bug or a full disk must not take the session down
             why = explain(error)
         return self._end(turn_id, "error", why)
@@ -260,7 +262,7 @@ class TurnLoop:
         return Ending(events.TurnEnded(reason, why, kind), final)
 
     def _request(self, view: str, tail: list[Part], steps: list[Message]) -> Request:
-        return turn_request(
+        request = turn_request(
             self.model,
             self.system,
             self.tools,
@@ -271,6 +273,7 @@ class TurnLoop:
             self.effort,
             self.cache_key,
         )
+        return replace(request, person_waits=True)  # the turns' retries (retry.py)
 
     async def _loop(self, view: str, tail: list[Part], turn_id: int | str) -> Ending:
         steps: list[Message] = []
@@ -406,9 +409,12 @@ class TurnLoop:
 
     def _observed(self, event: Event, step: _Step) -> None:
         """An event of the call: a try sent again is said to the user (the call has recorded
-        it if it was billed), and starts the step's figures afresh."""
+        it if it was billed), and starts the step afresh: what the failed try showed is
+        replaced, and a cancel no longer logs it."""
         if isinstance(event, Retrying):
             step.streamed = Streamed()
+            step.block.clear()
+            step.unlogged.clear()
             self.emit(event)
             return
         step.streamed.observe(event)
@@ -416,8 +422,8 @@ class TurnLoop:
             self._streamed(event, step)
 
     def _streamed(self, event: Event, step: _Step) -> None:
-        """Show a delta; log a text block that completes before the reply's first tool call
-        (a later one must wait for that call's `tool` and `echo`, which `_act` logs)."""
+        """Show a delta; keep a completed text block, shown and not logged: `_act` logs it
+        once the stream has ended (the try may yet break off and be replaced)."""
         if isinstance(event, TextDelta):
             if event.text:
                 step.block.append(event.text)
@@ -425,15 +431,9 @@ class TurnLoop:
         elif isinstance(event, ThinkingDelta):
             if event.text:
                 self.emit(events.ThinkingDelta(event.text))
-        elif isinstance(event, ToolUseStarted):
-            step.tool_begun = True
         elif isinstance(event, TextDone):
             step.block.clear()
-            if step.tool_begun:
-                step.unlogged.append(event.text)
-            else:
-                step.early += 1
-                self._reply(step, event.text)
+            step.unlogged.append(event.text)
 
     def _reply(self, step: _Step, text: str) -> None:
         """Log a reply text as `ever` (a blank one is not logged)."""
@@ -446,18 +446,23 @@ class TurnLoop:
         self.emit(events.ReplyLogged(text))
 
     async def _act(self, finished: Finished, step: _Step, *, run: bool = True) -> list[Part]:
-        """Log the reply's texts not yet logged and run its tool calls (unless `run` is False),
-        in order; the texts between two tool calls go as one message. Returns the results."""
+        """Log the reply's texts and run its tool calls (unless `run` is False), in order: each
+        text block before the first tool call as one message, the texts between two tool calls
+        as one. Returns the results."""
         results: list[Part] = []
         texts: list[str] = []
-        parts = _after_early(finished.parts, step.early)
+        called = False  # a tool call came before
         # all of it was shown: a cancel while a tool runs logs the texts still to come
-        step.unlogged[:] = [part.text for part in parts if isinstance(part, Text)]
+        step.unlogged[:] = [part.text for part in finished.parts if isinstance(part, Text)]
         step.block.clear()
-        for part in parts:
-            if isinstance(part, Text):
+        for part in finished.parts:
+            if isinstance(part, Text) and not called:
+                self._reply(step, part.text)
+                del step.unlogged[:1]
+            elif isinstance(part, Text):
                 texts.append(part.text)
             elif isinstance(part, ToolUse):
+                called = True
                 self._reply(step, "".join(texts))
                 del step.unlogged[: len(texts)]
                 texts.clear()
@@ -492,18 +497,6 @@ class TurnLoop:
         shown = logged.removeprefix(f"{use.name}: ")
         self.emit(events.ToolFinished(use.id, use.name, shown, outcome.is_error, failed))
         return ToolResult(use.id, content, is_error=outcome.is_error)
-
-
-def _after_early(parts: Sequence[Part], early: int) -> list[Part]:
-    """The reply's parts without its first `early` texts, which were logged as they completed
-    (the adapters announce each Text part by one TextDone, in order)."""
-    rest: list[Part] = []
-    for part in parts:
-        if isinstance(part, Text) and early > 0:
-            early -= 1
-        else:
-            rest.append(part)
-    return rest
 
 
 def _sendable(parts: Sequence[Part]) -> list[Part]:

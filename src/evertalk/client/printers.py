@@ -56,9 +56,11 @@ class ReplyPrinter:
     """Prints the reply as it streams, each piece flushed as it comes (as `llm` does): the texts
     of a turn in order, a blank line between two that a tool call parts. A text that did not
     stream is printed whole when it is logged; one logged longer than it streamed (a reply cut
-    off gets a last line saying so) adds what was not shown. Catching up is said on standard
-    error (tty or not: it can take minutes), one line about every 10 s. With `raw` the reply's
-    control characters are written as they are, to a terminal too (`-p --raw`)."""
+    off gets a last line saying so) adds what was not shown. A reply that broke off and starts
+    over (`Retrying.replaces`) is said on standard error, and printed again after a blank line.
+    Catching up is said on standard error (tty or not: it can take minutes), one line about
+    every 10 s. With `raw` the reply's control characters are written as they are, to a
+    terminal too (`-p --raw`)."""
 
     def __init__(
         self,
@@ -101,6 +103,9 @@ class ReplyPrinter:
             print(escape_controls(event.text), file=self.err, flush=True)
         elif isinstance(event, Retrying):  # a model call tried again: said as warnings are
             print(escape_controls(event.line), file=self.err, flush=True)
+            if event.replaces:  # what was printed stays: the reply starts over below it
+                self.streamed, self.held = "", ""
+                self.parted = self.parted or bool(self.printed)
         elif isinstance(event, TurnEnded):
             self._ended(event)
 

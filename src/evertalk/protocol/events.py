@@ -30,19 +30,23 @@ class ThinkingDelta(Event, frozen=True, tag="thinking_delta"):
 
 
 class Retrying(Event, frozen=True, tag="retrying"):
-    """A model call's last try failed with a transient error before any of its reply came, and
-    it is sent again after `delay` seconds: try `attempt` of at most `of`. `why` is one line
-    (`server overloaded (529)`). The providers' own event adds what the failed try cost."""
+    """A model call's last try failed with a transient error, and it is sent again after
+    `delay` seconds, counted from this event (a client may count them down): try `attempt` of
+    at most `of`. `why` is one line (`server overloaded (529)`). `replaces`: the failed try had
+    begun its reply, and what it showed of it (text, thoughts) is replaced by the next try's;
+    none of it was logged. The providers' own event adds what the failed try cost."""
 
     attempt: int
     of: int
     delay: float
     why: str
+    replaces: bool = False
 
     @property
     def line(self) -> str:
         """`retrying (2/3) after 1.8 s: server overloaded (529)`, for the status and `-p`."""
-        return f"retrying ({self.attempt}/{self.of}) after {self.delay:.1f} s: {self.why}"
+        line = f"retrying ({self.attempt}/{self.of}) after {self.delay:.1f} s: {self.why}"
+        return f"{line}; the reply starts over" if self.replaces else line
 
 
 class Settling(Event, frozen=True, tag="settling"):

@@ -92,6 +92,7 @@ class Request:
     tool_choice: Literal["auto", "none"] = "auto"
     effort: str | None = None  # one of config.EFFORTS ("none" … "max"); None: the model's own
     cache_key: str | None = None  # OpenAI prompt_cache_key: stable per chat and role
+    person_waits: bool = False  # a turn's call: tried again by the turns' policy (retry.py)
 
 
 @dataclass(frozen=True)
