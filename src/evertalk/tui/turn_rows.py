@@ -222,7 +222,13 @@ class TurnRows(Widget):
 
     @shows(sm.RetryingArrived)
     async def _on_retrying(self, message: sm.RetryingArrived) -> None:
-        """A model call tried again (`retrying (2/3) after …`)."""
+        """A model call tried again (`retrying (2/3) after …`). A reply that starts over hides
+        the row its failed try streamed into (never logged); the next try's deltas make one."""
+        if message.frame.replaces:
+            if self._reply is not None:
+                self._reply.display = False
+            await self.end_reply()
+            self._streamed = ""
         await self.add_rows(NoteRow(message.frame.line))
 
     async def end_reply(self) -> None:
