@@ -455,8 +455,8 @@ def _headless(args: argparse.Namespace) -> int:
 
     if args.command is not None:
         raise UsageError("-p runs one turn: it takes no command")
-    if args.prompt == NO_MESSAGE and not args.retry and not sys.stdin.isatty():
-        piped = sys.stdin.read()  # `echo hi | evertalk -p`: what comes in, as with `-p -`
+    if args.prompt == NO_MESSAGE and not args.retry:
+        piped = _piped_in()  # `echo hi | evertalk -p`: what comes in, as with `-p -`
         if piped.strip():
             args.prompt = piped.removesuffix("\n")
     _check_retry(args)
@@ -488,6 +488,20 @@ def _headless(args: argparse.Namespace) -> int:
         over_budget=args.over_budget,
         raw=args.raw,
     )
+
+
+def _piped_in() -> str:
+    """What a pipe or a file on standard input holds; "" for a terminal, or for an input that
+    is neither (`/dev/null`, none at all)."""
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+            return ""
+        return sys.stdin.read()
+    except (OSError, ValueError):  # no descriptor (a test's captured stdin), or closed
+        return ""
 
 
 def _check_retry(args: argparse.Namespace) -> None:
