@@ -18,6 +18,7 @@ from evertalk.memory.coarse import (
     aligned_cover,
     coarse_text,
     coarsened,
+    collapsed,
     fit,
     merged_to_fit,
     render,
@@ -265,3 +266,29 @@ def test_with_nothing_built_the_coarse_stretch_stays_and_the_copy_grows_at_its_e
     moved = fit(core.view, core.t, core.tree, ROOMY, budget, keep=first.coarse_end)
     assert moved.coarse_end > first.coarse_end
     assert rendered_size(moved.lines, shown_size(core.tree)) <= budget.floor
+
+
+# -- runs of unbuilt leaves ----------------------------------------------------------------
+
+
+def test_a_run_of_unbuilt_leaves_collapses_into_a_few_aligned_unbuilt_nodes() -> None:
+    core = behind(3_000, LONG)  # no leaf is free: every line is an unbuilt leaf
+    for i in (5, 6):
+        core.build((0, i), "a summary")
+    lines = core.view.nodes()
+    shown = collapsed(lines, core.tree.is_built)
+    assert tiles(shown, 3_000) and coarsens(shown, lines)
+    assert shown[:5] == [(2, 0), (0, 4), (0, 5), (0, 6), (0, 7)]  # a lone one stays a leaf
+    assert len(shown) <= 30
+    assert not any(core.tree.is_built(node) for node in shown if node not in ((0, 5), (0, 6)))
+    assert collapsed(shown, core.tree.is_built) == shown
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=80))
+def test_collapsing_keeps_every_built_line_and_tiles_the_same_messages(built: list[bool]) -> None:
+    lines = [(0, i) for i in range(len(built))]
+    shown = collapsed(lines, lambda node: node[0] == 0 and built[node[1]])
+    assert tiles(shown, len(built)) and coarsens(shown, lines)
+    assert [node for node in shown if node[0] == 0 and built[node[1]]] == [
+        (0, i) for i, ok in enumerate(built) if ok
+    ]

@@ -29,10 +29,12 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
+from evertalk.agent.newest import BUDGET as NEWEST_BUDGET
+from evertalk.agent.newest import newest_block, runs, unsummarized
 from evertalk.chat import Chat
 from evertalk.compactor.service import Compactor
 from evertalk.memory import Node
-from evertalk.memory.coarse import Fitted
+from evertalk.memory.coarse import Fitted, collapsed
 from evertalk.protocol.events import (
     AgentEvent,
     CatchingUp,
@@ -146,7 +148,26 @@ class ViewWait:
         if (fitted.coarse_end == 0 and not self._unbuilt(fitted)) or not fits:
             return self._used(fitted)
         with self.compactor.waiting():  # failed nodes are retried on a timer meanwhile (§4.5)
-            return self._used(await self._wait(emit, room))
+            fitted = self._used(await self._wait(emit, room))
+        return await self._behind(fitted, room)
+
+    async def _behind(self, fitted: Fitted, room: Room) -> Fitted:
+        """While the chat is behind, the fitted view with its runs of unbuilt leaves shown as
+        a few aligned ranges, and the newest unsummarized messages to go after it, in what
+        room the view leaves (SPEC §6.1). A chat that merely waited for its last lines is not
+        behind: its placeholders stay."""
+        chat = self.chat
+        if not fitted.fits or (fitted.coarse_end == 0 and not chat.catch_up().behind):
+            return fitted
+        ids = unsummarized(fitted.lines, chat.is_built)
+        lines = collapsed(fitted.lines, chat.is_built)
+        budget = min(NEWEST_BUDGET, room() - chat.sent_size(lines))
+        if not ids or budget <= 0:
+            return replace(fitted, lines=lines)
+        for start, stop in runs(ids):
+            await chat.aread_records(start, stop)
+        records = (chat.record(i) for i in ids)
+        return replace(fitted, lines=lines, recent=newest_block(records, budget))
 
     def _used(self, fitted: Fitted) -> Fitted:
         """What a turn sends: its coarse stretch is kept at the next turns while it fits."""

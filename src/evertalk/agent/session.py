@@ -857,7 +857,7 @@ class Agent:
         turn = self._turn_no = turn_id(held, ids, self.chat.t)  # ids[0], but for a retried one
         self.checkpoint = self.checkpoints.turn(turn)
         loop.context = replace(loop.context, checkpoint=self.checkpoint)
-        ending = await loop.run(view, self._opening(held), turn, _images(held))
+        ending = await loop.run(view, fitted.recent + self._opening(held), turn, _images(held))
         return ending.event
 
     def _unanswerable(self, held: list[Held]) -> TurnEnded:

@@ -201,6 +201,9 @@ class Fitted:
     coarse_end: int = 0
     fits: bool = True
     """False when not even these lines fit the room they were fitted to."""
+    recent: str = ""
+    """The newest unsummarized messages word for word, for a turn on a chat that is behind
+    (SPEC §6.1): they go after the view, with the message, and are no part of it."""
 
 
 def fit(
@@ -226,6 +229,27 @@ def fit(
         return Fitted(lines)
     coarse, end = coarsened(lines, size_of, cap, keep=keep, low=low)
     return Fitted(coarse, end)
+
+
+def collapsed(lines: Sequence[Node], is_built: Callable[[Node], bool]) -> list[Node]:
+    """The lines with each run of unbuilt leaves replaced by the fewest aligned nodes that tile
+    its messages: those nodes are unbuilt too (a parent is built only after its halves), so a
+    run of a thousand placeholders renders as a few coarse lines (SPEC §6.1)."""
+    result: list[Node] = []
+    run_start = run_end = 0
+    for node in lines:
+        level, index = node
+        if level == 0 and not is_built(node):
+            if run_end != index:
+                result += aligned_cover(run_start, run_end)
+                run_start = index
+            run_end = index + 1
+            continue
+        result += aligned_cover(run_start, run_end)
+        run_start = run_end = 0
+        result.append(node)
+    result += aligned_cover(run_start, run_end)
+    return result
 
 
 class _Finished:
