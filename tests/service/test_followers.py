@@ -140,3 +140,26 @@ async def test_a_forget_tells_every_follower_what_changed(home: Path) -> None:
             await window.until(Reopened)
             # the changes come before the chat says it is open again
             assert window.frames.index(changed) < window.frames.index(window.of(Reopened)[0])
+
+
+@pytest.mark.parametrize(
+    ("after", "offered"),
+    [
+        ([], True),  # a crash: the turn never ended
+        ([("tool", 'shell {"command":"ls"}')], True),
+        ([("echo", "turn stopped: the service stopped (signal SIGTERM)")], True),
+        ([("echo", "turn stopped: cancelled by the user")], False),
+        ([("echo", "turn stopped: the model call failed: overloaded")], False),
+        ([("ever", "An answer.")], False),
+    ],
+)
+async def test_a_message_left_unanswered_by_a_service_that_went_is_said(
+    home: Path, after: list[tuple[str, str]], offered: bool
+) -> None:
+    with Chat.open(home / "chat") as chat:
+        chat.append("user", "the question")
+        for kind, text in after:
+            chat.append(kind, text)
+    async with followers(home, AnthropicFake(script()), 0) as (window,):
+        (missed,) = await window.until(Missed)
+        assert missed.unanswered is offered

@@ -20,11 +20,12 @@ from evertalk.client.remote import open_remote
 from evertalk.protocol import events, frames, replies, wire
 from evertalk.protocol.paths import socket_path
 from evertalk.tui.app import ChatApp
+from evertalk.tui.log_rows import LogRows
 from evertalk.tui.service_messages import Arrived, arrived
 from evertalk.tui.turn_rows import TurnRows
 from evertalk.tui.widgets import NoteRow
 
-PUMPS = (ChatApp, TurnRows)
+PUMPS = (ChatApp, TurnRows, LogRows)
 
 pytestmark = pytest.mark.anyio
 
@@ -125,7 +126,7 @@ async def test_a_broken_frame_is_one_line_and_an_unknown_one_is_skipped(tmp_path
     ]
     async with anyio.create_task_group() as group:
         await group.start(scripted_service, home, pushed)
-        app = ChatApp(home, connector=lambda: open_remote(home, "app", start=False))
+        app = ChatApp(home, connector=lambda **_: open_remote(home, "app", start=False))
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: "memory: the last frame" in notes(app))
             said = [text for text in notes(app) if "frob" in text or "turn_ended" in text]

@@ -48,9 +48,9 @@ async def gated(
     gate = anyio.Event()
     async with hosted(home, fake_opener(home, fake)) as host:
 
-        async def connector() -> Remote:
+        async def connector(*, since: int | None, start: bool) -> Remote:
             await gate.wait()
-            return await host.connect()
+            return await host.connect(since=since, start=start)
 
         app = ChatApp(home, connector=connector, workdir=workdir_of(home), tail=tail)
         async with app.run_test(size=SIZE) as pilot:
@@ -83,7 +83,7 @@ async def test_the_last_messages_show_before_the_service_and_stay(home: Path) ->
         assert list(app.chat_log.children) == shown  # the same rows: nothing drawn twice
 
 
-async def test_rows_are_replaced_when_the_log_moved_on(home: Path) -> None:
+async def test_what_was_logged_after_the_files_were_read_follows_the_rows(home: Path) -> None:
     some_chat(home, 6)
     tail = log_tail(home / "chat")
     with Chat.open(home / "chat") as chat:  # after the files were read, before the service
@@ -100,7 +100,7 @@ async def test_rows_are_replaced_when_the_log_moved_on(home: Path) -> None:
         await pilot.pause()
         assert questions(app)[-2:] == ["question 5", "question late"]
         assert len(questions(app)) == len(set(questions(app)))
-        assert not any(row.is_attached for row in before)
+        assert all(row.is_attached for row in before)  # they agree with the log: they stay
         intros = [row for row in app.query(NoteRow) if "messages in this chat" in row.text]
         assert len(intros) == 1 and intros[0].text.startswith("15 messages in this chat")
 

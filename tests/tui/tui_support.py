@@ -99,8 +99,15 @@ class ServiceHost:
         self.ended.set()
         self.starts = 0
 
-    async def connect(self) -> Remote:
-        if self.service is None or self.service.stopping.is_set():
+    async def connect(
+        self, *, since: int | None = None, start: bool = True, client: str = "app"
+    ) -> Remote:
+        """A client's connection (`since`: one that follows the log); without `start`, only
+        to a service that runs."""
+        stopped = self.service is None or self.service.stopping.is_set()
+        if stopped and not start:
+            raise ServiceError("no evertalk service is running for this home")
+        if stopped:
             await self.ended.wait()
             self.ended = anyio.Event()
             try:
@@ -109,7 +116,7 @@ class ServiceHost:
                 self.ended.set()
                 raise ServiceError(f"cannot serve: {error}") from None
             self.starts += 1
-        return await open_remote(self.home, "app", start=False)
+        return await open_remote(self.home, client, start=False, since=since)
 
     async def _serve(self, *, task_status: TaskStatus[Service]) -> None:
         try:

@@ -220,9 +220,9 @@ class Logged(Reply, frozen=True, tag="logged"):
 
 class Missed(Logged, frozen=True, tag="missed"):
     """Right after the welcome, to a client whose hello had `since`: what was logged from
-    there, before any event. `unanswered`: the last message has no reply and no turn runs
-    (a crash cut its turn: `retry` answers it); `turning`: a turn runs, whose first events
-    this client did not get."""
+    there, before any event. `unanswered`: the last message has no reply, its turn cut short
+    by a service that went (a crash, a stop), and no turn runs: `retry` answers it;
+    `turning`: a turn runs, whose first events this client did not get."""
 
     unanswered: bool
     turning: bool

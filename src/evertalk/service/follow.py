@@ -110,7 +110,26 @@ def _span(agent: Agent, start: int, end: int, most: int) -> tuple[int, list[repl
 
 
 def _unanswered(agent: Agent) -> bool:
+    """Whether the last message has no reply because a service went during its turn (a
+    crash, a stop): not a turn the user cancelled or one that failed, which the windows were
+    told of as it ended."""
+    chat = agent.chat
     try:
-        return has_unanswered(agent.chat)
+        if not has_unanswered(chat):
+            return False
+        for i in range(chat.t - 1, max(-1, chat.t - 1 - SCANNED), -1):
+            record = chat.record(i)
+            if record.kind in ("user", "work"):
+                return True  # a crash: the turn never ended
+            if record.kind == "echo" and record.text.startswith(STOPPED):
+                return record.text.startswith(STOPPED_BY_SERVICE)
     except StoreError:
         return False
+    return True
+
+
+STOPPED: Final = "turn stopped: "
+STOPPED_BY_SERVICE: Final = STOPPED + "the service stopped"
+"""How the log says a turn ended without a reply, and that the service's stop ended it."""
+SCANNED: Final = 1_000
+"""Messages read back from the end for that, at most: a turn's tool calls and results."""

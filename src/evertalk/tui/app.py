@@ -7,11 +7,15 @@ the app (`tui/__init__.py`), and the window opens on the log's last messages rea
 once it answers. A first connection that fails ends the app, saying why; on a machine with no
 provider configured, the setup screen comes first.
 
-One worker (`_keep_connected`) holds the connection: it shows the last messages of the log as
-the service has them (those read from the files stay when they agree), then the service's frames
-in order; when the service goes (idle elsewhere, killed), it says so and connects again,
-starting the next one. A service stopped on purpose (`service stop`, `memory repair`, a signal)
-is started again only by the user's next message or command. Each reply streams into a Markdown
+One worker (`_keep_connected`) holds the connection, as a follower of the log (`shown.py`): it
+says in its hello the position of what the window shows, gets what was logged from there (the
+last messages at the first connection, those read from the files staying when they agree),
+then the service's frames in order; when the service goes (idle elsewhere, killed), it says so
+and connects again, starting the next one, and shows what was logged meanwhile. A service
+stopped on purpose (`service stop`, `memory repair`, a signal) is started again only by the
+user's next message or command; a service another client starts meanwhile is followed at once,
+so that the window's status is always that of the service it shows. A forget replaces every
+row that showed what it changed. Each reply streams into a Markdown
 row, each tool call is a collapsed row whose title gets ✓ or ✗ when it finished, thoughts are
 dimmed. Every message any window sends shows in every window, held while a turn runs, until Ever
 takes it.
@@ -36,7 +40,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import ClassVar, Final
+from typing import ClassVar, Final, Protocol
 
 import anyio
 from textual import events
@@ -55,18 +59,22 @@ from evertalk.client.remote import (
     RequestFailed,
     ServiceError,
     ServiceGone,
-    message_of,
     open_remote,
 )
 from evertalk.config import KEY_VARIABLES, ConfigError, config_path, load_config
 from evertalk.folder_instructions import in_force
 from evertalk.ledger import LedgerTally, ledger_path
-from evertalk.protocol.replies import Accepted, Ok, Output, Records, Reopened, Status
+from evertalk.protocol.replies import (
+    Accepted,
+    Ok,
+    Output,
+    Reopened,
+    Status,
+)
 from evertalk.protocol.requests import (
     Answer,
     Cancel,
     Command,
-    GetRecords,
     GetStatus,
     Image,
     Reopen,
@@ -74,21 +82,15 @@ from evertalk.protocol.requests import (
 )
 from evertalk.protocol.status import AgentStatus
 from evertalk.runtime import INSTRUCTIONS_NAME
-from evertalk.slash import MEMORY
+from evertalk.slash import MEMORY, SEARCH, ZOOM
 from evertalk.terminal_text import escape_controls, one_line
 from evertalk.tui import commands
 from evertalk.tui import service_messages as sm
 from evertalk.tui.budget_screen import BudgetScreen
 from evertalk.tui.commands import CommandError, Invocation, read_line
 from evertalk.tui.editor import Editor, edit_instructions
-from evertalk.tui.forget import forget_in_app
-from evertalk.tui.history import (
-    EARLIER_MOST,
-    EARLIER_PAGE,
-    earlier_records,
-    earlier_rows,
-    opening_at,
-)
+from evertalk.tui.forget import forget_in_app, previews
+from evertalk.tui.log_rows import LogRows
 from evertalk.tui.service_messages import FrameRouter, shows
 from evertalk.tui.status import MemoryWatch, dollars
 from evertalk.tui.turn_rows import Sending, TurnRows
@@ -115,7 +117,12 @@ QUIT_AGAIN = 5.0  # seconds in which a second Ctrl+D quits while a turn runs
 LAST_STATUS = 1.0  # seconds, at most, to ask the service what was spent when quitting
 FOLDER_WIDTH = 50  # characters of the working folder shown under the input
 
-Connector = Callable[[], Awaitable[Remote]]
+
+class Connector(Protocol):
+    """Makes a connection, for a window that follows the log from `since`; `start`: the
+    service is started when none runs (else ServiceError)."""
+
+    def __call__(self, *, since: int | None, start: bool) -> Awaitable[Remote]: ...
 
 
 class Spending:
@@ -159,6 +166,7 @@ class ChatApp(App[int]):
     Footer { height: 1; }
     NoteRow.command { margin-top: 1; }
     OutputRow { margin: 0 0 1 0; }
+    UserRow.held { border-left: thick $held; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "cancel turn", priority=True),
@@ -179,7 +187,7 @@ class ChatApp(App[int]):
         super().__init__()
         self.home = home
         self.first_message = first_message  # `evertalk "MESSAGE"`: sent once connected
-        self.connector: Connector = connector or (lambda: open_remote(home, "app"))
+        self.connector: Connector = connector or partial(_open, home)
         self.notices = list(notices)  # what loading the settings corrected, shown as warnings
         self.workdir = workdir or Path.cwd()  # where the tools of this window's messages work
         self._workdir_set = workdir is not None  # by --workdir or config.toml: it goes first
@@ -189,10 +197,17 @@ class ChatApp(App[int]):
         self.editor = editor  # None: $VISUAL or $EDITOR, the app suspended meanwhile
         self.memory_watch = MemoryWatch()
         self.rows = TurnRows(self)
+        # the rows of the log, from its last messages read from its files (`log_tail`),
+        # shown before the service answers, on
+        self.log_rows = LogRows(self, list(tail))
+        self.shown = self.log_rows.shown  # what the window shows of the log
         self._asked: dict[str, PermissionScreen] = {}
         self._waits_elsewhere: dict[str, NoteRow] = {}
         self._frames = FrameRouter(
-            self, self.rows, lambda line: self._add(NoteRow(line, classes="error"))
+            self,
+            self.rows,
+            lambda line: self._add(NoteRow(line, classes="error")),
+            self.log_rows,
         )
         self.attachments = commands.Attachments()
         self._polling = False
@@ -213,30 +228,27 @@ class ChatApp(App[int]):
         self.spent_meanwhile = LedgerTally.from_now(ledger_path(home))
         self.sent_count = 0  # messages this window sent (and the service took)
         self._quit_asked = -QUIT_AGAIN  # when Ctrl+D last asked to be pressed again
-        # the rows of the log shown: from message `_oldest` on; `_intro` says how many
-        self._oldest = 0
-        self._intro: NoteRow | None = None
-        self._chat_size = 0  # messages in the chat when the window opened
-        self._loading = False  # older rows are being fetched
-        # the log's last messages read from its files (`log_tail`), shown before the service
-        # answers; its own answer replaces them if it differs
-        self._tail = list(tail)
-        self._tail_rows: list[Widget] = []
 
     def attach(self, remote: Remote) -> None:
         self.remote = remote
 
+    def get_css_variables(self) -> dict[str, str]:
+        """The theme's, and `held`: a colour of its own for a message that waits for the
+        running turn, never the one a sent message has (`$accent`)."""
+        variables = super().get_css_variables()
+        variables["held"] = held_colour(variables)
+        return variables
+
     # -- layout ---------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        if self._tail:
-            self._tail_rows = self._rows_from(self._tail[-1].i + 1, self._tail)
-        yield ChatLog(*self._tail_rows, id="log")
+        yield ChatLog(*self.log_rows.tail_rows, id="log")
         yield PromptInput(id="prompt")
         yield CommandHint(id="hint")
         yield StatusBar(id="status")
         yield Footer()
         yield self.rows
+        yield self.log_rows
 
     @property
     def chat_log(self) -> ChatLog:
@@ -259,11 +271,18 @@ class ChatApp(App[int]):
         self.set_interval(STATUS_EVERY, self.refresh_status)
         self.run_worker(self._keep_connected(), name="service", group="service")
 
-    async def _add(self, *rows: Widget) -> None:
-        await self.chat_log.mount_all(rows)
+    async def _add(self, *rows: Widget, last: bool = False) -> None:
+        """Rows at the end of the chat, above the messages held for the running turn, which
+        stay the last rows until Ever takes them (`last`: below them, a message held now)."""
+        log = self.chat_log
+        below = None if last else self.rows.first_held()
+        if below is not None and below.parent is log:
+            await log.mount_all(rows, before=below)
+        else:
+            await log.mount_all(rows)
 
-    async def add_rows(self, *rows: Widget) -> None:
-        await self._add(*rows)
+    async def add_rows(self, *rows: Widget, last: bool = False) -> None:
+        await self._add(*rows, last=last)
 
     def client_name(self) -> str | None:
         return self.remote.name if self.remote is not None else None
@@ -281,11 +300,12 @@ class ChatApp(App[int]):
         remote, first, said = self.remote, True, False
         while not self._quitting:
             if remote is None:
-                if self.paused is not None:
-                    await self._resume.wait()
-                    self._resume = anyio.Event()
+                since = self.log_rows.follow_from()
                 try:
-                    remote = await self.connector()
+                    if self.paused is not None:
+                        remote = await self._next_service(since)
+                    else:
+                        remote = await self.connector(since=since, start=True)
                 except ServiceError as error:
                     if first:
                         self.failure = str(error)
@@ -328,85 +348,35 @@ class ChatApp(App[int]):
         if not first:
             await self._add(NoteRow(f"connected to the service (pid {remote.pid})"))
             return
-        rows = await self._earlier_rows(remote)
-        if rows and self.chat_log.children:  # above what this window said meanwhile
-            await self.chat_log.mount_all(rows, before=0)
-        else:
-            await self._add(*rows)
         warnings = [NoteRow(f"warning: {notice}", classes="error") for notice in self.notices]
-        if warnings:
+        if warnings:  # what loading the settings said, at once
             await self._add(*warnings)
         sent = await remote.records(last=HISTORY, kind="user", scan=HISTORY_SCAN)
         self.prompt.sent = [message.text for message in sent]
+
+    async def _next_service(self, since: int) -> Remote:
+        """After a stop on purpose: the service another client starts, as soon as one runs,
+        or one the user's next message or command starts."""
+        while True:
+            with anyio.move_on_after(RECONNECT_EVERY):
+                await self._resume.wait()
+            if self._resume.is_set():
+                self._resume = anyio.Event()
+                return await self.connector(since=since, start=True)
+            with contextlib.suppress(ServiceError):
+                return await self.connector(since=since, start=False)
+
+    async def log_shown(self) -> None:
+        """The log shows, the first time: the message given on the command line goes, as if
+        typed (Up brings it back)."""
         self.ready.set()
-        if self.first_message is not None:  # as if typed: Up brings it back
+        if self.first_message is not None:
             text, self.first_message = self.first_message, None
             self.prompt.remember(text)
             self.run_worker(self._submit(text, ()), group="typed")
 
-    async def _earlier_rows(self, remote: Remote) -> list[Widget]:
-        """The rows of the log's last messages; none when those read from its files show
-        them already."""
-        reply = await remote.request(GetRecords(last=EARLIER_MOST), Records)
-        t = reply.t
-        found = [message_of(item) for item in reply.records]
-        if self._tail_rows and found == self._tail:
-            return []
-        if self._tail_rows:
-            await self.chat_log.remove_children(self._tail_rows)
-            self._tail_rows = []
-        if t == 0:
-            return [NoteRow("A new chat. Say hello; /help lists the keys and the commands.")]
-        return self._rows_from(t, found)
-
-    def _rows_from(self, t: int, last: list[Message]) -> list[Widget]:
-        """The intro and the rows of `last`, the last messages of a log of `t`."""
-        records = earlier_records(last)
-        self._chat_size, self._oldest = t, t - len(records)
-        self._intro = NoteRow(intro_text(t, self._oldest))
-        return [self._intro, *earlier_rows(records)]
-
     def on_chat_log_at_top(self, message: ChatLog.AtTop) -> None:
-        if self._oldest > 0 and not self._loading and self.remote is not None:
-            self._loading = True
-            self.run_worker(self._load_older(self.remote), group="older")
-
-    async def _load_older(self, remote: Remote) -> None:
-        """The messages before the oldest shown, a page of them, as rows above it; what was
-        on the screen stays where it was."""
-        try:
-            start = max(0, self._oldest - EARLIER_PAGE)
-            try:
-                found = await remote.records(start=start, end=self._oldest)
-            except ServiceError:
-                return  # gone: the next scroll to the top tries again
-            records = [record for record in found if record.i < self._oldest]
-            records = records[opening_at(records, whole=start == 0) :]
-            if not records:
-                return
-            log, intro = self.chat_log, self._intro
-            shown = list(log.children)
-            at = shown.index(intro) + 1 if intro in shown else 0
-            below = shown[at] if at < len(shown) else None  # the oldest row shown
-            seen = below.virtual_region.y - log.scroll_y if below is not None else None
-            rows = earlier_rows(records)
-            if intro is not None:
-                await log.mount_all(rows, after=intro)
-            else:
-                await log.mount_all(rows, before=0)
-            self._oldest = records[0].i
-            if intro is not None:
-                intro.set_text(intro_text(self._chat_size, self._oldest))
-            if below is not None and seen is not None:
-                # once laid out, the row that was under the intro is back where it was seen
-                def keep() -> None:
-                    log.scroll_to(y=below.virtual_region.y - seen, animate=False, immediate=True)
-
-                log.call_after_refresh(keep)
-        except NoMatches:  # the app is closing
-            return
-        finally:
-            self._loading = False
+        self.log_rows.at_top()
 
     def _tried_now(self) -> None:
         self._tried.set()
@@ -699,7 +669,9 @@ class ChatApp(App[int]):
             remote = await self._remote_soon()
             if remote is None:
                 raise CommandError(self._not_connected())
-            await self._add(*[OutputRow(text) for text in await forget_in_app(remote, line.args)])
+            texts = await forget_in_app(remote, line.args)
+            quoted = "recalls" if previews(line.args) else None  # a forget withdraws them
+            await self._add(*[OutputRow(text, classes=quoted) for text in texts])
         elif command is not None:
             await self._served(command, line.args)
 
@@ -713,6 +685,9 @@ class ChatApp(App[int]):
         except ServiceError as error:
             raise CommandError(str(error)) from None
         rows = [OutputRow(text) for text in reply.texts]
+        if command in (MEMORY, ZOOM, SEARCH):  # they quote the memory: a forget withdraws them
+            for row in rows:
+                row.add_class("recalls")
         if command is MEMORY and len(rows) > 1:
             rows[0].add_class("view")
         await self._add(*rows)
@@ -860,13 +835,20 @@ SAVED_FOR_LATER = (
 )
 
 
-def intro_text(t: int, oldest: int) -> str:
-    """The first row: how many messages the chat has, and how many of them follow it."""
-    shown = f"; the last {t - oldest:,} follow. Scroll up for earlier ones;" if oldest else "."
-    return (
-        f"{t:,} messages in this chat{shown} /memory shows what Ever remembers, "
-        "/help the keys and the commands."
-    )
+async def _open(home: Path, *, since: int | None, start: bool) -> Remote:
+    """The home's service, as the app connects to it by default."""
+    return await open_remote(home, "app", since=since, start=start)
+
+
+HELD_CHOICES: Final = ("warning", "primary", "secondary", "success", "error")
+
+
+def held_colour(variables: dict[str, str]) -> str:
+    """The colour of a held message in a theme: its warning colour, or the first of the others
+    that is not its accent (a sent message's colour)."""
+    accent = variables.get("accent")
+    found = [variables[name] for name in HELD_CHOICES if name in variables]
+    return next((colour for colour in found if colour != accent), found[0] if found else "red")
 
 
 def unknown_command(word: str) -> str:

@@ -14,11 +14,16 @@ from evertalk.protocol.requests import Forget
 from evertalk.slash import FORGET, CommandError
 
 
+def previews(args: tuple[str, ...]) -> bool:
+    """Whether `/forget` with these words shows the preview, which quotes the messages."""
+    return not (len(args) > 1 and args[1].lower() == "yes")
+
+
 async def forget_in_app(remote: Remote, args: tuple[str, ...]) -> list[str]:
     """The rows `/forget` shows: the preview, or what was done."""
     if not args or re.fullmatch(r"\d+(-\d+)?", args[0]) is None:
         raise CommandError(f"usage: {FORGET.usage}")
-    confirmed = len(args) > 1 and args[1].lower() == "yes"
+    confirmed = not previews(args)
     reason = " ".join(args[2:] if confirmed else args[1:]) or None
     frame = Forget(range=args[0], reason=reason)
     try:

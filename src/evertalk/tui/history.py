@@ -71,14 +71,21 @@ def opening_at(records: Sequence[Message], *, whole: bool) -> int:
 
 
 def earlier_rows(records: list[Message]) -> list[Widget]:
-    """Rows as a live session shows them: a `tool` message and the `echo` after it make one
-    tool row; an echo of no call (`turn stopped: …`) is a note."""
-    rows: list[Widget] = []
+    """Rows as a live session shows them, drawn as earlier ones (see `rows_of`)."""
+    return [row for row, _ in rows_of(records)]
+
+
+def rows_of(records: list[Message], *, earlier: bool = True) -> list[tuple[Widget, list[Message]]]:
+    """Rows as a live session shows them, each with the messages it shows: a `tool` message
+    and the `echo` after it make one tool row; an echo of no call (`turn stopped: …`) is a
+    note; the pages of a long message one row. `earlier`: dimmed, as the log's past."""
+    rows: list[tuple[Widget, list[Message]]] = []
     call: ToolRow | None = None  # the last call, waiting for its echo
-    for record in join_pages(records):
+    for record, pages in _joined(records):
         if record.kind == "echo" and call is not None:
             output = record.text.removeprefix(f"{call.tool}: ")
             call.finish(output, failed(record, call.tool, output))
+            rows[-1][1].extend(pages)
             call = None
             continue
         if call is not None:  # the process ended before the call's result was logged
@@ -86,9 +93,9 @@ def earlier_rows(records: list[Message]) -> list[Widget]:
             call = None
         if record.kind == "tool":
             call = ToolRow(*tool_call(record.text))
-            rows.append(call)
+            rows.append((call, list(pages)))
         else:
-            rows.append(earlier_row(record))
+            rows.append((earlier_row(record, earlier=earlier), list(pages)))
     if call is not None:
         call.finish("no result was logged", True)
     return rows
@@ -109,11 +116,12 @@ def failed(record: Message, tool: str, output: str) -> bool:
     return tool == "shell" and SHELL_FAILED.search(output) is not None
 
 
-def earlier_row(record: Message) -> Widget:
+def earlier_row(record: Message, *, earlier: bool = True) -> Widget:
+    classes = "earlier" if earlier else None
     if record.kind == "user":
-        return UserRow(record.text, classes="earlier")
+        return UserRow(record.text, classes=classes)
     if record.kind == "ever":
-        return ReplyView(record.text, classes="earlier")
+        return ReplyView(record.text, classes=classes)
     if record.kind == "work":
         return WorkRow(record.text)
     prefix = "" if record.kind == "echo" else f"{record.kind}: "
@@ -132,9 +140,14 @@ def tool_call(text: str) -> tuple[str, dict[str, Any]]:
 
 def join_pages(records: list[Message]) -> list[Message]:
     """The records with the pages of a long message (keys `K.0`, `K.1`, …) joined into one."""
-    joined: list[Message] = []
+    return [record for record, _ in _joined(records)]
+
+
+def _joined(records: list[Message]) -> list[tuple[Message, list[Message]]]:
+    """Each record with the pages of a long message joined into one, and the pages it holds."""
+    joined: list[tuple[Message, list[Message]]] = []
     for record in records:
-        page, before = page_of(record.key), (joined[-1] if joined else None)
+        page, before = page_of(record.key), (joined[-1][0] if joined else None)
         if (
             page is not None
             and before is not None
@@ -142,9 +155,10 @@ def join_pages(records: list[Message]) -> list[Message]:
             and page_of(before.key) == (page[0], page[1] - 1)
         ):
             # the joined record keeps the later key, so that the next page finds it
-            joined[-1] = replace(before, text=before.text + record.text, key=record.key)
+            merged = replace(before, text=before.text + record.text, key=record.key)
+            joined[-1] = (merged, [*joined[-1][1], record])
             continue
-        joined.append(record)
+        joined.append((record, [record]))
     return joined
 
 

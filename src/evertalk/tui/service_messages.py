@@ -2,7 +2,8 @@
 one handler in the app (`@shows`), so that what a frame does is found by its name.
 
 The events of the turn (`protocol/events.py`) are shown by `TurnRows`; the other frames the
-service sends unasked (a question, its withdrawal, a stop, new settings, an error) by the app.
+service sends unasked (a question, its withdrawal, a stop, new settings, an error, the log a
+window follows) by the app.
 The connection's worker hands each frame to the pump that shows it and waits until it has been
 shown (`deliver`): frames show one at a time, in the order they came, as before.
 """
@@ -127,6 +128,23 @@ class ReopenedArrived(Notice[replies.Reopened], of=replies.Reopened):
     pass
 
 
+class LogFrame(Arrived[F]):
+    """A frame of the log a window follows (`missed`, `logged`, `changed`): `LogRows` shows
+    it."""
+
+
+class MissedArrived(LogFrame[replies.Missed], of=replies.Missed):
+    """What was logged since the window's position, first at each connection."""
+
+
+class LoggedArrived(LogFrame[replies.Logged], of=replies.Logged):
+    """Messages logged since the last such frame."""
+
+
+class ChangedArrived(LogFrame[replies.Changed], of=replies.Changed):
+    """Messages a forget changed."""
+
+
 class ErrorArrived(Notice[replies.Error], of=replies.Error):
     """An error that answers no request (the app's requests get theirs as RequestFailed)."""
 
@@ -200,16 +218,21 @@ class RetryingArrived(TurnEvent[events.Retrying], of=events.Retrying):
 
 
 class FrameRouter:
-    """Each frame to the handler of its kind (the turn's events to `rows`, the others to `app`),
-    one at a time. A line that was no frame of the protocol is said in a row; a frame the app
-    does not show, once for its type. (One of a type this client does not know never comes:
-    the connection skips it.)"""
+    """Each frame to the handler of its kind (the turn's events to `rows`, the log's to `log`,
+    the others to `app`), one at a time. A line that was no frame of the protocol is said in a
+    row; a frame the app does not show, once for its type. (One of a type this client does not
+    know never comes: the connection skips it.)"""
 
     def __init__(
-        self, app: MessagePump, rows: MessagePump, say: Callable[[str], Awaitable[None]]
+        self,
+        app: MessagePump,
+        rows: MessagePump,
+        say: Callable[[str], Awaitable[None]],
+        log: MessagePump | None = None,
     ) -> None:
         self.app = app
         self.rows = rows
+        self.log = log or app  # the frames of the log a window follows
         self.say = say  # adds an error row to the chat
         self._skipped: set[str] = set()  # types of frames said not to be shown
 
@@ -222,8 +245,10 @@ class FrameRouter:
         if message is None:
             name = frame_name(frame)
             await self._not_shown(name, f"service: a {name} frame is not for the app, skipped")
+        elif isinstance(message, TurnEvent):
+            await deliver(self.rows, message)
         else:
-            await deliver(self.rows if isinstance(message, TurnEvent) else self.app, message)
+            await deliver(self.log if isinstance(message, LogFrame) else self.app, message)
 
     async def _not_shown(self, kind: str, line: str) -> None:
         if kind in self._skipped:

@@ -1,8 +1,12 @@
 """The rows of a turn as its events come: each reply streams into a Markdown row, each tool call
 is a collapsed row whose title gets ✓ or ✗ when it finished, thoughts are dimmed, and every
-message any window sent shows, held while a turn runs, until Ever takes it; then it moves to
-where the log puts it (after what the turn did meanwhile), so the chat reads as it will when
-reopened."""
+message any window sent shows, held while a turn runs, until Ever takes it. A held message
+stays below what the running turn draws meanwhile, the last rows of the chat, so that no reply
+reads as the answer to it; once Ever takes it, it stands where the log puts it (after what the
+turn did meanwhile), so the chat reads as it will when reopened.
+
+Each row that shows the log is touched (`ShownLog.touch`) when its event comes, and again when
+the turn ends: the `logged` frame after it says which messages they show."""
 
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ from evertalk.protocol.events import Recorded, catching_up_text
 from evertalk.slash import RETRY_HINT
 from evertalk.terminal_text import one_line
 from evertalk.tui import service_messages as sm
-from evertalk.tui.history import earlier_rows
+from evertalk.tui.history import earlier_rows, join_pages
 from evertalk.tui.service_messages import shows
+from evertalk.tui.shown import ShownLog
 from evertalk.tui.widgets import (
     NoteRow,
     ReplyView,
@@ -88,8 +93,11 @@ class RowHost(Protocol):
     """What the rows need of the app."""
 
     busy: bool
+    shown: ShownLog
 
-    async def add_rows(self, *rows: Widget) -> None: ...
+    async def add_rows(self, *rows: Widget, last: bool = False) -> None:
+        """Rows at the end of the chat, above the messages held (`last`: below them)."""
+        ...
 
     def refresh_status(self) -> None: ...
 
@@ -118,9 +126,60 @@ class TurnRows(Widget):
         self.sending: list[Sending] = []  # sent, not yet shown
         self._settling: NoteRow | None = None
         self._said = True  # the running turn has shown a reply or a tool call
+        self._opening: list[Widget] = []  # a message that opens a turn, until it starts
+        self._turn: list[Widget] = []  # the rows of the log the running turn drew
+        self._turning = False  # a turn runs, or a message that opens one was sent
+        self._late = False  # the window joined the running turn after it began
+        self.redraw: list[Widget] = []  # rows of such a turn, drawn again from the log
 
     async def add_rows(self, *rows: Widget) -> None:
         await self.host.add_rows(*rows)
+
+    async def _log_rows(self, *rows: Widget) -> None:
+        """Rows that show the log: touched, and the running turn's."""
+        await self.host.add_rows(*rows)
+        self._touch(*rows)
+
+    def _touch(self, *rows: Widget) -> None:
+        self.host.shown.touch(*rows)
+        if self._turning:
+            self._turn += [row for row in rows if row not in self._turn]
+
+    def first_held(self) -> Widget | None:
+        """The first row of the messages held: what the turn draws goes above it."""
+        return self._held[0][0] if self._held else None
+
+    def under_way(self) -> list[Widget]:
+        """The rows of what the log does not hold yet, or may not: the running turn's, and
+        the messages held."""
+        held = [row for rows in self._held for row in rows]
+        return [*self._opening, *self._turn, *held]
+
+    async def reset(self) -> None:
+        """The connection was lost and those rows taken away: nothing is under way."""
+        await self.end_reply()
+        await self._unsettle()
+        self._tools.clear()
+        self._held.clear()
+        self._opening.clear()
+        self._turn.clear()
+        self._turning = False
+        self._streamed = ""
+        self._said = True
+        self._late = False
+        self.redraw = []
+
+    def joined_late(self) -> None:
+        """This window came during a turn: once it ends, its rows are drawn from the log."""
+        self._late = self._turning = True
+
+    def forget_rows(self, rows: list[Widget]) -> None:
+        """Rows taken away (drawn again from the log): no event draws into them any more."""
+        if self._reply in rows:
+            self._reply = self._stream = None
+        self._tools = {key: row for key, row in self._tools.items() if row not in rows}
+        self._opening = [row for row in self._opening if row not in rows]
+        self._turn = [row for row in self._turn if row not in rows]
 
     async def cut_short(self, why: str) -> None:
         """The service went: what was under way is shown as cut short."""
@@ -138,7 +197,7 @@ class TurnRows(Widget):
         self._thought = None
         if self._reply is None or self._stream is None:
             self._reply = ReplyView("")
-            await self.add_rows(self._reply)
+            await self._log_rows(self._reply)
             self._stream = Markdown.get_stream(self._reply)
         self._streamed += message.frame.text
         await self._stream.write(message.frame.text)
@@ -159,9 +218,11 @@ class TurnRows(Widget):
         at = self._streamed.find(text)
         if at >= 0:
             self._streamed = self._streamed[at + len(text) :]
+            if self._reply is not None:
+                self._touch(self._reply)
         else:  # it did not stream: show it whole
             await self.end_reply()
-            await self.add_rows(ReplyView(text))
+            await self._log_rows(ReplyView(text))
 
     @shows(sm.ToolStartedArrived)
     async def _on_tool_started(self, message: sm.ToolStartedArrived) -> None:
@@ -170,7 +231,7 @@ class TurnRows(Widget):
         await self.end_reply()
         row = ToolRow(event.name, event.input)
         self._tools[event.call_id] = row
-        await self.add_rows(row)
+        await self._log_rows(row)
 
     @shows(sm.ToolFinishedArrived)
     async def _on_tool_finished(self, message: sm.ToolFinishedArrived) -> None:
@@ -179,6 +240,7 @@ class TurnRows(Widget):
         if found is None:
             found = ToolRow(event.name, {})
             await self.add_rows(found)
+        self._touch(found)
         found.finish(event.output, event.is_error or event.failed)
 
     @shows(sm.SettlingArrived)
@@ -211,14 +273,14 @@ class TurnRows(Widget):
     async def _on_recorded(self, message: sm.RecordedArrived) -> None:
         frame = message.frame
         if frame.first is None or frame.count > WHOLE_MOST:
-            await self.add_rows(NoteRow(recorded_text(frame)))
+            await self._log_rows(NoteRow(recorded_text(frame)))
             return
         # another machine's messages: shown whole, as this window shows its own
         found = await self.host.messages(frame.first, frame.first + frame.count)
         if len(found) != frame.count:  # the service could not read them: say what came
-            await self.add_rows(NoteRow(recorded_text(frame)))
+            await self._log_rows(NoteRow(recorded_text(frame)))
             return
-        await self.add_rows(NoteRow(f"from {frame.client}:"), *earlier_rows(found))
+        await self._log_rows(NoteRow(f"from {frame.client}:"), *earlier_rows(found))
 
     @shows(sm.RetryingArrived)
     async def _on_retrying(self, message: sm.RetryingArrived) -> None:
@@ -240,16 +302,16 @@ class TurnRows(Widget):
     @shows(sm.DeliveredArrived)
     async def _on_delivered(self, message: sm.DeliveredArrived) -> None:
         event = message.frame
+        await self.end_reply()
         if event.kind == "work":
-            await self.end_reply()
-            await self.add_rows(WorkRow(event.text))
+            await self._log_rows(WorkRow(event.text))
             return
         for rows in self._held:
             if isinstance(rows[0], UserRow) and rows[0].text == event.text:
-                self._held.remove(rows)
-                await self.end_reply()
-                _deliver(rows)
+                self._deliver(rows)
                 return
+        # sent before this window connected: it shows now, where the log has it
+        await self._log_rows(UserRow(event.text))
 
     async def _waiting(self, text: str) -> None:
         """One row while the turn waits for summaries (SPEC §6.1) or for the chat to catch up,
@@ -285,28 +347,41 @@ class TurnRows(Widget):
         pages = log_pages(event.text)
         if pages > 1:
             rows.append(NoteRow(split_note(pages)))
-        if event.held:
+        if event.held:  # below everything until Ever takes it
             self._held.append(rows)
-        else:
-            self.host.busy = True  # its turn starts
-        await self.add_rows(*rows)
+            await self.host.add_rows(*rows, last=True)
+            return
+        self.host.busy = True  # its turn starts
+        self._turning = True
+        self._opening += rows
+        await self._log_rows(*rows)
 
     @shows(sm.TurnStartedArrived)
     async def _on_turn_started(self, message: sm.TurnStartedArrived) -> None:
         ids = message.frame.message_ids
         await self._unsettle()
         self.host.busy = True
+        self._turning = True
         self._streamed = ""
         self._said = False
-        for rows in self._held:  # the turn's own messages, logged after the last turn's rows
-            _deliver(rows)
-        self._held.clear()
+        opening = [row for row in self._opening if isinstance(row, UserRow)]
+        self._touch(*self._opening)
+        self._opening = []
+        for rows in list(self._held):  # the turn's own messages, logged after the last turn's
+            opening += [row for row in rows if isinstance(row, UserRow)]
+            self._deliver(rows)
         if not ids:
             return
-        # a subagent's report that starts a turn: the user has not seen it
-        for record in await self.host.messages(min(ids), max(ids) + 1):
-            if record.i in ids and record.kind == "work":
-                await self.add_rows(WorkRow(record.text))
+        expected = [row.text for row in opening]
+        shown = self.host.shown.position or 0  # a retried message is shown already
+        records = [r for r in await self.host.messages(min(ids), max(ids) + 1) if r.i in ids]
+        for record in join_pages([r for r in records if r.i >= shown]):
+            if record.kind == "work":  # a subagent's report that starts a turn: not seen yet
+                await self._log_rows(WorkRow(record.text))
+            elif record.kind == "user" and record.text in expected:
+                expected.remove(record.text)
+            elif record.kind == "user":  # sent before this window connected
+                await self._log_rows(UserRow(record.text))
 
     @shows(sm.TurnEndedArrived)
     async def _on_turn_ended(self, message: sm.TurnEndedArrived) -> None:
@@ -318,32 +393,45 @@ class TurnRows(Widget):
             if not tool.finished:
                 tool.finish("cancelled before it finished", True)
         self._tools.clear()
+        # the turn's stop is logged: its notes show it
         if event.reason == "error":
-            await self.add_rows(
+            await self._log_rows(
                 NoteRow(f"error: {event.error or 'the turn failed'}", classes="error")
             )
             if refused_key(event.error_kind):
-                await self.add_rows(NoteRow(KEY_HINT, classes="error"))
+                await self._log_rows(NoteRow(KEY_HINT, classes="error"))
         elif event.reason in STOPPED:
             text = STOPPED[event.reason]
             if event.reason != "cancelled" and event.error:
                 text = f"the turn stopped: {event.error}"
             classes = "error" if event.reason != "cancelled" else None
-            await self.add_rows(NoteRow(text, classes=classes))
+            await self._log_rows(NoteRow(text, classes=classes))
         elif not self._said:  # done, and nothing came: say so rather than show nothing
-            await self.add_rows(NoteRow(EMPTY_REPLY))
+            await self._log_rows(NoteRow(EMPTY_REPLY))
         if event.retry:
-            await self.add_rows(NoteRow(RETRY_HINT))
+            await self._log_rows(NoteRow(RETRY_HINT))
         self._said = True
+        # the whole turn, and what opened it: one stretch of the log
+        self._touch(*self._opening)
+        self.host.shown.touch(*self._turn)
+        if self._late:
+            self.redraw, self._late = list(self._turn), False
+        self._opening, self._turn, self._turning = [], [], False
         self.host.refresh_status()
 
-
-def _deliver(rows: list[Widget]) -> None:
-    """A held message's rows, taken by Ever: no longer held, and moved to the end of the chat,
-    where the log has the message (the turn's rows drawn meanwhile come before it)."""
-    for row in rows:
-        if isinstance(row, UserRow):
-            row.delivered()
-        parent = row.parent
-        if isinstance(parent, Widget) and parent.children and parent.children[-1] is not row:
-            parent.move_child(row, after=parent.children[-1])
+    def _deliver(self, rows: list[Widget]) -> None:
+        """A held message's rows, taken by Ever: no longer held, and where the log has the
+        message, after the turn's rows drawn meanwhile and above the messages still held."""
+        self._held.remove(rows)
+        below = self.first_held()
+        for row in rows:
+            if isinstance(row, UserRow):
+                row.delivered()
+            parent = row.parent
+            if not isinstance(parent, Widget) or not parent.children:
+                continue
+            if below is not None and below.parent is parent:
+                parent.move_child(row, before=below)
+            elif parent.children[-1] is not row:
+                parent.move_child(row, after=parent.children[-1])
+        self._touch(*rows)

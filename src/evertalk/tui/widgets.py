@@ -103,6 +103,9 @@ def folded_parts(text: str, pasted: Sequence[str] = ()) -> list[tuple[str, bool]
     return [(head + "\n", False), (f"[long message: {size_of(text)} in all]", True)]
 
 
+HELD_LABEL: Final = "held: it waits for the running turn, which reads it at its next step"
+
+
 class UserRow(Static):
     """A message the user sent; `held` while it waits for the running turn.
 
@@ -151,10 +154,13 @@ class UserRow(Static):
 
     def _content(self) -> Text:
         if self.parts is None or not self.folded:
-            return Text(escape_controls(self.text))
-        content = Text()
-        for part, label in self.parts:
-            content.append(escape_controls(part), style="bold italic" if label else "")
+            content = Text(escape_controls(self.text))
+        else:
+            content = Text()
+            for part, label in self.parts:
+                content.append(escape_controls(part), style="bold italic" if label else "")
+        if self.held:
+            content.append(f"\n{HELD_LABEL}", style="italic")
         return content
 
     def _tip(self) -> None:
@@ -168,6 +174,7 @@ class UserRow(Static):
     def delivered(self) -> None:
         self.held = False
         self.remove_class("held")
+        self.update(self._content())
         self._tip()
 
     def action_unfold(self) -> None:
@@ -303,6 +310,12 @@ class OutputRow(Static):
     def __init__(self, text: str, *, classes: str | None = None) -> None:
         super().__init__(escape_controls(text), markup=False, classes=classes)
         self.text = text
+
+    def withdraw(self, why: str) -> None:
+        """Shown no more (it quoted what a forget took away): `why` in its place."""
+        self.text = why
+        self.update(why)
+        self.remove_class("recalls")
 
 
 ALWAYS: Final = {"shell": "Always this command", "fetch": "Always this host"}
