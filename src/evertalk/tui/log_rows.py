@@ -129,8 +129,8 @@ class LogRows(Widget):
         now. A turn this window joined late is drawn again from the log once it ended."""
         frame = message.frame
         records = [message_of(item) for item in frame.records]
-        await self._draw(self.shown.logged(frame.t, records))
         rows = self.host.rows
+        await self._draw(self.shown.logged(frame.t, records, turning=rows.turning))
         redraw, rows.redraw = rows.redraw, []
         parts = [self.shown.part_of(row) for row in redraw]
         for part in dict.fromkeys(part for part in parts if part is not None):

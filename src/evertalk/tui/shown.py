@@ -43,6 +43,7 @@ class ShownLog:
         self._of_row: dict[Widget, Part] = {}
         self._of_id: dict[int, Part] = {}
         self._touched: list[Widget] = []
+        self._untaken: dict[int, Message] = {}  # logged during a turn, no row touched since
 
     # -- rows from the log ----------------------------------------------------------------
 
@@ -57,13 +58,19 @@ class ShownLog:
             if row not in self._touched:
                 self._touched.append(row)
 
-    def logged(self, t: int, records: list[Message]) -> list[Message]:
+    def logged(self, t: int, records: list[Message], *, turning: bool = False) -> list[Message]:
         """The messages logged up to `t`: the rows touched since show them. With none, the
-        records no event drew, for the window to draw them (`drawn`)."""
+        records no event drew, for the window to draw them (`drawn`); while a turn runs, they
+        go with the next rows touched (a turn's rows are one part once it ends)."""
         self.position = t
+        if not self._touched and not turning:
+            found, self._untaken = [*self._untaken.values(), *records], {}
+            return found
+        self._untaken.update((record.i, record) for record in records)
         if not self._touched:
-            return records
+            return []
         touched, self._touched = self._touched, []
+        records, self._untaken = list(self._untaken.values()), {}
         merged = Part()
         for part in {self._of_row[row] for row in touched if row in self._of_row}:
             self._drop(part)
@@ -94,7 +101,8 @@ class ShownLog:
         """Where to follow from once the connection is lost, with these rows under way (a
         turn's, a message held): the position before every part they belong to, and the rows
         to take away then (every part from there on, and the rows touched since)."""
-        since = self.position or 0
+        since = min([self.position or 0, *self._untaken])
+        self._untaken = {}
         rows = [*rows, *self._touched]
         for row in rows:
             part = self._of_row.get(row)
@@ -144,6 +152,7 @@ class ShownLog:
         self._of_row.clear()
         self._of_id.clear()
         self._touched.clear()
+        self._untaken.clear()
 
     def _add(self, part: Part) -> None:
         for row in part.rows:

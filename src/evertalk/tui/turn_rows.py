@@ -145,6 +145,11 @@ class TurnRows(Widget):
         if self._turning:
             self._turn += [row for row in rows if row not in self._turn]
 
+    @property
+    def turning(self) -> bool:
+        """A turn runs, or a message that opens one was sent."""
+        return self._turning
+
     def first_held(self) -> Widget | None:
         """The first row of the messages held: what the turn draws goes above it."""
         return self._held[0][0] if self._held else None
