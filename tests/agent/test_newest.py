@@ -15,9 +15,7 @@ def test_whole_messages_newest_first_within_the_budget_shown_oldest_first() -> N
     block = newest_block(records, len(INTRO) + 60)
     shown = ["6+1|user: six", "7+1|user: seven", "9+1|user: nine", "</newest>"]
     assert block.splitlines()[2:] == shown
-    assert (
-        "x" * 500 not in block and "8+1" not in block
-    )  # too long: left out, not cut
+    assert "x" * 500 not in block and "8+1" not in block  # too long: left out, not cut
     assert len(block.encode()) <= len(INTRO) + 60
 
 
