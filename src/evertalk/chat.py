@@ -329,6 +329,18 @@ class Chat(MessageLog, Closing):
             self._broken = f"{names}{more} could not be written ({error})"
             raise broken_error(self._broken) from error
 
+    # -- on an event loop -----------------------------------------------------------------
+    # A chat kept in a database reads ahead in a thread of its own before the calls that read;
+    # a chat kept in files has nothing to read ahead.
+
+    async def aread_records(self, start: int, stop: int) -> None:
+        """Read messages start … stop − 1 ahead, for `record` to find them."""
+        del start, stop
+
+    async def aread_zoom(self, start: int, count: int) -> None:
+        """Read ahead what `zoom(start, count)` reads."""
+        del start, count
+
     # -- other machines (a chat kept in files has none: see shared_chat.py) ---------------
 
     def follow(self) -> list[int]:
