@@ -108,6 +108,21 @@ def read_node(conn: Connection, chat: int, l: int, i: int) -> NodeRecord | None:
     return _record(row) if row is not None else None
 
 
+def read_node_list(
+    conn: Connection, chat: int, wanted: Sequence[tuple[int, int]]
+) -> list[NodeRecord]:
+    """The nodes of `wanted` that are built, in one query, in no given order."""
+    if not wanted:
+        return []
+    rows = conn.execute(
+        "SELECT n.l, n.i, n.text, n.flag FROM evertalk.nodes AS n"
+        " JOIN unnest(%s::smallint[], %s::bigint[]) AS w(l, i) ON n.l = w.l AND n.i = w.i"
+        " WHERE n.chat = %s",
+        ([node[0] for node in wanted], [node[1] for node in wanted], chat),
+    ).fetchall()
+    return [_record(row) for row in rows]
+
+
 def read_nodes(conn: Connection, chat: int, after: tuple[int, int], limit: int) -> list[NodeRecord]:
     """Up to `limit` nodes past (l, i) `after`, in order of level, then index."""
     rows = conn.execute(

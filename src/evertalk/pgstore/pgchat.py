@@ -245,6 +245,11 @@ class PgChat(PageStore):
         with driver_errors("read the node"):
             return nodes.read_node(self.conn, self.chat, l, i)
 
+    def read_node_list(self, wanted: Sequence[tuple[int, int]]) -> list[NodeRecord]:
+        """The nodes of `wanted` that are built, in one round trip, in no given order."""
+        with driver_errors("read the nodes"):
+            return nodes.read_node_list(self.conn, self.chat, wanted)
+
     def read_nodes(self, after: tuple[int, int] = (-1, -1), limit: int = 1000) -> list[NodeRecord]:
         """Up to `limit` nodes past `after`, in order of level, then index."""
         with driver_errors("read the nodes"):
@@ -358,6 +363,12 @@ class PgChat(PageStore):
             chats.changing(self.conn, self.chat) as locked,
         ):
             return chats.record_change(self.conn, self.chat, self.machine, what, locked.count)
+
+
+def logged_records(first: int, message: NewMessage, pages: Sequence[str]) -> list[MessageRecord]:
+    """The records `log_pages` logged for a dated message whose first page got id `first`."""
+    assert message.date is not None, "an undated message is dated as it is logged"
+    return _pages(first, message, pages, iso(message.date))
 
 
 def _pages(first: int, message: NewMessage, pages: Sequence[str], when: str) -> list[MessageRecord]:

@@ -9,12 +9,18 @@ Every call goes through a `PgSession`, which connects again after a lost connect
 append with an idempotency key is sent again; one without a key that was cut off is not, and
 the chat then wants a reopen (`must_reopen`), since only the log says whether it got in. While
 the database is down each call raises `DatabaseDown`, one line, and nothing is kept aside.
+
+Every call runs in the chat's database thread (`worker.DbThread`): a coroutine awaits it
+(`call`) or leaves it to run in its turn (`submit`), and the event loop goes on meanwhile; a
+program without one waits for it (the methods of the store interface).
 """
 
 from __future__ import annotations
 
+import contextlib
 from array import array
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TypeVar
 
@@ -25,6 +31,7 @@ from evertalk.pgstore.leases import Lease
 from evertalk.pgstore.opening import Opening, opening
 from evertalk.pgstore.pgchat import PgChat
 from evertalk.pgstore.session import OutcomeUnknown, PgSession
+from evertalk.pgstore.worker import DbThread, on_event_loop
 from evertalk.store.lock import ChatLock
 from evertalk.store.message_log import NewMessage
 from evertalk.store.records import MessageRecord, NodeRecord
@@ -59,6 +66,8 @@ class PgStorage:
         self._opened: Opening | None = None  # what the open reads, until `opened`
         self.chat_id = 0
         """The chat's id in the database (its row in evertalk.chats)."""
+        self.worker = DbThread(f"chat {session.name!r} of {session.where}")
+        """The thread every call on the session's connection runs in."""
 
     @classmethod
     def open(
@@ -141,6 +150,23 @@ class PgStorage:
         once another session has taken the turn)."""
         try:
             return self._run(
+                lambda chat: chat.log_pages(message, pages, leaves, epoch=epoch),
+                idempotent=message.key is not None,
+            )
+        except OutcomeUnknown as error:
+            self._lost = str(error)
+            raise
+
+    async def alog_pages(
+        self,
+        message: NewMessage,
+        pages: Sequence[str],
+        leaves: Sequence[str | None] = (),
+        epoch: int | None = None,
+    ) -> tuple[list[int], int | None]:
+        """`log_pages`, awaited."""
+        try:
+            return await self.call(
                 lambda chat: chat.log_pages(message, pages, leaves, epoch=epoch),
                 idempotent=message.key is not None,
             )
@@ -235,16 +261,41 @@ class PgStorage:
         self.stale = None
 
     def close(self) -> None:
+        """Close the connection after the calls made before, then the thread. On an event
+        loop this does not wait for them: a database that went silent would stop it."""
         if self._closed:
             return
         self._closed = True
         try:
-            self.session.close()
+            closed = self.worker.submit(self.session.close)
+            self.worker.close()
+            if not on_event_loop():
+                with contextlib.suppress(Exception):
+                    closed.result()
         finally:
             if self._lock is not None:
                 self._lock.release()
 
     def _run(self, operation: Callable[[PgChat], T], *, idempotent: bool = True) -> T:
+        self._open_or_raise()
+        what = getattr(operation, "__qualname__", "a database call")
+        return self.worker.run(lambda: self.session.run(operation, idempotent=idempotent), what)
+
+    def read(self, operation: Callable[[PgChat], T]) -> T:
+        """`operation(chat)` in the database thread, waited for (made again after a lost
+        connection: it only reads)."""
+        return self._run(operation)
+
+    async def call(self, operation: Callable[[PgChat], T], *, idempotent: bool = True) -> T:
+        """`operation(chat)` in the database thread, awaited (see `PgSession.run`)."""
+        self._open_or_raise()
+        return await self.worker.call(lambda: self.session.run(operation, idempotent=idempotent))
+
+    def submit(self, operation: Callable[[PgChat], T], *, idempotent: bool = True) -> Future[T]:
+        """`operation(chat)` in the database thread, in its turn, not waited for."""
+        self._open_or_raise()
+        return self.worker.submit(lambda: self.session.run(operation, idempotent=idempotent))
+
+    def _open_or_raise(self) -> None:
         if self._closed:
             raise PgStoreError(f"the chat in the database at {self.where} is closed")
-        return self.session.run(operation, idempotent=idempotent)
