@@ -26,6 +26,7 @@ from bench import (
     recall_bench,
     search_bench,
     service_bench,
+    stall_bench,
     status_bench,
     undo_bench,
 )
@@ -87,6 +88,8 @@ def main() -> int:
     for line in edge_timings.run().lines():
         print(line, flush=True)
     for line in pg_bench.run().lines():
+        print(line, flush=True)
+    for line in stall_bench.run().lines():
         print(line, flush=True)
     return 0
 

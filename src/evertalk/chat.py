@@ -330,16 +330,64 @@ class Chat(MessageLog, Closing):
             raise broken_error(self._broken) from error
 
     # -- on an event loop -----------------------------------------------------------------
-    # A chat kept in a database reads ahead in a thread of its own before the calls that read;
-    # a chat kept in files has nothing to read ahead.
+    # A chat kept in a database does its I/O in a thread of its own (shared_chat.py), and the
+    # service awaits these instead of the calls they are named after, or before the calls that
+    # read. A chat kept in files does what it did: its writes are a local append and fsync.
+
+    async def alog_message(self, message: NewMessage) -> list[int]:
+        """`log_message`, awaited."""
+        return self.log_message(message)
+
+    async def abuild(self, node: Node, text: str) -> None:
+        self.build(node, text)
+
+    async def acut(self, node: Node) -> None:
+        self.cut(node)
+
+    async def afail(self, node: Node) -> None:
+        self.fail(node)
+
+    async def aclaim(self, node: Node) -> bool:
+        return self.claim(node)
+
+    async def afollow(self) -> list[int]:
+        return self.follow()
+
+    async def aready(self, key: str | None = None) -> None:
+        """Before a message is held: the database, if any, is reachable, and `logged(key)`
+        will answer without it."""
+        del key
 
     async def aread_records(self, start: int, stop: int) -> None:
         """Read messages start … stop − 1 ahead, for `record` to find them."""
         del start, stop
 
+    async def aread_texts(self, nodes: Iterable[Node]) -> None:
+        """Read the texts of these nodes ahead, for `text_of` and `line_of` to find them."""
+        del nodes
+
+    async def aread_inputs(self, node: Node) -> None:
+        """Read ahead what a compaction of `node` reads: its input and its context."""
+        del node
+
     async def aread_zoom(self, start: int, count: int) -> None:
         """Read ahead what `zoom(start, count)` reads."""
         del start, count
+
+    async def alogged_keys(self, keys: Iterable[str]) -> None:
+        """Look these keys up ahead, for `logged` to answer."""
+        del keys
+
+    def turn_log(self) -> MessageLog:
+        """The log a turn writes to."""
+        return self
+
+    async def flushed(self) -> None:
+        """Once what the turns wrote to `turn_log` is logged."""
+
+    def reachable(self) -> None:
+        """Nothing; for a chat in a database, a StoreError when it was found unreachable
+        last and has not been reached since."""
 
     # -- other machines (a chat kept in files has none: see shared_chat.py) ---------------
 
@@ -388,10 +436,19 @@ class Chat(MessageLog, Closing):
         record = self.store.read_node(node[0], node[1])
         if record is None:
             return None
-        kept[node] = record.text
+        self._keep_text(node, record.text)
+        return record.text
+
+    def _keep_text(self, node: Node, text: str) -> None:
+        kept = self._texts
+        kept[node] = text
         if len(kept) > TEXTS_KEPT:
             kept.popitem(last=False)
-        return record.text
+
+    def _texts_to_read(self, nodes: Iterable[Node]) -> list[Node]:
+        """The built nodes among `nodes` whose texts neither the core nor the chat holds."""
+        tree, kept = self.core.tree, self._texts
+        return [n for n in nodes if tree.is_built(n) and tree.text_of(n) is None and n not in kept]
 
     def line_of(self, node: Node) -> str | None:
         """A built node's rendered line (`id+n|text`), None for an unbuilt node; kept, so that
@@ -423,7 +480,7 @@ class Chat(MessageLog, Closing):
         """`zoom(id, n)` of SPEC §6.5: a node's two halves, or message `id` whole when n = 1."""
         node = self.zoom_node(start, count)
         if count == 1:
-            record = self.store.read_message(start)
+            record = self.record(start)
             return f"{start}+1|{zoomed_message(record.kind, record.text)}"
         half = count // 2
         lines = []
@@ -449,7 +506,7 @@ class Chat(MessageLog, Closing):
         """`date(id)` of SPEC §6.5, in the machine's current local time zone."""
         if not 0 <= i < self.core.t:
             raise ToolInputError(f"id must be between 0 and {self.core.t - 1}, not {i}")
-        return format_date(self.store.read_message(i).date)
+        return format_date(self.record(i).date)
 
     @property
     def folder(self) -> Path:
@@ -462,7 +519,7 @@ class Chat(MessageLog, Closing):
 
     def records(self, start: int, stop: int) -> list[MessageRecord]:
         """Messages `start` up to (not with) `stop` of the log, in order."""
-        return [self.store.read_message(i) for i in range(start, stop)]
+        return [self.record(i) for i in range(start, stop)]
 
     def logged(self, key: str) -> bool:
         """Whether a message sent with `key` is in the log."""
@@ -537,7 +594,7 @@ class Chat(MessageLog, Closing):
     def status(self) -> Status:
         core, flags = self.core, self.core.tree.flags
         counts = [sum(row.count(flag) for row in flags) for flag in (BUILT, FREE, CUT, UNBUILT)]
-        last = self.store.read_message(core.t - 1).date if core.t else None
+        last = self.record(core.t - 1).date if core.t else None
         return Status(
             path=self.store.path,
             messages=core.t,

@@ -13,7 +13,7 @@ from evertalk.agent.images import ImageStore
 from evertalk.agent.retry import Retried
 from evertalk.agent.turn import Held
 from evertalk.chat import Chat
-from evertalk.store.message_log import MessageLog
+from evertalk.store.message_log import MessageLog, NewMessage
 
 
 @dataclass
@@ -54,6 +54,39 @@ class Holding:
         if self.queue.only_quiet():
             self._log_quietly(self.queue.take())
         self.queue.settle(self.chat.logged)
+
+    async def aafter_turn(self) -> None:
+        """`after_turn`, awaited: a chat in a database logs, and looks the held keys up, in its
+        own thread."""
+        if self.queue.only_quiet():
+            await self._alog_quietly(self.queue.take())
+        await self.chat.alogged_keys([held.key for held in self.queue if held.key is not None])
+        self.queue.settle(self.chat.logged)
+
+    async def alog_all(self, held: list[Held]) -> list[int]:
+        """`log_all`, awaited."""
+        alog = getattr(self.log, "alog_message", None)
+        ids: list[int] = []
+        for message in held:
+            if isinstance(message, Retried):
+                ids += message.ids
+                continue
+            new = NewMessage(
+                message.kind,
+                message.text,
+                key=message.key,
+                agent=message.agent,
+                images=self.images.save_all(message.images),
+            )
+            ids += await alog(new) if alog is not None else self.log.log_message(new)
+        return ids
+
+    async def _alog_quietly(self, held: list[Held]) -> None:
+        try:
+            await self.alog_all(held)
+        except Exception:  # as `_log_quietly`
+            self.queue.put_back(held)
+            self.woken()
 
     def log_all(self, held: list[Held]) -> list[int]:
         """Log held messages in order; their ids (a retried message was logged already)."""

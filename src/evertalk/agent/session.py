@@ -145,6 +145,29 @@ class GuardedLog(MessageLog):
             self.compactor.message_logged()
         return ids
 
+    async def alog_message(self, message: NewMessage) -> list[int]:
+        """`log_message`, awaited: a chat in a database logs in its own thread."""
+        redacted = replace(message, text=redact(message.text, self.secrets))
+        inner = self.inner
+        ids = (
+            await inner.alog_message(redacted)
+            if isinstance(inner, Chat)
+            else inner.log_message(redacted)
+        )
+        if self.compactor is not None:
+            self.compactor.message_logged()
+        return ids
+
+    async def aappend(self, kind: str, text: str, *, key: str | None = None) -> list[int]:
+        return await self.alog_message(NewMessage(kind, text, key))
+
+    async def flushed(self) -> None:
+        """Once what was written is logged (a shared chat's turn log is written in order, in
+        the database's thread: `shared_log.py`)."""
+        flushed = getattr(self.inner, "flushed", None)
+        if flushed is not None:
+            await flushed()
+
 
 OutsideKind = Literal["user", "ever", "tool", "echo", "note"]
 OUTSIDE_KINDS: tuple[OutsideKind, ...] = get_args(OutsideKind)
@@ -214,6 +237,13 @@ def _open_chat(home: Path, runtime: Runtime, budget: Budget, search: bool) -> Ch
     return chat
 
 
+async def _opened_chat(home: Path, runtime: Runtime, budget: Budget, search: bool) -> Chat:
+    """`_open_chat`; one in a database in a worker thread, as it waits for the database."""
+    if runtime.config.store_url is None:
+        return _open_chat(home, runtime, budget, search)
+    return await anyio.to_thread.run_sync(_open_chat, home, runtime, budget, search)
+
+
 def _local_now() -> datetime:
     return datetime.now().astimezone()
 
@@ -259,6 +289,8 @@ class Agent:
         self.secrets = secret_values(runtime.config)
         # the one way into the main log: secrets replaced, then the compactor woken
         self.log = GuardedLog(chat, self.secrets, compactor)
+        # the turns': queued for a chat in a database, so that no turn waits for it on the loop
+        self.turn_log = GuardedLog(chat.turn_log(), self.secrets, compactor)
         self.sandbox = Sandbox.configured(runtime.config.tools)  # one for the turn and subagents
         self.view_wait = ViewWait(
             chat,
@@ -309,6 +341,7 @@ class Agent:
         self._turn_no = 0  # the running turn's id (`turn_id`), once it has logged its opening
         self._lost_stop: int | None = None  # a turn that lost its lock: its stop, to be logged
         self.sharing: Sharing | None = None  # a chat shared with other machines (`share`)
+        self._recorded_ahead: tuple[list[Outside], tuple[list[int], int] | StoreError] | None = None
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -339,7 +372,7 @@ class Agent:
         budget = Budget.for_window(runtime.config.turn.context_window)
         async with AsyncExitStack() as stack:
             search = runtime.config.memory.search  # keeps the search index as records come
-            chat = stack.enter_context(closing(_open_chat(home, runtime, budget, search)))
+            chat = stack.enter_context(closing(await _opened_chat(home, runtime, budget, search)))
             turns, memory = await stack.enter_async_context(_providers(runtime, provider))
             copy = chat.usage_copy()  # a shared chat keeps every machine's calls in its ledger
             ledger = stack.enter_context(closing(Ledger(ledger_path(home), copy)))
@@ -456,10 +489,9 @@ class Agent:
             raise ValueError("an empty message cannot be sent")
         # as it will be logged: a lone surrogate (from a broken terminal or pipe) cannot be
         # encoded for the model either
-        if self.sharing is not None:
-            # the database is reachable (a StoreError, one line, when not: the user keeps the
-            # message), and the turn it may open sees what the other machines logged
-            self.chat.follow()
+        # the database was reachable when last asked (the service asks first, `aready`): a
+        # StoreError, one line, when not, and the user keeps the message
+        self.chat.reachable()
         held = Held(
             "user",
             valid_unicode(text),
@@ -478,6 +510,11 @@ class Agent:
         it never sees them (its view was rendered before); the next turn's view has them."""
         if self._closed:
             raise RuntimeError("the agent is closed")
+        ahead, self._recorded_ahead = self._recorded_ahead, None
+        if ahead is not None and ahead[0] == list(messages):
+            if isinstance(ahead[1], StoreError):
+                raise ahead[1]
+            return ahead[1]
         ids: list[int] = []
         skipped = 0
         with self.chat.one_sync():
@@ -492,6 +529,31 @@ class Agent:
                     images=self.images.save_all(message.images),
                     date=message.date,
                 )
+        return ids, skipped
+
+    async def record_ahead(self, messages: Sequence[Outside]) -> None:
+        """Log them now, awaited (a chat in a database logs in its own thread), for the
+        `record` of the same messages that comes next to answer at once: the service's handler,
+        which runs on the event loop (`shared_requests.py`)."""
+        if self._closed:
+            return
+        try:
+            outcome: tuple[list[int], int] | StoreError = await self._arecord(messages)
+        except StoreError as error:
+            outcome = error
+        self._recorded_ahead = (list(messages), outcome)
+
+    async def _arecord(self, messages: Sequence[Outside]) -> tuple[list[int], int]:
+        await self.chat.alogged_keys(m.key for m in messages if m.key is not None)
+        ids: list[int] = []
+        skipped = 0
+        for message in messages:
+            if message.key is not None and self.chat.logged(message.key):
+                skipped += 1
+                continue
+            images = self.images.save_all(message.images)
+            new = NewMessage(message.kind, message.text, message.key, images, date=message.date)
+            ids += await self.log.alog_message(new)
         return ids, skipped
 
     def holds_key(self, key: str) -> bool:
@@ -717,10 +779,10 @@ class Agent:
                 await self._turn()
             else:
                 async with self.sharing.turn(lambda: self.cancel(LOST_LOCK)) as fence:
-                    self._log_lost_stop()
+                    await self._log_lost_stop()
                     if not fence.lost:
                         await self._turn()
-            self.holding.after_turn()
+            await self.holding.aafter_turn()
             self._changed()
 
     def _loop(
@@ -778,7 +840,7 @@ class Agent:
                 ended = await self._lost_turn()
             elif ended is None:  # cancelled
                 if not self._opened:  # still settling: what the user said is kept all the same
-                    self.holding.log_all(self.held.take())
+                    await self.holding.alog_all(self.held.take())
                 ended = TurnEnded("cancelled")
         except Exception as error:  # the log failed (a full disk): say so, keep the session
             ended = TurnEnded("error", explain(error))
@@ -812,14 +874,14 @@ class Agent:
         )
         return TurnEnded("cancelled")
 
-    def _log_lost_stop(self) -> None:
+    async def _log_lost_stop(self) -> None:
         """The stop of a turn that lost its lock, now that this machine holds the turn again
         (the lost turn may have logged it: its key keeps it to once)."""
         turn, self._lost_stop = self._lost_stop, None
         if turn is None:
             return
         try:
-            self.log.append("echo", f"turn stopped: {LOST_LOCK}", key=f"turn-{turn}-stop")
+            await self.log.aappend("echo", f"turn stopped: {LOST_LOCK}", key=f"turn-{turn}-stop")
         except StoreError:
             self._lost_stop = turn  # lost again, or the database is down: at the next turn
 
@@ -833,7 +895,7 @@ class Agent:
         """The settle wait (or catching up), the view, the message logged, then the loop (SPEC
         §6.1). Messages held during the wait join the opening, and the view is fitted to the
         room they leave."""
-        log = self.log
+        log = self.turn_log
         await self.mcp.started()  # their tools from the first turn: each start is bounded
         sent_from = [held.workdir for held in self.held if held.workdir is not None]
         if sent_from:  # the tools work where the client that sent the message does
@@ -850,17 +912,20 @@ class Agent:
         held = self._take_held()
         self._opened = True
         if not fitted.fits:
-            return self._unanswerable(held)
+            return await self._unanswerable(held)
+        await self.chat.aread_texts(fitted.lines)  # a chat in a database reads them ahead
         view = self._render(fitted)
-        ids = self.holding.log_all(held)
+        ids = await self.holding.alog_all(held)
         self._emit(TurnStarted(ids))
         turn = self._turn_no = turn_id(held, ids, self.chat.t)  # ids[0], but for a retried one
         self.checkpoint = self.checkpoints.turn(turn)
         loop.context = replace(loop.context, checkpoint=self.checkpoint)
         ending = await loop.run(view, fitted.recent + self._opening(held), turn, _images(held))
+        # its messages are logged before it ends (one refused as stale cancels it meanwhile)
+        await log.flushed()
         return ending.event
 
-    def _unanswerable(self, held: list[Held]) -> TurnEnded:
+    async def _unanswerable(self, held: list[Held]) -> TurnEnded:
         """A message too long for the model's window even beside the coarsest view: no turn
         can answer it. It was accepted, so it is logged all the same (SPEC §1.3: what a client
         was told is accepted is kept), followed by the turn's stop saying why it got no reply;
@@ -872,9 +937,9 @@ class Agent:
             "shortest view of the chat, so no reply could be made: shorten it, or choose a "
             "model with a larger window ([turn] context_window) and retry"
         )
-        ids = self.holding.log_all(held)
+        ids = await self.holding.alog_all(held)
         turn = turn_id(held, ids, self.chat.t)
-        self.log.append("echo", f"turn stopped: {why}", key=f"turn-{turn}-stop")
+        await self.log.aappend("echo", f"turn stopped: {why}", key=f"turn-{turn}-stop")
         return TurnEnded("context_full", why)
 
     def _opening(self, held: Sequence[Held]) -> str:

@@ -16,12 +16,18 @@ once this machine holds the turn (`lost_turn.py`).
 
 While the database cannot be reached, it says so once, and tries again with a growing delay;
 the chat goes on with what it has.
+
+No database call runs on the event loop: the listener's connection and the turn lock's each
+have a thread of their own (`pgstore/worker.py`), as the chat's has, and the turns' messages
+are logged by the chat's writer, which runs here beside the listener (`shared_log.py`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 
 import anyio
 
@@ -32,6 +38,7 @@ from evertalk.pgstore.backoff import Backoff
 from evertalk.pgstore.connect import connect
 from evertalk.pgstore.listen import Listener
 from evertalk.pgstore.turns import TurnLock
+from evertalk.pgstore.worker import DbThread
 from evertalk.shared_chat import TURN, SharedChat, TurnFence
 from evertalk.store.errors import StoreError
 
@@ -41,6 +48,9 @@ TURN_POLL_SECONDS = 0.5
 """How often a turn that waits for another machine's looks at the lock between two changes."""
 WATCH_SECONDS = 3.0
 """How often a running turn's watcher asks the server whether this machine still holds it."""
+ENDING_SECONDS = 10.0
+"""How long a turn's end waits for its messages to be logged, and its lock to be released,
+before the next turn may begin (what is left is logged in its turn, or refused as stale)."""
 
 
 def _nothing() -> None:
@@ -70,6 +80,8 @@ class Sharing:
         self._said: str | None = None
         self._changed = anyio.Event()
         self.turns = TurnLock(lambda: connect(url), chat.shared.chat_id, chat.machine)
+        self._turn_thread = DbThread("the turn lock")
+        self._listen_thread = DbThread("the listener")
         self.watch_seconds = WATCH_SECONDS
         """How often a running turn's watcher looks at the lock (a test may shorten it)."""
 
@@ -78,13 +90,15 @@ class Sharing:
         until cancelled."""
         async with anyio.create_task_group() as group:
             group.start_soon(self._renewing)
+            group.start_soon(self.chat.writer.run)
             await self._listening()
 
     async def _listening(self) -> None:
         backoff = Backoff()
         while True:
+            opening = partial(Listener, self.url, self.chat.shared.chat_id)
             try:
-                await self._follow_on(Listener(self.url, self.chat.shared.chat_id))
+                await self._follow_on(await self._listen_thread.call(opening))
             except StoreError as error:
                 self._say(str(error))
                 await anyio.sleep(backoff.next_delay())
@@ -94,17 +108,17 @@ class Sharing:
     async def _follow_on(self, listener: Listener) -> None:
         try:
             while True:
-                self._fold()
+                await self._fold()
                 self._leases_looked_at()
                 seq = self.chat.follower.seq
-                await anyio.to_thread.run_sync(listener.wait, seq, WAIT_SECONDS)
+                await self._listen_thread.call(partial(listener.wait, seq, WAIT_SECONDS))
         finally:
-            with suppress(Exception):
-                listener.close()
+            with suppress(Exception):  # in its thread, once a wait it may be in is over
+                self._listen_thread.submit(listener.close)
 
-    def _fold(self) -> None:
+    async def _fold(self) -> None:
         before = self.chat.follower.seq
-        self.chat.follow()
+        await self.chat.afollow()
         logged, self.chat.others = self.chat.others, []
         if self._said is not None:
             self._said = None
@@ -134,7 +148,7 @@ class Sharing:
             if not running:
                 continue
             try:
-                await anyio.to_thread.run_sync(self.chat.renew, running)
+                await self.chat.arenew(running)
             except StoreError as error:
                 self._say(str(error))
 
@@ -152,7 +166,7 @@ class Sharing:
         while (epoch := await self._try_take()) is None:
             if not told:
                 told = True
-                holder = await anyio.to_thread.run_sync(self._holder)
+                holder = await self._turn_thread.call(self._holder)
                 who = f"on {holder}" if holder else "on another machine"
                 self._warn(f"a turn runs {who}: this one starts when it ends")
             with anyio.move_on_after(TURN_POLL_SECONDS):
@@ -161,7 +175,7 @@ class Sharing:
         token = TURN.set(fence)
         try:
             with suppress(StoreError):
-                self.chat.follow()  # what the other machine's turn logged is in this one's view
+                await self.chat.afollow()  # the other machine's turn is in this one's view
             async with _one_error(), anyio.create_task_group() as group:
                 group.start_soon(self._watch, fence)
                 try:
@@ -169,17 +183,21 @@ class Sharing:
                 finally:
                     group.cancel_scope.cancel()
         finally:
-            fence.active = False
             TURN.reset(token)
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.turns.release)
+                with anyio.move_on_after(ENDING_SECONDS), suppress(StoreError):
+                    await self.chat.flushed()  # logged under the lock its epoch names
+                fence.active = False
+                released = self._turn_thread.submit(self.turns.release)  # made whatever comes
+                with anyio.move_on_after(ENDING_SECONDS):
+                    await asyncio.shield(asyncio.wrap_future(released))
 
     async def _watch(self, fence: TurnFence) -> None:
         """Look every few seconds whether this machine still holds the turn: a session the
         server dropped (a closed lid, a network that went away) has lost it."""
         while not fence.lost:
             await anyio.sleep(self.watch_seconds)
-            holding = await anyio.to_thread.run_sync(self.turns.holding, abandon_on_cancel=True)
+            holding = await self._turn_thread.call(self.turns.holding)
             if not holding:
                 fence.lose()
 
@@ -194,7 +212,7 @@ class Sharing:
         message stays held meanwhile."""
         while True:
             try:
-                epoch = await anyio.to_thread.run_sync(self.turns.try_take)
+                epoch = await self._turn_thread.call(self.turns.try_take)
             except StoreError as error:
                 self._say(str(error))
                 await anyio.sleep(self._turn_backoff.next_delay())
@@ -209,7 +227,12 @@ class Sharing:
             return None
 
     def close(self) -> None:
-        self.turns.close()
+        """Close the lock's and the listener's connections in their threads, in their turn
+        (a database gone silent holds them: they are not waited for)."""
+        with suppress(RuntimeError):
+            self._turn_thread.submit(self.turns.close)
+        self._turn_thread.close()
+        self._listen_thread.close()
 
 
 @asynccontextmanager

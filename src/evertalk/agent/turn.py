@@ -476,6 +476,7 @@ class TurnLoop:
 
     async def _tool(self, use: ToolUse, key: str, n: int) -> ToolResult:
         self.log.append("tool", tool_text(use.name, use.input), key=f"{key}-{n}")
+        await _logged(self.log)  # the call is in the log before the tool acts
         self.emit(events.ToolStarted(use.id, use.name, use.input))
         self._running = (use.name, f"{key}-{n + 1}")
         asked_in = CALL_WORKDIR.set(self.context.workdir)  # what a question about it shows
@@ -497,6 +498,14 @@ class TurnLoop:
         shown = logged.removeprefix(f"{use.name}: ")
         self.emit(events.ToolFinished(use.id, use.name, shown, outcome.is_error, failed))
         return ToolResult(use.id, content, is_error=outcome.is_error)
+
+
+async def _logged(log: MessageLog) -> None:
+    """Once what `log` was given is logged: a shared chat's turn log logs in the database's
+    thread, in its own time (`shared_log.py`); the others have logged it already."""
+    flushed = getattr(log, "flushed", None)
+    if flushed is not None:
+        await flushed()
 
 
 def _sendable(parts: Sequence[Part]) -> list[Part]:

@@ -473,7 +473,7 @@ class Compactor:
         try:
             with anyio.CancelScope() as scope:  # `cancel_in_flight` ends it, quietly
                 self._scopes[node] = scope
-                if not self.chat.claim(node):
+                if not await self.chat.aclaim(node):
                     return  # another machine builds it (a chat shared through a database)
                 try:
                     await self._attempt(node)
@@ -497,29 +497,31 @@ class Compactor:
         try:
             line = await self._summarize(node)
         except TooLong:
-            self._cut(node)
+            await self._cut(node)
         except RefusedLocally as refused:
             self._pause(node, refused.error)
         except ProviderError as error:
             if error.kind in SETUP_ERRORS or unreached(error):
                 self._pause(node, error)
             else:
-                self._fail(node, str(error) or error.kind)
+                await self._fail(node, str(error) or error.kind)
         except TimeoutError:  # an OSError, but the deadline's: caught before the disk's
-            self._fail(node, f"no reply within the {self.settings.deadline:g}-second deadline")
+            await self._fail(
+                node, f"no reply within the {self.settings.deadline:g}-second deadline"
+            )
         except (OSError, StoreError):
             raise  # reading the message or a line failed: `_compact` holds the node
         except UnusableReply as error:
             if error.rejected and self.policy.trust is Trust.DISTRUSTED:
                 self._setup_works()
-                self.chat.cut(node)
+                await self.chat.acut(node)
             else:
-                self._fail(node, str(error))
+                await self._fail(node, str(error))
         except Exception as error:  # a bug in making the request or reading the reply
-            self._fail(node, f"{type(error).__name__}: {error}")
+            await self._fail(node, f"{type(error).__name__}: {error}")
         else:
             self._setup_works()
-            self.chat.build(node, redact(line, self.secrets))
+            await self.chat.abuild(node, redact(line, self.secrets))
             self.built += 1
 
     def _pause(self, node: Node, error: ProviderError) -> None:
@@ -539,18 +541,18 @@ class Compactor:
         if self.policy.got_through():
             self.wake()
 
-    def _cut(self, node: Node) -> None:
+    async def _cut(self, node: Node) -> None:
         """Build a node whose task does not fit the window from its cut input (SPEC §2.5)."""
-        self.chat.cut(node)
+        await self.chat.acut(node)
         self._warn(
             f"memory: {node_name(node)} is too long for the compactor model's window "
             f"({self.settings.context_window:,} tokens); its line is its first 512 bytes"
         )
 
-    def _fail(self, node: Node, reason: str) -> None:
+    async def _fail(self, node: Node, reason: str) -> None:
         self._setup_works()  # a call got through to the model
         self._report(node, reason)
-        self.chat.fail(node)
+        await self.chat.afail(node)
         if not self.chat.is_built(node):  # the third failure built it cut
             self.policy.failed(node, self.clock())
 
@@ -573,6 +575,7 @@ class Compactor:
     async def _summarize(self, node: Node) -> str:
         if self.lane is not None:
             await self.lane.wait_clear()  # the context is taken when the call can start
+        await self.chat.aread_inputs(node)  # a chat in a database reads them ahead
         task, inputs = self._task(node)
         context, finer = self._context(node, task, self.settings)
         # a merge may also draw on the finer lines of its own range (its task says so)

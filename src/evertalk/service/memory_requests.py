@@ -43,7 +43,7 @@ def append(service: Served, session: Session, request: requests.Append) -> Reply
     """Log the messages now, a turn running or not: they are not part of it."""
     if not 0 < len(request.messages) <= APPEND_MOST:
         raise ValueError(f"messages is a list of 1 to {APPEND_MOST:,}")
-    messages = [_outside(item) for item in request.messages]
+    messages = [outside_message(item) for item in request.messages]
     ids, skipped = service.agent_open().record(messages)
     if ids:
         first = messages[0] if len(messages) == 1 else None
@@ -63,7 +63,8 @@ HANDLERS: Final[HandlerTable] = {
 }
 
 
-def _outside(item: requests.OutsideMessage) -> Outside:
+def outside_message(item: requests.OutsideMessage) -> Outside:
+    """An `append`'s message as the agent records it (a ValueError says why it cannot be)."""
     if not item.text.strip():
         raise ValueError("text is a string that is not empty")
     if item.key is not None and not item.key:

@@ -55,6 +55,7 @@ from evertalk.service.requests import HANDLERS
 from evertalk.service.session import Session, error_frame, refusal, same_user
 from evertalk.service.settings_watch import settings_stamp, watch_settings
 from evertalk.service.socket_place import listen_path
+from evertalk.shared_requests import read_ahead
 from evertalk.slash import MODEL
 from evertalk.store.errors import ChatLocked, StoreError
 from evertalk.store.probe import write_problem
@@ -622,6 +623,7 @@ class Service:
         models (kept, so that the handler then finds it at once). A forget waits here for the
         turn it cancels to end."""
         await before_forget(self, request)
+        await read_ahead(self.agent, request)  # a chat in a database: read in its thread
         if not isinstance(request, requests.Command) or request.name != MODEL.name:
             return
         try:
