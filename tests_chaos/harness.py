@@ -38,7 +38,7 @@ from proxy import Proxy
 from agent.test_turn_support import is_compaction, write_config
 from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
 from evertalk.pgstore.connect import connect as db_connect
-from evertalk.protocol import events, replies, requests
+from evertalk.protocol import replies, requests
 from fakes import AnthropicFake, Script, serve, summarizer
 from fakes import chat as answer
 from pg_server import PgServer
@@ -76,12 +76,14 @@ def turn_text(n: int) -> str:
 
 
 class Window:
-    """A client that only listens, as a window does, and connects again when its service goes:
-    the notes it was shown."""
+    """A client that follows the log as a window does (its position in the hello, what it
+    missed, then each new stretch) and connects again when its service goes: the messages it
+    shows, by id."""
 
     def __init__(self, home: Path) -> None:
         self.home = home
-        self.texts: list[str] = []
+        self.shown: dict[int, str] = {}
+        self.position = 0
         self.reconnects = 0
         self._stop = threading.Event()
         self._conn: Connection | None = None
@@ -91,11 +93,13 @@ class Window:
     def _follow(self) -> None:
         while not self._stop.is_set():
             try:
-                self._conn = connect(self.home, "window", start=True)
+                self._conn = connect(self.home, "window", start=True, since=self.position)
                 while True:
                     frame = self._conn.receive()
-                    if isinstance(frame, events.Recorded) and frame.text is not None:
-                        self.texts.append(frame.text)
+                    if isinstance(frame, replies.Logged | replies.Changed):
+                        self.shown.update({r.id: r.text for r in frame.records})
+                    if isinstance(frame, replies.Logged):
+                        self.position = max(self.position, frame.t)
             except (ServiceGone, ServiceError, OSError):
                 if self._stop.wait(0.3):
                     return
@@ -292,13 +296,15 @@ def check(cluster: Cluster, acked: set[int], report: Report, late: Machine) -> N
     for machine in cluster.machines:
         window = machine.window
         assert window is not None
-        shown = sorted(text for text in window.texts if text.startswith("note "))
+        shown = sorted(text for text in window.shown.values() if text.startswith("note "))
         if shown != notes:
             missing, doubled = len(set(notes) - set(shown)), len(shown) - len(set(shown))
             report.violations.append(
                 f"{machine.name}'s window shows {len(set(shown))} of {len(notes)} notes "
                 f"({missing} missing, {doubled} twice, {window.reconnects} reconnects)"
             )
+        if sorted(window.shown) != ids:
+            report.violations.append(f"{machine.name}'s window shows other ids than the log")
 
 
 def interleaved(rows: list[tuple[object, ...]], appends: list[tuple[object, ...]]) -> list[str]:
