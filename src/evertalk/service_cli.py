@@ -23,7 +23,7 @@ from evertalk.client.connection import (
 from evertalk.protocol.paths import log, log_path, socket_path
 from evertalk.terminal_text import fail
 
-LOCK_WAIT = 12.0
+LOCK_WAIT = 5.0
 """Seconds a starting service waits for the chat's lock: a service that was asked to stop holds
 it while its last summaries land."""
 STOP_WAIT = 660.0

@@ -35,7 +35,7 @@ def test_a_stop_cancels_a_slow_summary_and_says_so(tmp_path: Path) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.startswith("evertalk service (pid ")
     assert stopped.stderr == (
-        "evertalk: service: stopping once the 1 summary in flight land (at most 4 s, then they"
+        "evertalk: service: stopping once the 1 summary in flight land (at most 3 s, then they"
         " are cancelled)\n"
     )
     assert took < HELD / 4  # cancelled, not awaited

@@ -74,7 +74,7 @@ RECOVERS = (requests.Send, requests.Retry, requests.Command, requests.GetCompact
 the disk takes writes again (`Service.recover`). A look at the status does not probe the disk."""
 REFUSED_WHILE_FULL = (requests.Send, requests.Retry)
 """… and those refused while it does not (a slash command may only read)."""
-STOP_LANDING = 4.0
+STOP_LANDING = 3.0
 """Seconds a stopping service lets the summaries in flight land before it cancels them."""
 HEAL_SECONDS = 0.5
 HEAL_MOST = 60.0
@@ -353,7 +353,7 @@ class Service:
         if compactor.in_flight:
             cancelled = len(compactor.cancel_in_flight())
             log(f"cancelled {cancelled} summary calls in flight: their nodes go at the next start")
-            with anyio.move_on_after(STOP_LANDING):
+            with anyio.move_on_after(1.0):  # a cancelled call ends at once: within the lock wait
                 await compactor.drain()
 
     def reopen(self) -> None:
