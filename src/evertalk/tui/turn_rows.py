@@ -280,7 +280,11 @@ class TurnRows(Widget):
         if frame.first is None or frame.count > WHOLE_MOST:
             await self._log_rows(NoteRow(recorded_text(frame)))
             return
-        # another machine's messages: shown whole, as this window shows its own
+        # another machine's messages: shown whole, as this window shows its own, unless the
+        # window drew them already from a `logged` frame that came first
+        ids = range(frame.first, frame.first + frame.count)
+        if all(self.host.shown.record(i) is not None for i in ids):
+            return
         found = await self.host.messages(frame.first, frame.first + frame.count)
         if len(found) != frame.count:  # the service could not read them: say what came
             await self._log_rows(NoteRow(recorded_text(frame)))
