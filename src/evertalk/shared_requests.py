@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from evertalk.protocol import requests
+from evertalk.slash import RETRY
 from evertalk.store.errors import StoreError
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 
 RECORDS_MOST = 2_000
 """As many messages as one `records` request returns at most (service/requests.py)."""
+RETRY_READS = 64
+"""The latest messages a retry reads back over, looking for the one left unanswered."""
 
 
 async def read_ahead(agent: Agent | None, request: object) -> None:
@@ -41,6 +44,10 @@ async def read_ahead(agent: Agent | None, request: object) -> None:
             await chat.aread_records(request.id, request.id + 1)
         elif isinstance(request, (requests.GetView, requests.Command)):
             await chat.aread_texts(chat.core.view)
+            if isinstance(request, requests.Command) and request.name == RETRY.name:
+                await chat.aread_records(max(0, chat.t - RETRY_READS), chat.t)
+        elif isinstance(request, requests.Retry):
+            await chat.aread_records(max(0, chat.t - RETRY_READS), chat.t)
         elif isinstance(request, requests.Append) and agent.sharing is not None:
             await _record(agent, request)
     except StoreError:
