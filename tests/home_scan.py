@@ -26,7 +26,11 @@ def forms(text: str) -> set[bytes]:
 def files_holding(home: Path, *texts: str) -> list[str]:
     """Every file under `home` (recursively: checkpoints, damaged copies, the search database
     and its -wal and -shm files…) whose bytes spell any of `texts` in any form."""
-    wanted = {form for text in texts for form in forms(text)}
+    return files_with(home, {form for text in texts for form in forms(text)})
+
+
+def files_with(home: Path, wanted: set[bytes]) -> list[str]:
+    """Every file under `home` (links left out) whose bytes hold any of `wanted`."""
     found = []
     for folder, _, names in os.walk(home):
         for name in names:

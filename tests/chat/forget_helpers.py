@@ -5,13 +5,13 @@ every byte under the home."""
 from __future__ import annotations
 
 import base64
-import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from evertalk.chat import Chat
 from evertalk.memory import Budget
 from evertalk.memory.text import cut_utf8
+from home_scan import files_with
 
 TZ = timezone(timedelta(hours=1))
 DAYS = [datetime(2026, 3, d, 9, 0, tzinfo=TZ) for d in (2, 3, 4, 5)]
@@ -69,14 +69,4 @@ def forms(word: str) -> list[bytes]:
 
 def files_holding(home: Path, word: str) -> list[str]:
     """Every file under `home` any of whose bytes spell the word in one of its forms."""
-    found = []
-    wanted = forms(word)
-    for folder, _, names in os.walk(home):
-        for name in names:
-            path = Path(folder) / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            data = path.read_bytes()
-            if any(form in data for form in wanted):
-                found.append(str(path.relative_to(home)))
-    return sorted(found)
+    return files_with(home, set(forms(word)))
