@@ -57,9 +57,11 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 32).decode()
 
 
 @asynccontextmanager
-async def opened(home: Path, fake: AnthropicFake) -> AsyncIterator[Agent]:
+async def opened(
+    home: Path, fake: AnthropicFake, policy: RetryPolicy = FAST
+) -> AsyncIterator[Agent]:
     # as evertalk makes it: the SDK's retries off, ours on (fast, for the tests)
-    provider = provider_for(fake, retry=FAST)
+    provider = provider_for(fake, retry=policy)
     try:
         async with Agent.open(
             home,

@@ -7,46 +7,23 @@ providers (our retries on, fast)."""
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import pytest
-from test_turn_support import DAY_ONE, collect_turn, fixed_clock, log_of, script, workdir_beside
+from test_retry import opened
+from test_turn_support import collect_turn, log_of, script
 
-from evertalk.agent.session import Agent
 from evertalk.protocol.events import AgentEvent, ReplyLogged, Retrying, TextDelta, TurnEnded
-from evertalk.providers.retry import RetryPolicy
 from fakes import AnthropicFake, Fail, Reply, ToolCall, chat, reply
 from fakes.behaviours import Behaviour, Call, Outcome, cut, summarizer
-from fakes.sdk_providers import provider_for
 
 pytestmark = pytest.mark.anyio
 
-FAST = RetryPolicy(base_delay=0.001)
 
 ANSWER = "The backups run at noon every day, and their logs go to the folder named backups."
 """Long enough to stream in several pieces (the fake sends 24 characters a delta)."""
-
-
-@asynccontextmanager
-async def opened(
-    home: Path, fake: AnthropicFake, policy: RetryPolicy = FAST
-) -> AsyncIterator[Agent]:
-    provider = provider_for(fake, retry=policy)
-    try:
-        async with Agent.open(
-            home,
-            asker=None,
-            provider=provider,
-            workdir=workdir_beside(home),
-            clock=fixed_clock(DAY_ONE),
-        ) as agent:
-            yield agent
-    finally:
-        await provider.aclose()
 
 
 def bad_hour(inner: Behaviour, seed: int) -> Behaviour:
