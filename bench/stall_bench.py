@@ -28,9 +28,7 @@ from pathlib import Path
 
 from bench.service_thread import service_in_thread
 from evertalk.client.connection import connect
-from evertalk.pgstore.session import PgSession
 from evertalk.protocol import events, replies, requests
-from evertalk.shared_chat import SharedChat
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the fakes, the throwaway server
@@ -40,6 +38,7 @@ from tests_chaos.proxy import Proxy  # noqa: E402
 
 from fakes import AnthropicFake, Call, Script, reply, serve, summarizer  # noqa: E402
 from home_config import write_config  # noqa: E402
+from office_writer import keep_logging  # noqa: E402
 from pg_server import missing, start_server  # noqa: E402
 
 STALL = 10.0
@@ -92,7 +91,7 @@ def _measure(folder: Path, url: str, relay: Proxy) -> Result:
     script = Script(story).route(_is_compaction, summarizer(100))
     fake = AnthropicFake(script)
     stop = threading.Event()
-    office = threading.Thread(target=_keep_logging, args=(url, folder / "office", stop))
+    office = threading.Thread(target=keep_logging, args=(url, folder / "office", stop))
     with serve(fake.app) as base_url:
         home = folder / "home"
         write_config(home, base_url=base_url, more=["", "[store]", f'url = "{relay.url(url)}"'])
@@ -141,18 +140,6 @@ def _at(seconds: float, action: Callable[[], None]) -> None:
     timer = threading.Timer(seconds, action)
     timer.daemon = True
     timer.start()
-
-
-def _keep_logging(url: str, folder: Path, stop: threading.Event) -> None:
-    """Another machine, on the database itself, logging a long note every 0.2 s."""
-    chat = SharedChat.open_shared(PgSession(url, "office"), folder)
-    try:
-        n = 0
-        while not stop.wait(0.2):
-            chat.append("note", f"note {n} from the office: " + "detail words " * 60)
-            n += 1
-    finally:
-        chat.close()
 
 
 def _is_compaction(call: Call) -> bool:

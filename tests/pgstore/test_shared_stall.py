@@ -17,11 +17,10 @@ import pytest
 from agent.test_turn_support import DAY_ONE, fixed_clock, workdir_beside, write_config
 from evertalk.agent.session import Agent
 from evertalk.pgstore import worker
-from evertalk.pgstore.session import PgSession
 from evertalk.protocol.events import TextDelta, TurnEnded
 from evertalk.providers.base import Event, Finished, Request, Started, Text, TextDone, Usage
 from evertalk.providers.base import TextDelta as Delta
-from evertalk.shared_chat import SharedChat
+from office_writer import keep_logging
 from pg_server import PgServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checker's relay
@@ -71,18 +70,6 @@ def relay(pg_server: PgServer) -> Iterator[Proxy]:
     proxy = Proxy(pg_server.port)
     yield proxy
     proxy.close()
-
-
-def keep_logging(url: str, folder: Path, stop: threading.Event) -> None:
-    """Another machine, on the database itself, logging a message every 0.2 s."""
-    chat = SharedChat.open_shared(PgSession(url, "office"), folder)
-    try:
-        n = 0
-        while not stop.wait(0.2):
-            chat.append("user", f"note {n} from the office: " + "detail words " * 60)
-            n += 1
-    finally:
-        chat.close()
 
 
 async def test_a_window_streams_on_while_the_database_stalls(
