@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.app import App
+from textual.containers import Vertical
 from tui_support import MODEL, app_of, enter_line, log_of, running, script, wait_until
 
 from evertalk.slash import RETRY_HINT
@@ -70,3 +72,28 @@ async def test_retry_over_the_budget_is_asked_about_too(home: Path) -> None:
         await pilot.press("y")
         await wait_until(pilot, lambda: [kind for kind, _ in log_of(home)][-1:] == ["ever"])
     assert [kind for kind, _ in log_of(home)] == ["user", "echo", "ever"]
+
+
+def dialog_text(app: App[int]) -> str:
+    """The words the dialog shows on the screen, its lines joined (its borders left out)."""
+    box = app.screen.query_one(Vertical).region
+    lines = [strip.text for strip in app.screen._compositor.render_strips()]
+    inside = [line[box.x + 1 : box.right - 1] for line in lines[box.y + 1 : box.bottom - 1]]
+    return " ".join(" ".join(inside).split())
+
+
+@pytest.mark.parametrize("width", [160, 60])
+async def test_the_budget_question_wraps_and_always_shows(home: Path, width: int) -> None:
+    with (home / "config.toml").open("a") as config:
+        config.write("\n[budget]\ndaily = 5.00\n")
+    spent(home, 6.00, model=MODEL)
+    async with running(home, AnthropicFake(script()), size=(width, 30)) as pilot:
+        app = app_of(pilot)
+        await wait_until(pilot, lambda: "$6.00/$5.00" in app.query_one(StatusBar).text)
+        await enter_line(pilot, "is it worth it?")
+        await wait_until(pilot, lambda: isinstance(app.screen, BudgetScreen))
+        await pilot.pause()
+        shown = dialog_text(app)
+        assert "([budget] daily in config.toml). Send this message all the same?" in shown
+        assert "No (n)" in shown and "Yes (y)" in shown
+        await pilot.press("n")

@@ -25,6 +25,8 @@ class BudgetScreen(YesNoScreen):
         padding: 1 2;
         background: $surface;
     }
+    /* the dialog's width, not the text's: a long reason wraps and the question shows */
+    BudgetScreen #budget-why { width: 100%; }
     BudgetScreen Horizontal { height: auto; margin-top: 1; }
     BudgetScreen Button { margin-right: 2; }
     """
