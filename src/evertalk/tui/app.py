@@ -490,6 +490,22 @@ class ChatApp(App[int]):
 
     # -- the input ------------------------------------------------------------------------
 
+    def on_key(self, event: events.Key) -> None:
+        """A character typed while a row of the chat has the focus (Shift+Tab took it there)
+        is meant for the message: the input takes the focus back, and the character. Only on
+        the chat's screen, and never a key something there is bound to."""
+        found = self.screen.query(PromptInput)
+        if not found or not event.is_printable or event.character is None:
+            return
+        prompt = found.first()
+        if self.focused is prompt or event.key in self.screen.active_bindings:
+            return
+        event.stop()
+        event.prevent_default()
+        prompt.focus()
+        if not prompt.read_only:
+            prompt.insert(event.character)
+
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         if isinstance(event.text_area, PromptInput):
             self.query_one(CommandHint).show_for(event.text_area.text)

@@ -72,7 +72,11 @@ KEYS: Final = (
     ("Esc", "clear the input (Ctrl+Z brings it back)"),
     ("Ctrl+U", "delete to the start of the line"),
     ("Page Up, Page Down", "scroll the chat (the mouse wheel too); at its top, earlier messages"),
-    ("Shift+Tab, Tab", "to the tool rows and folded messages (Enter, a click opens one) and back"),
+    (
+        "Shift+Tab, Tab",
+        "to the tool rows and folded messages (Enter, a click opens one) and back; "
+        "typing goes back to the input",
+    ),
     ("Ctrl+C", "cancel the running turn (what was logged stays logged); else clear the input"),
     ("Tab, Left, Right", "in the dialog that asks before a tool runs: choose a button"),
     ("Enter, Esc", "answer the dialog (Deny has the focus), deny it"),
