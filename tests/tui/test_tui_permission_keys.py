@@ -17,6 +17,7 @@ from tui_support import (
     script,
     wait_until,
     workdir_of,
+    write_config,
 )
 
 from evertalk.agent.policy import DENIED
@@ -117,3 +118,78 @@ async def test_a_write_over_a_file_shows_the_diff_and_a_new_one_its_lines(home: 
         await wait_until(pilot, lambda: not agent_of(app).busy)
     assert (work / "app.py").read_text() == "one\ntwo\nthree\n"  # denied: as it was
     assert (work / "notes.md").read_text() == "# Notes\nmilk\n"
+
+
+async def test_an_edit_shows_its_change_numbered_with_three_lines_around_it(home: Path) -> None:
+    work = workdir_of(home)
+    words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+    (work / "app.py").write_text("".join(f"{word}\n" for word in words))
+    edit = ToolCall("edit", {"path": "app.py", "old": "six", "new": "6"})
+    fake = AnthropicFake(script().push(reply(edit), answer("Done.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "change it")
+        dialog = await next_dialog(pilot)
+        assert text_of(dialog, "#question") == "Ever wants to edit app.py"
+        body = text_of(dialog, "#call").splitlines()
+        assert body[0] == "What changes in app.py:"
+        assert body[2:] == [
+            "@@ -3,7 +3,7 @@",
+            "3   three",
+            "4   four",
+            "5   five",
+            "6 - six",
+            "6 + 6",
+            "7   seven",
+            "8   eight",
+            "9   nine",
+        ]
+        await pilot.press("y")
+        await wait_until(pilot, lambda: not agent_of(app).busy)
+    assert (work / "app.py").read_text().splitlines()[5] == "6"
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"path": "gone.py", "old": "two", "new": "2"}, "gone.py: no such file"),
+        ({"path": "app.py", "old": "zwei", "new": "2"}, "`old` does not occur in app.py"),
+    ],
+)
+async def test_an_edit_that_cannot_apply_fails_before_asking(
+    home: Path, edit: dict[str, str], said: str
+) -> None:
+    (workdir_of(home) / "app.py").write_text("one\ntwo\n")
+    fake = AnthropicFake(script().push(reply(ToolCall("edit", edit)), answer("Done.")))
+    async with running(home, fake) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "change it")
+
+        def settled() -> bool:
+            asked = isinstance(app.screen, PermissionScreen)
+            return asked or any(row.finished for row in app.query(ToolRow))
+
+        await wait_until(pilot, settled)
+        assert not isinstance(app.screen, PermissionScreen)
+        row = app.query_one(ToolRow)
+        assert row.is_error and said in row.output_text
+        await wait_until(pilot, lambda: not agent_of(app).busy)
+    assert (workdir_of(home) / "app.py").read_text() == "one\ntwo\n"
+
+
+async def test_an_edit_is_not_checked_ahead_where_a_read_would_ask(tmp_path: Path) -> None:
+    """Its error would tell the model about a file it may not read unasked: the user is asked."""
+    home = tmp_path / "home"
+    write_config(home, read="ask")
+    edit = ToolCall("edit", {"path": "gone.py", "old": "two", "new": "2"})
+    fake = AnthropicFake(script().push(reply(edit), answer("Done.")))
+    async with running(home, fake) as pilot:
+        await enter_line(pilot, "change it")
+        dialog = await next_dialog(pilot)
+        assert text_of(dialog, "#call").splitlines() == [
+            "What changes in gone.py:",
+            "",
+            "[no such file]",
+        ]
+        await pilot.press("n")
+        await wait_until(pilot, lambda: not agent_of(app_of(pilot)).busy)

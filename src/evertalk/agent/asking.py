@@ -3,7 +3,8 @@
 Besides the call itself, a `write` question says whether the file exists now (`exists`) and, for
 one that does, how the new content differs from it (`diff`, unified, clipped): the client may
 run in another folder or on another machine's view of it, so the service, which runs the tools,
-is the one that reads the file. The folder a relative path starts from is the running call's
+is the one that reads the file. An `edit` question carries the diff the edit would make
+(`diff`). The folder a relative path starts from is the running call's
 (`AskedInput.workdir`).
 """
 
@@ -41,6 +42,9 @@ def ask_frame(ask_id: str, tool: str, tool_input: dict[str, Any]) -> dict[str, A
     workdir = getattr(tool_input, "workdir", None)
     if tool == "write" and isinstance(path, str) and isinstance(content, str) and workdir:
         frame.update(write_change(Path(workdir), path, content))
+    old, new = tool_input.get("old"), tool_input.get("new")
+    if tool == "edit" and isinstance(path, str) and isinstance(old, str) and workdir:
+        frame["diff"] = edit_change(Path(workdir), path, old, new if isinstance(new, str) else "")
     return frame
 
 
@@ -56,6 +60,26 @@ def write_change(workdir: Path, path: str, content: str) -> dict[str, Any]:
     except OSError as error:  # a folder, no permission: the write itself will say so
         return {"exists": real.exists(), "diff": f"[the file cannot be read: {error.strerror}]"}
     return {"exists": True, "diff": file_diff(path, data, content)}
+
+
+def edit_change(workdir: Path, path: str, old: str, new: str) -> str:
+    """The diff an edit would make to the file, or a line in brackets saying why there is none
+    (the edit itself will say so too)."""
+    real = Path(os.path.realpath(workdir / Path(path).expanduser()))
+    if not real.exists():
+        return "[no such file]"
+    if not real.is_file():  # a named pipe would hold the service up: not opened
+        return "[not a regular file]"
+    try:
+        with real.open("rb") as file:
+            data = file.read(READ_LIMIT + 1)
+    except OSError as error:
+        return f"[the file cannot be read: {error.strerror}]"
+    text = data.decode("utf-8", "replace")
+    old = valid_unicode(old)
+    if text.count(old) != 1:
+        return "[`old` does not occur once in the file now]"
+    return file_diff(path, data, text.replace(old, valid_unicode(new)))
 
 
 def file_diff(path: str, data: bytes, content: str) -> str:

@@ -349,18 +349,32 @@ class EditCall:
     async def run(self, ctx: ToolContext, limit: int, state: RunState) -> ToolOutcome:
         old, new = valid_unicode(self.old), valid_unicode(self.new)
         real = confined(ctx, self.path, self.allowed)
-        try:
-            folder = nofollow.open_folder(real.parent)
-        except nofollow.Swapped:
-            raise _swapped(self.path) from None
-        except OSError as error:
-            raise _os_problem(self.path, error) from None
+        folder = self._folder(real)
         try:
             return self._edit(real, folder, old, new, ctx)
         finally:
             os.close(folder)
 
-    def _edit(self, real: Path, folder: int, old: str, new: str, ctx: ToolContext) -> ToolOutcome:
+    def check(self, ctx: ToolContext) -> None:
+        """Fails as the edit would, changing nothing: no such file, `old` not in it once. Run
+        before the user is asked, so that no one is asked about an edit that cannot apply."""
+        real = locate(ctx, self.path)
+        folder = self._folder(real)
+        try:
+            raw = self._read(real, folder, ctx)
+        finally:
+            os.close(folder)
+        self._place(raw.decode("utf-8", "surrogateescape"), valid_unicode(self.old))
+
+    def _folder(self, real: Path) -> int:
+        try:
+            return nofollow.open_folder(real.parent)
+        except nofollow.Swapped:
+            raise _swapped(self.path) from None
+        except OSError as error:
+            raise _os_problem(self.path, error) from None
+
+    def _read(self, real: Path, folder: int, ctx: ToolContext) -> bytes:
         try:
             if nofollow.kind(folder, real.name) == stat.S_IFDIR:
                 raise IsADirectoryError(21, "Is a directory", str(real))
@@ -371,8 +385,10 @@ class EditCall:
             raise _os_problem(self.path, error) from None
         if b"\0" in raw:
             raise ToolError(f"{self.path} is a binary file (it holds NUL bytes)")
-        # surrogateescape: bytes that are not UTF-8 go back to the file exactly as they were
-        text = raw.decode("utf-8", "surrogateescape")
+        return raw
+
+    def _place(self, text: str, old: str) -> int:
+        """Where the one occurrence of `old` starts; a ToolError when it is not there once."""
         found = occurrences(text, old)
         if not found:
             hint = ""
@@ -386,7 +402,13 @@ class EditCall:
                 f"`old` occurs {len(found)} times in {self.path} (at lines {lines}{more}); "
                 "give more of the text around it so that it occurs once; the file is unchanged"
             )
-        at = found[0]
+        return found[0]
+
+    def _edit(self, real: Path, folder: int, old: str, new: str, ctx: ToolContext) -> ToolOutcome:
+        raw = self._read(real, folder, ctx)
+        # surrogateescape: bytes that are not UTF-8 go back to the file exactly as they were
+        text = raw.decode("utf-8", "surrogateescape")
+        at = self._place(text, old)
         changed = (text[:at] + new + text[at + len(old) :]).encode("utf-8", "surrogateescape")
         keep = _keeper(ctx, real, self.path, changed)
         if keep is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from evertalk.agent.permissions import Asker
@@ -25,7 +26,14 @@ from evertalk.agent.tools.base import (
     output_limit,
 )
 from evertalk.agent.tools.fetch import parse_fetch
-from evertalk.agent.tools.files import parse_edit, parse_read, parse_write, permitted, reach
+from evertalk.agent.tools.files import (
+    EditCall,
+    parse_edit,
+    parse_read,
+    parse_write,
+    permitted,
+    reach,
+)
 from evertalk.agent.tools.memory import parse_date, parse_search, parse_zoom
 from evertalk.agent.tools.shell import parse_shell
 from evertalk.chat import ToolInputError
@@ -88,6 +96,8 @@ class Toolbox:
         try:
             call = parse(tool_input)
             outside = reach(call, ctx)
+            if isinstance(call, EditCall) and await self._readable(call.path, outside, ctx):
+                call.check(ctx)  # no one is asked about an edit that cannot apply
             refusal = await self.policy.check(
                 name, tool_input, self.asker, agent=ctx.agent, outside=outside
             )
@@ -102,6 +112,13 @@ class Toolbox:
         except StoreError as error:
             return failure(f"the chat cannot be read: {error}")
         return outcome
+
+    async def _readable(self, path: str, outside: Path | None, ctx: ToolContext) -> bool:
+        """Whether a read of the file would run unasked: only then may an edit's check read it
+        before the user is asked (else its error would tell the model what the file holds)."""
+        if outside is not None:
+            return False
+        return await self.policy.check("read", {"path": path}, None, agent=ctx.agent) is None
 
     async def _run_mcp(
         self, name: str, tool_input: dict[str, Any], ctx: ToolContext
