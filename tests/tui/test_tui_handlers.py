@@ -140,6 +140,26 @@ def notes(app: ChatApp) -> list[str]:
     return [row.text for row in app.query(NoteRow)]
 
 
+async def test_a_reply_no_one_waits_for_never_reaches_the_chat(tmp_path: Path) -> None:
+    """A reply whose request no one waits for any more (a cancel's `ok`, a status asked as the
+    window closed) comes as the service's other frames do: it goes to the log, not a row."""
+    home = tmp_path / "home"
+    pushed = [
+        {"type": "ok"},
+        {"type": "ok", "rid": 999},
+        {"type": "accepted", "ids": [0], "duplicate": False},
+        {"type": "memory_warning", "text": "memory: the last one"},
+    ]
+    async with anyio.create_task_group() as group:
+        await group.start(scripted_service, home, pushed)
+        app = ChatApp(home, connector=lambda **_: open_remote(home, "app", start=False))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: "memory: the last one" in notes(app))
+            shown = [str(row.render()) for row in app.chat_log.children]
+            assert not [text for text in shown if "frame" in text or "ok" in text.split()]
+        group.cancel_scope.cancel()
+
+
 def test_the_app_reads_no_frame_by_its_keys() -> None:
     """Frames are read as their types: no `frame.get("…")` or `reply["…"]` in the app."""
     by_key = re.compile(r"\b(frame|reply|preview|done|answer|item)(\.get\(|\[\")")

@@ -780,7 +780,8 @@ class ChatApp(App[int]):
         (Ctrl+Z brings it back), or say how to quit."""
         remote = self.remote
         if remote is not None and self.busy:
-            self.run_worker(_quietly(remote.post(Cancel())), group="cancel")
+            # asked, not posted: its `ok` is the answer to it, not a frame for the chat
+            self.run_worker(_quietly(remote.request(Cancel(), Ok)), group="cancel")
             return
         prompt = self.prompt
         if prompt.selected_text:
@@ -832,8 +833,9 @@ class ChatApp(App[int]):
         return line
 
 
-async def _quietly(sent: Awaitable[None]) -> None:
-    """A frame sent for which nothing waits: a service gone meanwhile is said elsewhere."""
+async def _quietly(sent: Awaitable[object]) -> None:
+    """A frame sent whose outcome nothing waits for: a service gone meanwhile (or refusing it)
+    is said elsewhere."""
     with contextlib.suppress(ServiceError):
         await sent
 

@@ -220,8 +220,8 @@ class RetryingArrived(TurnEvent[events.Retrying], of=events.Retrying):
 class FrameRouter:
     """Each frame to the handler of its kind (the turn's events to `rows`, the log's to `log`,
     the others to `app`), one at a time. A line that was no frame of the protocol is said in a
-    row; a frame the app does not show, once for its type. (One of a type this client does not
-    know never comes: the connection skips it.)"""
+    row; a frame the app does not show (a late reply) goes to Textual's log, never to the chat.
+    (One of a type this client does not know never comes: the connection skips it.)"""
 
     def __init__(
         self,
@@ -234,7 +234,6 @@ class FrameRouter:
         self.rows = rows
         self.log = log or app  # the frames of the log a window follows
         self.say = say  # adds an error row to the chat
-        self._skipped: set[str] = set()  # types of frames said not to be shown
 
     async def show(self, frame: Received) -> None:
         """Show a frame; return once its handler has run."""
@@ -242,16 +241,9 @@ class FrameRouter:
             await self.say(str(frame))
             return
         message = arrived(frame)
-        if message is None:
-            name = frame_name(frame)
-            await self._not_shown(name, f"service: a {name} frame is not for the app, skipped")
+        if message is None:  # a reply whose request no one waits for any more
+            self.app.log.warning(f"skipped a {frame_name(frame)} frame no one waited for")
         elif isinstance(message, TurnEvent):
             await deliver(self.rows, message)
         else:
             await deliver(self.log if isinstance(message, LogFrame) else self.app, message)
-
-    async def _not_shown(self, kind: str, line: str) -> None:
-        if kind in self._skipped:
-            return
-        self._skipped.add(kind)
-        await self.say(line)
