@@ -12,7 +12,7 @@ Then the faults heal, every note that was not acknowledged is sent again under i
 summaries are left to finish, and the laws are checked:
 
 - every acknowledged note is logged once, and the ids are dense;
-- no two turns interleave: between a turn's message and its reply, no other machine's turn logs;
+- no two turns interleave: the records of one turn (by the epoch its appends name) stand together;
 - every machine's service renders the same view, and so does a machine that opens only now;
 - every window shows every note, once;
 - nothing is left unbuilt or leased.
@@ -308,25 +308,30 @@ def check(cluster: Cluster, acked: set[int], report: Report, late: Machine) -> N
 
 
 def interleaved(rows: list[tuple[object, ...]], appends: list[tuple[object, ...]]) -> list[str]:
-    """Turns of two machines whose messages are mixed: a turn's message, then another
-    machine's turn message or reply, before its own reply."""
-    machine_of: dict[int, str] = {}
-    for machine, what in appends:
+    """Turns whose records are mixed. Each turn's appends name the epoch of the turn lock it
+    took; the records of one epoch must stand together, with no other turn's between its
+    first and its last (notes from outside any turn may), and every turn's message must be
+    logged by a turn. A turn cut short (its service killed, its lock lost) ends early, and
+    the message it left is answered by a later turn of its own: neither mixes two turns."""
+    epoch_of: dict[int, int] = {}
+    for _, what in appends:
+        epoch = what.get("epoch")  # type: ignore[attr-defined]
         first, count = (int(x) for x in what["append"])  # type: ignore[index]
-        for i in range(first, first + count):
-            machine_of[i] = str(machine)
-    found, open_turn = [], {}
-    for i, kind, text, _ in rows:
-        who = machine_of.get(int(i))  # type: ignore[call-overload]
-        is_turn = kind == "user" and str(text).startswith("turn ")
-        if kind == "ever" or is_turn:
-            others = [m for m in open_turn if m != who]
-            if others:
-                found.append(f"message {i} of {who} falls inside a turn of {others[0]}")
-        if is_turn:
-            open_turn[who] = i
-        elif kind == "ever":
-            open_turn.pop(who, None)
+        if epoch is not None:
+            epoch_of.update({i: int(epoch) for i in range(first, first + count)})
+    spans: dict[int, list[int]] = {}
+    for i, epoch in sorted(epoch_of.items()):
+        spans.setdefault(epoch, [i, i])[1] = i
+    found = [
+        f"turn {epoch} (messages {lo}-{hi}) has turn {sorted(inside)[0]}'s records inside"
+        for epoch, (lo, hi) in sorted(spans.items())
+        if (inside := {epoch_of[i] for i in range(lo, hi + 1) if i in epoch_of} - {epoch})
+    ]
+    found += [
+        f"message {i} ({str(text)[:12]}) was logged outside any turn"
+        for i, _, text, _ in rows
+        if str(text).startswith("turn ") and int(i) not in epoch_of  # type: ignore[call-overload]
+    ]
     return found
 
 

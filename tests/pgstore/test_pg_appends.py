@@ -95,6 +95,9 @@ def test_a_turn_whose_lock_was_taken_since_logs_nothing(
     assert log(office, "ever", "office's answer", "oa", second) == [3]
     texts = [r.text for r in home.read_messages(0, 10)]
     assert texts == ["home's question", "office's question", "outside any turn", "office's answer"]
+    # each turn's appends name its epoch in the stream; an append outside a turn names none
+    epochs = [c.what.get("epoch") for c in home.changes_since(0)]
+    assert epochs == [first, second, None, second]
 
 
 def test_records_read_as_the_file_store_writes_them(pg_connect: Callable[..., Connection]) -> None:

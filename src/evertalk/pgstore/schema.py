@@ -358,24 +358,7 @@ def _every_chat(statements: str, tables: tuple[str, ...]) -> str:
     return ";\n".join([*lift, statements.strip(), *force])
 
 
-_FENCES = """
-ALTER TABLE evertalk.chats ADD COLUMN turn_epoch bigint NOT NULL DEFAULT 0;
-ALTER TABLE evertalk.nodes ADD COLUMN seq bigint;  -- the change that stored a built or cut node
-CREATE TABLE evertalk.failures (
-    chat bigint NOT NULL REFERENCES evertalk.chats ON DELETE CASCADE,
-    l smallint NOT NULL,
-    i bigint NOT NULL,
-    count integer NOT NULL,             -- failed compactions of the node, on any machine
-    PRIMARY KEY (chat, l, i)
-);
-ALTER TABLE evertalk.failures ENABLE ROW LEVEL SECURITY;
-ALTER TABLE evertalk.failures FORCE ROW LEVEL SECURITY;
-CREATE POLICY owner_only ON evertalk.failures
-    USING (chat IN (SELECT id FROM evertalk.chats WHERE owner = current_user))
-    WITH CHECK (chat IN (SELECT id FROM evertalk.chats WHERE owner = current_user));
-GRANT SELECT, INSERT, UPDATE, DELETE ON evertalk.failures TO PUBLIC;
-DROP FUNCTION evertalk.log_messages(bigint, text, text[], bigint[], text[], text[], text[],
-    text[], text[], text[], boolean[], integer[], integer[], text[]);
+_LOG_MESSAGES = """
 CREATE FUNCTION evertalk.log_messages(
     p_chat bigint, p_machine text, p_logged text[], p_ids bigint[],
     p_kinds text[], p_dates text[], p_texts text[], p_images text[], p_keys text[],
@@ -428,7 +411,32 @@ BEGIN
     pages := n;
     RETURN NEXT;
 END
-$$;
+$$
+"""
+"""A turn's appends fenced (migration 3): one whose epoch is not the chat's any more is refused."""
+
+_FENCES = (
+    """
+ALTER TABLE evertalk.chats ADD COLUMN turn_epoch bigint NOT NULL DEFAULT 0;
+ALTER TABLE evertalk.nodes ADD COLUMN seq bigint;  -- the change that stored a built or cut node
+CREATE TABLE evertalk.failures (
+    chat bigint NOT NULL REFERENCES evertalk.chats ON DELETE CASCADE,
+    l smallint NOT NULL,
+    i bigint NOT NULL,
+    count integer NOT NULL,             -- failed compactions of the node, on any machine
+    PRIMARY KEY (chat, l, i)
+);
+ALTER TABLE evertalk.failures ENABLE ROW LEVEL SECURITY;
+ALTER TABLE evertalk.failures FORCE ROW LEVEL SECURITY;
+CREATE POLICY owner_only ON evertalk.failures
+    USING (chat IN (SELECT id FROM evertalk.chats WHERE owner = current_user))
+    WITH CHECK (chat IN (SELECT id FROM evertalk.chats WHERE owner = current_user));
+GRANT SELECT, INSERT, UPDATE, DELETE ON evertalk.failures TO PUBLIC;
+DROP FUNCTION evertalk.log_messages(bigint, text, text[], bigint[], text[], text[], text[],
+    text[], text[], text[], boolean[], integer[], integer[], text[]);
+"""
+    + _LOG_MESSAGES
+    + """;
 CREATE OR REPLACE FUNCTION evertalk.put_node(
     p_chat bigint, p_machine text, p_needed bigint,
     p_l smallint[], p_i bigint[], p_texts text[], p_flags smallint[]
@@ -480,6 +488,7 @@ END
 $$;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA evertalk TO PUBLIC
 """
+)
 """Turns fenced, failures counted per chat, builds sent again taken as done.
 
 Each take of a chat's turn lock bumps `turn_epoch` (turns.py); a turn's appends carry the epoch
@@ -531,12 +540,23 @@ ALTER TABLE evertalk.views ADD COLUMN seq bigint  -- the change the views were f
 them with the tree as it stood at that change and folds the changes after it (shared_chat.py):
 the views it then holds are the other machines'."""
 
+_APPEND = "jsonb_build_object('append', jsonb_build_array(t, n))"
+_EPOCHS = _LOG_MESSAGES.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1).replace(
+    _APPEND,
+    _APPEND
+    + " || CASE WHEN p_epoch IS NULL THEN '{}'::jsonb"
+    + " ELSE jsonb_build_object('epoch', p_epoch) END",
+)
+"""A turn's append names its epoch in the change it records, so that whoever reads the stream
+(the checker, a follower) can tell one turn's records from another's."""
+
 MIGRATIONS: tuple[str, ...] = (
     _TABLES + _row_security() + ";\n" + _CHANGES,
     _SHAPE + ";\n" + _every_chat(SHAPE_ALL, ("nodes", "shape")),
     _FENCES,
     _SHARED,
     _VIEWS_AT,
+    _EPOCHS,
 )
 """MIGRATIONS[n - 1] brings the schema to version n."""
 
