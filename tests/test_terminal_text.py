@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import counted, escape_controls
 
 HOSTILE = "before\x1b[2J\x1b]0;pwned\x07 \x9bafter"
 
@@ -58,3 +58,11 @@ def test_importing_it_loads_nothing_heavy() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_a_count_and_its_noun_agree() -> None:
+    assert counted(1, "message") == "1 message"
+    assert counted(0, "message") == "0 messages"
+    assert counted(1_200, "row") == "1,200 rows"
+    assert counted(2, "summary", "summaries") == "2 summaries"
+    assert counted(1, "summary", "summaries") == "1 summary"

@@ -56,3 +56,9 @@ def confirmed(question: str) -> bool:
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
+
+
+def counted(count: int, noun: str, many: str | None = None) -> str:
+    """`1 message`, `2 messages`, `1,200 rows`: a count and its noun, which agree (`many`: the
+    plural when it is not the noun with an `s`)."""
+    return f"{count:,} {noun if count == 1 else many or noun + 's'}"
