@@ -61,6 +61,7 @@ def main() -> int:
         flush=True,
     )
     print(status_bench.run(chat_dir).line(), flush=True)
+    print(status_bench.scaling().line(), flush=True)
     for line in hot_paths.report(chat_dir):
         print(line, flush=True)
     browse = browse_bench.run(chat_dir)

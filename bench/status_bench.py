@@ -5,23 +5,36 @@ load only ever adds). Targets: 60 ms of imports, 0.25 s for the command at a mil
 The modules are compiled once, beforehand, as an installed evertalk's are.
 
 `python -m bench.status_bench CHAT_DIR` runs it alone on a chat folder (`make bench` passes
-the generated one, indexed by its open probes).
+the generated one, indexed by its open probes). `python -m bench.status_bench` alone compares
+two chats laid out by day, as a long-lived one is (PER_DAY messages a day, each day's file last
+written on that day): SMALL and LARGE messages, the larger with thousands of day files. The
+command's wall time must not grow with them: at most twice the small chat's, and 0.25 s.
 """
 
 from __future__ import annotations
 
 import os
+import random
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-CACHE = Path(__file__).with_name("out") / "pycache"
+from bench.chat_gen import WORDS, write_chat
+
+OUT = Path(__file__).with_name("out")
+CACHE = OUT / "pycache"
 RUNS = 7
 IMPORTS_TARGET_MS = 60.0
 COMMAND_TARGET_S = 0.25
+SMALL, LARGE = 10_000, 1_000_000
+PER_DAY = 500
+FIRST_DAY = datetime(2020, 1, 1, 12, tzinfo=UTC)
+GROWTH_TARGET = 2.0
 STATUS = (
     "from evertalk.cli import main; raise SystemExit(main(['memory', 'status', '--home', {!r}]))"
 )
@@ -109,8 +122,69 @@ def run(chat_dir: Path) -> StatusFigures:
     return StatusFigures(messages, imports, walls, floor * 1e3, modules)
 
 
+@dataclass(frozen=True)
+class ScalingFigures:
+    small: tuple[int, int, list[float]]
+    """Messages, day files and the command's wall times (s) of the small chat."""
+    large: tuple[int, int, list[float]]
+
+    def line(self) -> str:
+        (count, files, walls), (big, big_files, big_walls) = self.small, self.large
+        small, large = statistics.median(walls), statistics.median(big_walls)
+        return (
+            f"memory status by day files (median of {RUNS}): {count:,} messages in {files:,} "
+            f"day files {small:.2f} s, {big:,} in {big_files:,} {large:.2f} s = "
+            f"{large / small:.1f}x (targets {GROWTH_TARGET:.0f}x and {COMMAND_TARGET_S} s)"
+        )
+
+
+def scaling() -> ScalingFigures:
+    """`memory status` of a SMALL and a LARGE chat laid out by day."""
+    figures = []
+    for count in (SMALL, LARGE):
+        home = _by_day(count)
+        code = STATUS.format(str(home))
+        _messages(home, code)
+        walls = [_wall(code) for _ in range(RUNS)]
+        files = sum(1 for folder in ("main", "tree") for _ in (home / "chat" / folder).iterdir())
+        figures.append((count, files, walls))
+    return ScalingFigures(figures[0], figures[1])
+
+
+def _by_day(count: int) -> Path:
+    """A home whose chat has `count` messages, PER_DAY a day, built and indexed once: each day
+    file's time is its day's, and the owner's checkpoint came after."""
+    home = OUT / f"status-{count}"
+    if (home / "ready").exists():
+        return home
+    shutil.rmtree(home, ignore_errors=True)
+    chat_dir = home / "chat"
+    write_chat(
+        chat_dir,
+        count,
+        rng=random.Random(7),
+        words=WORDS,
+        day_of=lambda t: f"{FIRST_DAY + timedelta(days=t // PER_DAY):%Y-%m-%d}",
+        tree_day=lambda day: day,
+        summary_words=lambda rng: 30,
+    )
+    for folder in ("main", "tree"):
+        for path in (chat_dir / folder).iterdir():
+            at = int(datetime.fromisoformat(path.stem + "T12:00:00+00:00").timestamp()) * 10**9
+            os.utime(path, ns=(at, at))
+    from evertalk.store import ChatStore  # after the files: the index is built from them
+
+    with ChatStore.open(chat_dir) as store:
+        store.checkpoint()
+    (home / "ready").touch()
+    return home
+
+
 def main() -> int:
-    print(run(Path(sys.argv[1])).line())
+    if len(sys.argv) > 1:
+        print(run(Path(sys.argv[1])).line())
+    else:
+        print(scaling().line())
     return 0
 
 

@@ -16,6 +16,7 @@ from evertalk.store import scan as scan_module
 from evertalk.store.checkpoint import (
     INDEX_DIR,
     Checkpoint,
+    LogSizes,
     behind,
     caught_up,
     load_checkpoint,
@@ -26,14 +27,14 @@ from evertalk.store.loader import open_index
 from evertalk.store.tables import OverlayTable, Table
 
 
-def loaded(chat: Path, sizes: dict[str, int]) -> Checkpoint:
+def loaded(chat: Path, sizes: LogSizes) -> Checkpoint:
     base = load_checkpoint(chat / INDEX_DIR, sizes, readonly=True)
     assert isinstance(base, Checkpoint), base
     assert not behind(base.meta, sizes)
     return base
 
 
-def scanned(chat: Path, sizes: dict[str, int]) -> tuple[Index, dict[str, bytes], list[str]]:
+def scanned(chat: Path, sizes: LogSizes) -> tuple[Index, dict[str, bytes], list[str]]:
     """The index as the scanner gives it for the same checkpoint: a tail scan of no lines."""
     warnings: list[str] = []
     base = loaded(chat, sizes)

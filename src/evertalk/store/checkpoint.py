@@ -5,12 +5,13 @@ is used as it is (`caught_up`), and scan.py reads whatever the log holds past it
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 from evertalk.store import keys
-from evertalk.store.days import list_day_files
+from evertalk.store.days import day_entries
 from evertalk.store.index import Index, Level
 from evertalk.store.index_files import IndexFiles, StaleIndex
 from evertalk.store.meta import META_NAME, Meta, read_build, read_meta, tails_changed
@@ -23,12 +24,28 @@ REBUILDING = "rebuilding the index of"
 """How the warning of a rebuild begins: the one warning that says nothing of damage."""
 
 
-def log_sizes(chat_dir: Path) -> dict[str, int]:
-    """Every day file of the log and of the tree, by name relative to the chat folder."""
-    sizes = {}
+class LogSizes(dict[str, int]):
+    """The size of every day file of the log and of the tree, by name relative to the chat
+    folder; `stats` adds their modification times, `newest` names each folder's last file."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats: dict[str, tuple[int, int]] = {}
+        self.newest: set[str] = set()
+
+
+def log_sizes(chat_dir: Path) -> LogSizes:
+    """One listing of each folder and one stat of each day file."""
+    sizes = LogSizes()
     for folder in (MAIN, TREE):
-        for name in list_day_files(chat_dir / folder):
-            sizes[f"{folder}/{name}"] = (chat_dir / folder / name).stat().st_size
+        name = ""
+        for entry in day_entries(chat_dir / folder):
+            stat = entry.stat()
+            name = f"{folder}/{entry.name}"
+            sizes[name] = stat.st_size
+            sizes.stats[name] = (stat.st_size, stat.st_mtime_ns)
+        if name:
+            sizes.newest.add(name)
     return sizes
 
 
@@ -54,11 +71,22 @@ class Checkpoint:
         self.files.close()
 
 
-def _mtime_ns(path: Path) -> int:
+def _stat(path: Path) -> os.stat_result | None:
     try:
-        return path.stat().st_mtime_ns
+        return os.stat(path)
     except OSError:
-        return 0
+        return None
+
+
+def _same_build(index_dir: Path, before: os.stat_result | None, meta: Meta) -> bool:
+    """Whether meta.json still holds `meta`'s build: unchanged since `before` (a rewrite
+    replaces the file), or read again."""
+    now = _stat(index_dir / META_NAME)
+    if before is not None and now is not None:
+        fields = ("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
+        if all(getattr(before, name) == getattr(now, name) for name in fields):
+            return True
+    return read_build(index_dir) == meta.build
 
 
 def _load_levels(files: IndexFiles, meta: Meta, checkpointed: int) -> list[Level]:
@@ -77,9 +105,10 @@ def _load_levels(files: IndexFiles, meta: Meta, checkpointed: int) -> list[Level
     return levels
 
 
-def load_checkpoint(index_dir: Path, sizes: dict[str, int], readonly: bool) -> Checkpoint | str:
+def load_checkpoint(index_dir: Path, sizes: LogSizes, readonly: bool) -> Checkpoint | str:
     """The checkpointed index, or the reason it cannot be used."""
-    checkpointed = _mtime_ns(index_dir / META_NAME)  # before the read: a rewrite then checks more
+    before = _stat(index_dir / META_NAME)  # before the read: a rewrite then checks more
+    checkpointed = before.st_mtime_ns if before is not None else 0
     meta = read_meta(index_dir)
     if not isinstance(meta, Meta):
         return meta or "there is no index yet"
@@ -88,7 +117,7 @@ def load_checkpoint(index_dir: Path, sizes: dict[str, int], readonly: bool) -> C
             return f"{name} is missing or shorter than when it was indexed"
     if any(count > meta.messages >> level for level, count in enumerate(meta.levels)):
         return "meta.json counts nodes that cannot exist"
-    changed = tails_changed(meta, index_dir.parent)
+    changed = tails_changed(meta, index_dir.parent, sizes.stats, sizes.newest)
     if changed is not None:
         return f"{changed} changed before the point it was indexed up to"
     if not readonly and not (index_dir / keys.KEYS_NAME).is_file():
@@ -110,7 +139,7 @@ def load_checkpoint(index_dir: Path, sizes: dict[str, int], readonly: bool) -> C
         files.close()
         return f"cannot read it ({error})"
     # A reader shares the files with their owner, whose rebuild would replace meta.json first.
-    if readonly and read_build(index_dir) != meta.build:
+    if readonly and not _same_build(index_dir, before, meta):
         key_store.close()
         files.close()
         return "the index was rebuilt while it was read"

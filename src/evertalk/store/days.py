@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -29,10 +30,17 @@ def day_file_name(now: datetime) -> str:
     return as_local(now).strftime("%Y-%m-%d") + ".jsonl"
 
 
-def list_day_files(folder: Path) -> list[str]:
-    """The day files in `folder`, sorted by name; other files are not ours to read."""
+def day_entries(folder: Path) -> list[os.DirEntry[str]]:
+    """The day files in `folder` as directory entries, sorted by name: one listing, and a stat
+    of each only when asked for (an entry keeps it)."""
     try:
-        names = [entry.name for entry in folder.iterdir() if entry.is_file()]
+        with os.scandir(folder) as entries:
+            found = [e for e in entries if _DAY_FILE.fullmatch(e.name) and e.is_file()]
     except FileNotFoundError:
         return []
-    return sorted(name for name in names if _DAY_FILE.fullmatch(name))
+    return sorted(found, key=lambda entry: entry.name)
+
+
+def list_day_files(folder: Path) -> list[str]:
+    """The day files in `folder`, sorted by name; other files are not ours to read."""
+    return [entry.name for entry in day_entries(folder)]

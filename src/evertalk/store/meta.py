@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,9 @@ class FileState:
     """A hash of the bytes just before `scanned` (see `tail_hash`); empty when not taken."""
     tail_at: int = 0
     """The `scanned` that `tail` was taken at."""
+    seen: tuple[int, int] | None = None
+    """The file's size and modification time (ns) when `tail` was last found right, if its clock
+    had settled then (see `seal`): while the file keeps both, its tail need not be read again."""
 
 
 @dataclass(slots=True)
@@ -50,10 +55,7 @@ class Meta:
     """Records in each level's files (highest built index + 1)."""
 
     def to_json(self) -> bytes:
-        files = {
-            name: {"no": s.no, "scanned": s.scanned, "lines": s.lines, "tail": s.tail}
-            for name, s in self.files.items()
-        }
+        files = {name: _file_json(state) for name, state in self.files.items()}
         obj = {
             "version": VERSION,
             "byteorder": sys.byteorder,
@@ -77,10 +79,22 @@ class Meta:
 
     def copy(self) -> Meta:
         files = {
-            name: FileState(s.no, s.scanned, s.lines, s.tail, s.tail_at)
+            name: FileState(s.no, s.scanned, s.lines, s.tail, s.tail_at, s.seen)
             for name, s in self.files.items()
         }
         return Meta(self.build, files, self.messages, list(self.levels))
+
+
+def _file_json(state: FileState) -> dict[str, object]:
+    obj: dict[str, object] = {
+        "no": state.no,
+        "scanned": state.scanned,
+        "lines": state.lines,
+        "tail": state.tail,
+    }
+    if state.seen is not None:
+        obj["seen"] = list(state.seen)
+    return obj
 
 
 TAIL = 4096  # bytes hashed at the end of each file's indexed part
@@ -99,18 +113,57 @@ def tail_hash(path: Path, end: int) -> str:
     return blake2b(data, digest_size=8).hexdigest()
 
 
+SETTLED_NS = 3_000_000_000
+"""How long ago a file must have been written for its modification time to vouch for it: any
+later write then gives it another (file systems' clocks tick in at most 2 s)."""
+
+
+def _settled(path: Path, now: int) -> tuple[int, int] | None:
+    """The file's size and modification time, when it was last written SETTLED_NS before `now`."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns) if now - stat.st_mtime_ns >= SETTLED_NS else None
+
+
 def seal(meta: Meta, chat_dir: Path) -> None:
-    """Take the tail hash of every file whose indexed part grew since its last one."""
+    """Take the tail hash of every file whose indexed part grew since its last one, and note
+    the size and time of files that have settled since, each checked once more before: an open
+    then reads the tails of changed files alone, not of every day of a long chat's log."""
+    now = time.time_ns()
     for name, state in meta.files.items():
-        if state.scanned and (not state.tail or state.tail_at != state.scanned):
-            state.tail, state.tail_at = tail_hash(chat_dir / name, state.scanned), state.scanned
+        if not state.scanned:
+            continue
+        path = chat_dir / name
+        if not state.tail or state.tail_at != state.scanned:
+            seen = _settled(path, now)  # before the hash: a write after it shows in the time
+            state.tail, state.tail_at = tail_hash(path, state.scanned), state.scanned
+            state.seen = seen
+        elif state.seen is None:
+            seen = _settled(path, now)
+            if seen is not None and tail_hash(path, state.scanned) == state.tail:
+                state.seen = seen
 
 
-def tails_changed(meta: Meta, chat_dir: Path) -> str | None:
-    """The first file whose indexed end no longer hashes as it did, or None."""
+def tails_changed(
+    meta: Meta, chat_dir: Path, stats: Mapping[str, tuple[int, int]], always: Collection[str]
+) -> str | None:
+    """The first file whose indexed end no longer hashes as it did, or None.
+
+    `stats` holds each file's size and modification time now. A file that still has those
+    `seen` at the checkpoint is taken as it was then, unless it is in `always` (each folder's
+    newest, where writes go); any other is read, and forgets its `seen` until the next seal.
+    """
     for name, state in meta.files.items():
-        if state.tail and state.scanned and tail_hash(chat_dir / name, state.scanned) != state.tail:
+        if not state.tail or not state.scanned:
+            continue
+        if state.seen is not None and name not in always and stats.get(name) == state.seen:
+            continue
+        if tail_hash(chat_dir / name, state.scanned) != state.tail:
             return name
+        if stats.get(name) != state.seen:
+            state.seen = None
     return None
 
 
@@ -124,13 +177,29 @@ def _count(value: object) -> int:
     raise ValueError("a count is not a non-negative integer")
 
 
+def _counts(*values: object) -> bool:
+    """Whether all are non-negative integers (JSON's booleans are not): quick, as it runs for
+    each of the thousands of files of a long chat's log at every open."""
+    for value in values:  # noqa: SIM110 - a loop is faster than all() of a generator
+        if type(value) is not int or value < 0:
+            return False
+    return True
+
+
 def _file_state(value: object) -> FileState:
     if not isinstance(value, dict):
         raise ValueError("a file entry is not an object")
-    scanned, tail = _count(value["scanned"]), value.get("tail", "")
+    no, scanned, lines = value["no"], value["scanned"], value["lines"]
+    tail, seen = value.get("tail", ""), value.get("seen")
+    if not _counts(no, scanned, lines):
+        raise ValueError("a count is not a non-negative integer")
     if not isinstance(tail, str):
         raise ValueError("a file's tail hash is not a string")
-    return FileState(_count(value["no"]), scanned, _count(value["lines"]), tail, scanned)
+    if seen is not None:
+        if not isinstance(seen, list) or len(seen) != 2 or not _counts(*seen):
+            raise ValueError("a file's size and time are not a pair of counts")
+        seen = (seen[0], seen[1])
+    return FileState(no, scanned, lines, tail, scanned, seen)
 
 
 def _parse(obj: Any) -> Meta:
