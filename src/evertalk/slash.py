@@ -58,6 +58,10 @@ INSTRUCTIONS_EDIT = Command(
     "/instructions edit",
     "edit your instructions in $EDITOR (from the next start)",
 )
+COMPACT = Command("/compact", "build the summaries now, as evertalk memory compact does")
+CLEAR = Command(
+    "/clear", "clear the screen; the chat and Ever's memory of it are kept (Page Up brings it back)"
+)
 EDIT = Command("/edit", "put the last message you sent back in the input, to send again")
 QUIT = Command("/quit", "leave (Ctrl+D on an empty input does too)")
 FORGET = Command(
@@ -76,11 +80,13 @@ COMMANDS: Final = (
     SEARCH,
     MODEL,
     MEMORY_MODEL,
+    COMPACT,
     AGENTS,
     AGENTS_STOP,
     IMAGE,
     RETRY,
     EDIT,
+    CLEAR,
     SETUP,
     USAGE,
     INSTRUCTIONS,

@@ -88,6 +88,7 @@ from evertalk.tui import commands
 from evertalk.tui import service_messages as sm
 from evertalk.tui.budget_screen import BudgetScreen
 from evertalk.tui.commands import CommandError, Invocation, read_line
+from evertalk.tui.compact import compact_in_app
 from evertalk.tui.editor import Editor, edit_instructions
 from evertalk.tui.forget import forget_in_app, previews
 from evertalk.tui.log_rows import LogRows
@@ -676,6 +677,10 @@ class ChatApp(App[int]):
             await self._output(edit_instructions(self, self.home, self.editor))
         elif command is slash.EDIT:
             self.prompt.edit_again()
+        elif command is slash.CLEAR:
+            await self._clear()
+        elif command is slash.COMPACT:
+            await self._compact()
         elif command is slash.UNDO:
             remote = await self._remote_soon()
             if remote is None:
@@ -690,6 +695,30 @@ class ChatApp(App[int]):
             await self._add(*[OutputRow(text, classes=quoted) for text in texts])
         elif command is not None:
             await self._served(command, line.args)
+
+    async def _clear(self) -> None:
+        """`/clear`: a fresh screen, not a fresh chat: its rows come back on a scroll up."""
+        if self.busy or self.rows.under_way():
+            raise CommandError("a turn is running: /clear once it ends (Ctrl+C cancels it)")
+        await self.log_rows.clear_screen()
+        self.chat_log.anchor()
+        await self._add(OutputRow(CLEARED))
+
+    async def _compact(self) -> None:
+        """`/compact`: the summaries built now, on a connection of its own, one row saying
+        how far it got; the chat goes on meanwhile."""
+        if await self._remote_soon() is None:
+            raise CommandError(self._not_connected())
+        row = OutputRow("summaries: asking the service how many are left…")
+        await self._add(row)
+        self.run_worker(self._compacting(row), group="compact")
+
+    async def _compacting(self, row: OutputRow) -> None:
+        try:
+            await compact_in_app(self.connector, row.set_text)
+        except ServiceError as error:
+            row.set_text(f"summaries: {error}; those built are kept")
+            row.add_class("error")
 
     async def _served(self, command: slash.Command, args: tuple[str, ...]) -> None:
         """A command the service runs: its texts as rows (`/memory`'s view dimmed)."""
@@ -841,6 +870,10 @@ async def _quietly(sent: Awaitable[object]) -> None:
 
 
 NOT_CONNECTED = "the service is not connected yet: a moment"
+CLEARED = (
+    "screen cleared; the chat and Ever's memory of it are kept: Page Up, or scrolling up, "
+    "brings it back"
+)
 RESUMES = "it starts again with your next message or command"
 SPENT_ON = "any window's turns, subagents, summaries"
 ELSEWHERE: Final = {"/exit": ("/quit",), "/?": ("/help",)}  # as other chat programs spell them

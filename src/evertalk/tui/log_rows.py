@@ -213,6 +213,17 @@ class LogRows(Widget):
         self.shown.replaced(part, drawn if mounted else [])
         await log.remove_children(mounted)
 
+    async def clear_screen(self) -> None:
+        """`/clear`: every row off the screen. The log is followed on, and a scroll to the top
+        brings its messages back, a page at a time, from the last one logged."""
+        log = self.host.chat_log
+        rows = list(log.children)
+        self.shown.forget_rows(rows)
+        self.host.rows.forget_rows(rows)
+        await log.remove_children()
+        self.tail_rows, self.intro = [], None
+        self.oldest = self.chat_size = self.shown.position or 0
+
     # -- older rows -----------------------------------------------------------------------
 
     def at_top(self) -> None:

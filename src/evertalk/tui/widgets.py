@@ -311,6 +311,10 @@ class OutputRow(Static):
         super().__init__(escape_controls(text), markup=False, classes=classes)
         self.text = text
 
+    def set_text(self, text: str) -> None:
+        self.text = text
+        self.update(escape_controls(text))
+
     def withdraw(self, why: str) -> None:
         """Shown no more (it quoted what a forget took away): `why` in its place."""
         self.text = why
