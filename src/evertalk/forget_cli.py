@@ -17,13 +17,15 @@ from evertalk.chat import Chat
 from evertalk.memory import node_name
 from evertalk.memory.nodes import Node
 from evertalk.store.chat_dir import ChatStore
+from evertalk.store.checkpoint import INDEX_DIR
 from evertalk.store.copies import holding
 from evertalk.store.errors import StoreError
 from evertalk.store.finder import Finder
 from evertalk.store.forget import Plan, apply, marker, plan_edit, plan_forget
+from evertalk.store.search_index import SEARCH_NAME
 from evertalk.store_setting import files_problem
 from evertalk.summary_cost import summary_calls
-from evertalk.terminal_text import confirmed, escape_controls, fail
+from evertalk.terminal_text import confirmed, counted, escape_controls, fail
 
 UNREACHED = (
     "Not reached: files written by `evertalk memory browse --out`, backups and copies made "
@@ -31,6 +33,7 @@ UNREACHED = (
     "lifetime (5 minutes to an hour)."
 )
 
+CACHE_AGAIN = "the next turn writes the prompt cache again from the first changed line."
 FORGET_QUESTION = "Forget this for good?"
 NOTHING = "Nothing to forget: no message, summary or other file under the home holds it."
 
@@ -120,21 +123,26 @@ def describe(plan: Plan, chat_dir: Path, places: Places) -> list[str]:
     lines.append(f"Summaries that lose their text and are built again: {len(plan.dropped)}")
     if plan.dropped:
         lines.append(f"  {names}{more}")
-    lines.append(
-        f"Search index: about {plan.search_rows} rows change or go, and none of its files keeps "
-        "their old words"
-    )
+    if (chat_dir / INDEX_DIR / SEARCH_NAME).is_file():  # search is on: its rows change too
+        lines.append(
+            f"Search index: about {counted(plan.search_rows, 'row')} change or go, and none of "
+            "its files keeps their old words"
+        )
     lines += _places(chat_dir.parent, places)
-    calls, dollars = summary_calls(chat_dir.parent, plan.calls)
+    lines.append(f"Cost: {_cost(chat_dir.parent, plan.calls)}; {CACHE_AGAIN}")
+    lines.append(UNREACHED)
+    return lines
+
+
+def _cost(home: Path, nodes: int) -> str:
+    """What building the summaries again costs, as the preview says it."""
+    calls, dollars = summary_calls(home, nodes)
+    if not calls:
+        return "no model calls"
     price = "price unknown" if dollars is None else f"about ${dollars:,.2f}"
     if dollars is not None and dollars < 0.005:
         price = "under $0.01"
-    lines.append(
-        f"Cost: about {calls} model calls of the compactor ({price}) to build the summaries "
-        "again; the next turn writes the prompt cache again from the first changed line."
-    )
-    lines.append(UNREACHED)
-    return lines
+    return f"about {counted(calls, 'model call')} of the compactor ({price}) to build them again"
 
 
 def _places(home: Path, found: Places) -> list[str]:
@@ -190,9 +198,10 @@ def _via_service(args: argparse.Namespace, home: Path) -> int:
             _say("Nothing was changed.")
             return 1
         done = connection.request(request, Forgotten)
+    dropped = counted(done.summaries, "summary", "summaries")
     _say(
-        f"Done: {done.messages} messages changed, {done.summaries} summaries "
-        "dropped; the service builds them again."
+        f"Done: {counted(done.messages, 'message')} changed, {dropped} dropped; the service "
+        "builds them again."
     )
     return 0
 
@@ -215,9 +224,12 @@ def _run(args: argparse.Namespace, chat_dir: Path) -> int:
         chat.close()  # the store is invalidated once applied: the views are not saved over
     with Chat.open(chat_dir) as chat:
         to_go = chat.unbuilt_count()
+    changed = counted(len(plan.changes), "message")
+    dropped = counted(len(plan.dropped), "summary", "summaries")
+    waiting = f"{counted(to_go, 'summary', 'summaries')} {'waits' if to_go == 1 else 'wait'}"
     _say(
-        f"Done: {len(plan.changes)} messages changed, {len(plan.dropped)} summaries dropped; "
-        f"{to_go} summaries wait for the compactor (`evertalk memory compact` builds them now)."
+        f"Done: {changed} changed, {dropped} dropped; {waiting} for the compactor "
+        "(`evertalk memory compact` builds them now)."
     )
     return 0
 

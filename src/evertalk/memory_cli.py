@@ -18,7 +18,7 @@ from evertalk.chat import Chat, Status, ToolInputError
 from evertalk.store.compactor_status import CompactorStatus, catch_up_seconds, read_status
 from evertalk.store.errors import StoreError
 from evertalk.store_setting import database_url
-from evertalk.terminal_text import escape_controls
+from evertalk.terminal_text import counted, escape_controls
 
 
 class CommandError(Exception):
@@ -118,12 +118,13 @@ def format_status(status: Status) -> str:
         [
             f"chat      {status.path}",
             f"messages  {status.messages:,}{last}",
-            f"view      {status.view_lines:,} lines, {status.view_bytes:,} bytes, "
-            f"{flag(status.shrinking)}",
-            f"cview     {status.cview_lines:,} lines, {status.cview_bytes:,} bytes, "
-            f"{flag(status.cshrinking)}",
+            f"view      {counted(status.view_lines, 'line')}, "
+            f"{counted(status.view_bytes, 'byte')}, {flag(status.shrinking)}",
+            f"cview     {counted(status.cview_lines, 'line')}, "
+            f"{counted(status.cview_bytes, 'byte')}, {flag(status.cshrinking)}",
             format_nodes(status),
-            f"ready     {status.ready_leaves:,} leaves, {status.ready_merges:,} merges",
+            f"ready     {counted(status.ready_leaves, 'leaf', 'leaves')}, "
+            f"{counted(status.ready_merges, 'merge')}",
         ]
     )
 

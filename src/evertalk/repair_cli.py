@@ -14,6 +14,7 @@ from evertalk.client.connection import ServiceError, take_over
 from evertalk.client.hold import Held, holding
 from evertalk.store.repair import Fixed, Report, needs_repair, repair
 from evertalk.store_setting import files_problem
+from evertalk.terminal_text import counted
 
 WHAT = "memory repair"
 
@@ -59,7 +60,7 @@ def _repair(chat_dir: Path) -> int:
         with Chat.open(chat_dir) as chat:
             for warning in chat.warnings:
                 print(f"evertalk: warning: {warning}", file=sys.stderr)
-            print(f"The chat opens: {chat.t:,} messages.")
+            print(f"The chat opens: {counted(chat.t, 'message')}.")
     except (StoreError, OSError) as error:
         print(f"evertalk: memory repair: {error}", file=sys.stderr)
         return 1

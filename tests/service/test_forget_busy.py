@@ -81,7 +81,7 @@ async def test_a_forget_cancels_the_turn_and_the_compaction_and_no_stale_line_la
 
         preview = await remote.request(Forget(range="2", preview=True), ForgetPreview)
         assert preview.changes and not [f for f in seen if isinstance(f, TurnEnded)]
-        with pytest.raises(RequestFailed, match="no message 99"):  # nothing to forget there:
+        with pytest.raises(RequestFailed, match=r"the chat has \d+ messages"):  # none there:
             await remote.request(Forget(range="99"), Forgotten)
         assert not [f for f in seen if isinstance(f, TurnEnded)]  # the turn went on
         done = await remote.request(Forget(range="2", reason="a key"), Forgotten)

@@ -48,7 +48,7 @@ async def test_a_forget_through_the_service_reopens_the_chat_without_the_text(ho
         zoom = await remote.request(GetZoom(id=2, n=1), Zoom)
         assert zoom.text.startswith("2+1|user: [forgotten on ") and "a key" in zoom.text
         assert WORD not in (await remote.request(GetView(), View)).text
-        with pytest.raises(RequestFailed, match="no message 9"):
+        with pytest.raises(RequestFailed, match="the chat has 4 messages, 0–3"):
             await remote.request(Forget(range="9"), Forgotten)
     for path in home.rglob("*"):
         if path.is_file():
@@ -75,7 +75,7 @@ async def test_the_command_says_what_the_service_refused(
     out, err = capsys.readouterr()
     assert "Nothing to forget" not in out
     said = [line for line in err.splitlines() if line.startswith("evertalk:")]
-    assert said == ["evertalk: forget: there is no message 9 (T = 4)"], err
+    assert said == ["evertalk: forget: the chat has 4 messages, 0–3"], err
 
 
 def test_no_tool_of_the_model_or_of_mcp_forgets(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ async def test_slash_forget_previews_then_forgets_on_yes(home: Path) -> None:
         assert rows[-1] == "Type `/forget 2 yes the key` to forget this for good."
         assert WORD in (await remote.request(GetZoom(id=2, n=1), Zoom)).text
         rows = await forget_in_app(remote, ("2", "yes", "the", "key"))
-        assert rows[0].startswith("Forgotten: 1 messages")
+        assert rows[0].startswith("Forgotten: 1 message; ")
         with anyio.fail_after(10):
             while not any(isinstance(frame, Reopened) for frame in seen):
                 await anyio.sleep(0.01)

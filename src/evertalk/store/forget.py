@@ -51,6 +51,7 @@ from evertalk.store.search_db import remove
 from evertalk.store.search_index import SEARCH_NAME, SearchIndex
 from evertalk.store.secure import write_atomic
 from evertalk.store.sqlite_lib import sqlite3
+from evertalk.terminal_text import counted
 
 FORGOTTEN = "[forgotten on "
 """How every forgotten message's text begins: `[forgotten on 2026-12-05]`, with the reason
@@ -112,12 +113,19 @@ class Plan:
         return len(self.changes) + self.calls
 
 
+def past_the_end(t: int) -> str:
+    """Why a message past the end of a chat of `t` messages cannot be named: what it holds."""
+    if not t:
+        return "the chat has no messages yet"
+    return f"the chat has {counted(t, 'message')}, 0–{t - 1}"
+
+
 def plan_forget(store: ChatStore, first: int, last: int, text: str) -> Plan:
     """Plan forgetting messages `first` … `last`, whole (every page of a long message): each
     text becomes `text` and its images go. A message forgotten before keeps its marker."""
     t = store.message_count
     if not 0 <= first <= last < t:
-        raise StoreError(f"there is no message {last if first >= 0 else first} (T = {t})")
+        raise StoreError(past_the_end(t))
     first, last = _whole(store, first), _whole(store, last, end=True)
     changes = {}
     for i in range(first, last + 1):

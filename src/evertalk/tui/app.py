@@ -203,6 +203,10 @@ class ChatApp(App[int]):
         self.log_rows = LogRows(self, list(tail))
         self.shown = self.log_rows.shown  # what the window shows of the log
         self._asked: dict[str, PermissionScreen] = {}
+        # the settings the chat runs on, and whether this window's /setup saved new ones: a
+        # `reopened` is said when they change, or for that save
+        self._settings: tuple[str, str, str | None] | None = None
+        self._saved_setup = False
         self._waits_elsewhere: dict[str, NoteRow] = {}
         self._frames = FrameRouter(
             self,
@@ -344,7 +348,9 @@ class ChatApp(App[int]):
         self.spending.connected()
         # the figure as the window connects: only what it rises by from here is this session's
         with contextlib.suppress(ServiceError):
-            self.spending.sample((await remote.request(GetStatus(), Status)).cost)
+            status = await remote.request(GetStatus(), Status)
+            self.spending.sample(status.cost)
+            self._settings = self._configured(status.model)
         self.refresh_status()
         if not first:
             await self._add(NoteRow(f"connected to the service (pid {remote.pid})"))
@@ -475,7 +481,23 @@ class ChatApp(App[int]):
 
     @shows(sm.ReopenedArrived)
     async def _on_reopened(self, message: sm.ReopenedArrived) -> None:
-        await self._add(NoteRow(applied(message.frame, file_key=file_has_key(self.home))))
+        """Said once per real change of the settings (a forget, a repair reopen the chat on
+        the same ones), and once for this window's own /setup."""
+        frame = message.frame
+        settings = (frame.provider, frame.model, frame.base_url)
+        changed, self._settings = settings != self._settings, settings
+        if changed or self._saved_setup:
+            self._saved_setup = False
+            await self._add(NoteRow(applied(frame, file_key=file_has_key(self.home))))
+
+    def _configured(self, model: str) -> tuple[str, str, str | None] | None:
+        """The settings the chat runs on, as `reopened` says them: the provider and the address
+        config.toml names, the model the service says (None when the file cannot be read)."""
+        try:
+            config = load_config(self.home)
+        except ConfigError:
+            return None
+        return (config.provider, model, config.base_url)
 
     @shows(sm.ErrorArrived)
     async def _on_error(self, message: sm.ErrorArrived) -> None:
@@ -737,8 +759,10 @@ class ChatApp(App[int]):
             rows[0].add_class("view")
         await self._add(*rows)
 
-    async def _output(self, text: str) -> None:
-        await self._add(OutputRow(text))
+    async def _output(self, text: str) -> OutputRow:
+        row = OutputRow(text)
+        await self._add(row)
+        return row
 
     def _show_title(self) -> None:
         """The input's title says what goes with the message typed, while anything does: a
@@ -792,12 +816,14 @@ class ChatApp(App[int]):
         if remote is None:  # no service now: the next one reads the new settings
             await self._add(NoteRow("settings saved: the service starts on them"))
             return
+        self._saved_setup = True  # the `reopened` that follows is said, changed or not
         try:
             await remote.request(Reopen(), Ok)
         except RequestFailed as error:
             if error.kind == "busy":  # a subagent's report started a turn meanwhile
                 await self._add(NoteRow(SAVED_FOR_LATER))
                 return
+            self._saved_setup = False
             await self._add(NoteRow(f"settings saved, not applied: {error}", classes="error"))
         except ServiceGone:
             pass  # the next service reads them

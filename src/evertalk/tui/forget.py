@@ -12,6 +12,7 @@ from evertalk.client.remote import Remote, ServiceError
 from evertalk.protocol.replies import ForgetPreview, Forgotten
 from evertalk.protocol.requests import Forget
 from evertalk.slash import FORGET, CommandError
+from evertalk.terminal_text import counted
 
 
 def previews(args: tuple[str, ...]) -> bool:
@@ -35,4 +36,12 @@ async def forget_in_app(remote: Remote, args: tuple[str, ...]) -> list[str]:
         done = await remote.request(frame, Forgotten)
     except ServiceError as error:
         raise CommandError(str(error)) from None
-    return [f"Forgotten: {done.messages} messages; {done.summaries} summaries are built again."]
+    return [f"Forgotten: {counted(done.messages, 'message')}; {rebuilt(done.summaries)}."]
+
+
+def rebuilt(summaries: int) -> str:
+    """`2 summaries are built again`, `1 summary is`, `no summary is`."""
+    if not summaries:
+        return "no summary is built again"
+    verb = "is" if summaries == 1 else "are"
+    return f"{counted(summaries, 'summary', 'summaries')} {verb} built again"

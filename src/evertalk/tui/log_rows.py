@@ -13,6 +13,7 @@ from textual.widget import Widget
 
 from evertalk.client.remote import Message, Remote, ServiceError, message_of
 from evertalk.slash import RETRY_HINT
+from evertalk.terminal_text import counted
 from evertalk.tui import service_messages as sm
 from evertalk.tui.history import (
     EARLIER_MOST,
@@ -275,9 +276,10 @@ class LogRows(Widget):
 
 def intro_text(t: int, oldest: int) -> str:
     """The first row: how many messages the chat has, and how many of them follow it."""
-    shown = f"; the last {t - oldest:,} follow. Scroll up for earlier ones;" if oldest else "."
+    follow = f"the last {t - oldest:,} follow" if t - oldest > 1 else "the last one follows"
+    shown = f"; {follow}. Scroll up for earlier ones;" if oldest else "."
     return (
-        f"{t:,} messages in this chat{shown} /memory shows what Ever remembers, "
+        f"{counted(t, 'message')} in this chat{shown} /memory shows what Ever remembers, "
         "/help the keys and the commands."
     )
 

@@ -17,10 +17,11 @@ from evertalk.protocol.replies import Undone, UndoPreview
 from evertalk.protocol.requests import Undo
 from evertalk.slash import UNDO, CommandError
 from evertalk.terminal_text import escape_controls
+from evertalk.tui.widgets import OutputRow
 from evertalk.tui.yes_no import YesNoScreen
 
-Show = Callable[[str], Awaitable[None]]
-"""How the app shows a command's output: one row."""
+Show = Callable[[str], Awaitable[OutputRow]]
+"""How the app shows a command's output: one row, which it returns."""
 
 
 class UndoScreen(YesNoScreen):
@@ -80,11 +81,14 @@ async def undo_in_app(app: App[Any], remote: Remote, args: tuple[str, ...], show
         if not restore:
             await show("Nothing was changed.")
             return
+        # the row first, its words once they come: the note that tells Ever, which the
+        # service may send before its answer, then shows below the result
+        row = await show("restoring the files…")
         try:
             done = await remote.request(Undo(turn=preview.turn), Undone)
         except ServiceError as error:
-            await show(f"undo: {error}")
+            row.set_text(f"undo: {error}")
             return
-        await show("\n".join(done.lines))
+        row.set_text("\n".join(done.lines))
 
     app.push_screen(UndoScreen(lines), callback=answered)
