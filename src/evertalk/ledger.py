@@ -32,7 +32,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -326,6 +326,8 @@ def _is_amount(value: object) -> bool:
 
 TAIL_CHUNK: Final = 64 * 1024
 """Bytes read at a time when looking back from the ledger's end for the day's first line."""
+EARLIEST_OFFSET: Final = timedelta(hours=14)
+"""How far ahead of UTC a zone's clock may be (Kiribati's +14:00): where a day begins first."""
 
 
 class LedgerTally:
@@ -393,8 +395,11 @@ class DaySpending:
 
 
 def _day_start(path: Path, day: str) -> int:
-    """Where the lines of `day` and after begin: after the last line of an earlier day, read
-    back from the end a chunk at a time (the lines are appended in time order)."""
+    """Where the lines of `day` and after begin: after the last line made before `day` began
+    anywhere (`day_began`), read back from the end a chunk at a time (the lines are appended in
+    time order). Not after the last line of an earlier day: a process in a zone behind writes
+    lines of its own earlier day after lines of `day`, and those of `day` before it count."""
+    began = day_began(day)
     try:
         file = open(path, "rb")  # noqa: SIM115 (closed below; the loop returns from inside)
     except OSError:
@@ -414,10 +419,17 @@ def _day_start(path: Path, day: str) -> int:
             for raw in reversed(complete):
                 newline -= len(raw) + 1
                 record = parse_record(raw) if raw.strip() else None
-                if record is not None and record.day < day:
+                if record is not None and datetime.fromisoformat(record.date) < began:
                     return newline + len(raw) + 2  # after the earlier day's line and its newline
             tail = lines[0] if start > 0 else b""
     return 0
+
+
+def day_began(day: str) -> datetime:
+    """When `day` began in the zone furthest ahead of UTC (+14:00), a minute earlier for lines
+    written at the same moment in another order: no line made before this is of `day`."""
+    start = datetime.fromisoformat(day).replace(tzinfo=UTC)
+    return start - EARLIEST_OFFSET - timedelta(minutes=1)
 
 
 # --- summing up ------------------------------------------------------------------------------
