@@ -22,6 +22,7 @@ from bench import (
     forget_bench,
     hot_paths,
     import_bench,
+    p_client,
     pg_bench,
     recall_bench,
     search_bench,
@@ -68,6 +69,7 @@ def main() -> int:
     print(browse if isinstance(browse, str) else browse.line(), flush=True)
     for line in service_bench.run().lines():
         print(line, flush=True)
+    print(p_client.run().line(), flush=True)
     for line in import_bench.run().lines():
         print(line, flush=True)
     print(first_byte.run().line(), flush=True)

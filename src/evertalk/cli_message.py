@@ -7,7 +7,6 @@ the message. It is taken out before the parser sees the rest, which has a comman
 from __future__ import annotations
 
 import argparse
-import difflib
 from collections.abc import Sequence
 
 PRINT_FLAGS = frozenset({"-p", "--print"})
@@ -56,6 +55,8 @@ def _refuse_a_command_name(parser: argparse.ArgumentParser, word: str) -> None:
     paid message: say which command it may be, and how to send it all the same."""
     if not word or " " in word.strip():
         return
+    import difflib  # for a lone word alone: not for every command line
+
     names = _command_paths(parser)
     guess = names.get(word) or next(
         (names[close] for close in difflib.get_close_matches(word, list(names), 1, 0.75)), None

@@ -2,7 +2,7 @@
 
 Blocking and standard library only (sockets, subprocess): `evertalk -p` through a running
 service must start in a fraction of a second, so nothing here imports anyio, the agent, the
-providers or their SDKs.
+providers or their SDKs; what starts a service is loaded only to start one.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -21,7 +20,6 @@ import msgspec
 from msgspec import UNSET
 
 from evertalk import __version__
-from evertalk.client.hold import held_by
 from evertalk.processes import process_alive as process_alive
 from evertalk.protocol import environment, frames, wire
 from evertalk.protocol.events import MemoryWarning
@@ -35,8 +33,6 @@ from evertalk.protocol.paths import (
 )
 from evertalk.protocol.replies import Error, Welcome
 from evertalk.protocol.requests import Hello, Request, Stop
-from evertalk.secret_env import for_own_processes
-from evertalk.service.startup import opening
 
 CANNOT_SERVE = "evertalk: cannot serve: "
 """How the service's last line starts when it could not start (`service_cli.py`)."""
@@ -274,6 +270,11 @@ class Starting:
     """A service started, detached, logging to `<home>/service.log`: `wait` for it to answer."""
 
     def __init__(self, home: Path, serve_args: tuple[str, ...] = ()) -> None:
+        import subprocess
+
+        from evertalk.client.hold import held_by
+        from evertalk.secret_env import for_own_processes
+
         home = home.resolve()  # the service runs in the home: a relative path would lead elsewhere
         held = held_by(home)  # `memory repair` has the chat's files: no service until it ends
         if held is not None:
@@ -303,6 +304,8 @@ class Starting:
         when it does not within START_SECONDS. While a service opens the chat (this one, or
         another client's that got the lock first) the wait goes on, up to OPENING_SECONDS, and
         `say` is told so once."""
+        from evertalk.service.startup import opening
+
         began = time.monotonic()
         deadline, looked, said = began + START_SECONDS, 0.0, False
         while time.monotonic() < deadline:
@@ -348,6 +351,7 @@ def start_service(home: Path) -> Starting | None:
     """Start the service of `home` unless one answers; None when one does. The caller goes on
     with its own start meanwhile and connects with `connect(..., starting=…)`. A chat that
     another program holds (`memory compact`, an older evertalk) is a ServiceError naming it."""
+    from evertalk.client.hold import held_by
     from evertalk.store.lock import read_owner
 
     deadline = time.monotonic() + LOCK_SECONDS

@@ -16,11 +16,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from evertalk.budget import OVER_BUDGET_FLAG, today
 from evertalk.client.asks import request_line
 from evertalk.client.connection import Connection, ServiceError, ServiceGone, connect
 from evertalk.client.printers import (
@@ -72,32 +70,48 @@ def run_via_service(
 ) -> int:
     """One turn through the service; the exit status. `images`: (media type, base64) each;
     `model`: the model of this turn alone (config.toml keeps its own); `over_budget`: the turn
-    runs though the day's spending is past the daily budget (else it is refused); `raw`: the
-    reply's control characters reach a terminal as they are (else they are shown escaped)."""
+    runs though the day's spending is past the daily budget (else the service refuses it);
+    `raw`: the reply's control characters reach a terminal as they are (else they are shown
+    escaped). The settings are the service's to read, and the budget its to check."""
     if not retry and not message.strip():
         return fail("the message is empty")
-    request: Send | Retry = Retry()
+    request: Send | Retry = Retry(within_budget=not over_budget)
     if not retry:
         request = Send(
             text=message,
-            key=f"p-{uuid.uuid4().hex}",
+            key=f"p-{os.urandom(16).hex()}",
             cwd=str(Path.cwd().resolve()),
             workdir=str(workdir.resolve()) if workdir is not None else None,
             images=[Image(kind, data) for kind, data in images],
             model=model,
+            within_budget=not over_budget,
         )
+    try:
+        problem = _settings_open_to_others(home)
+        if problem is not None:
+            return fail(problem)
+        return _Run(home, request, as_json, frozenset(grants), start, raw).go()
+    except ServiceError as error:
+        return fail(str(error))
+
+
+def _settings_open_to_others(home: Path) -> str | None:
+    """A config.toml that other users may read is loaded here, so that making it private is
+    said on this terminal (and a setting it cannot use is this command's one-line error); a
+    private one is left to the service. What is wrong with it, or None."""
+    try:
+        mode = os.stat(home / "config.toml").st_mode
+    except OSError:
+        return None
+    if not mode & 0o077:
+        return None
     from evertalk.config import ConfigError, load_config
 
     try:
-        # read here too: a file others may read is made private, said on this terminal, and a
-        # setting that cannot be used is this command's one-line error
-        config = load_config(home)
-        day = today(home, config.budget_daily)
-        if day.over and not over_budget:
-            return fail(f"not sent: {day.over_line()}; {OVER_BUDGET_FLAG} sends it all the same")
-        return _Run(home, request, as_json, frozenset(grants), start, raw).go()
-    except (ServiceError, ConfigError) as error:
-        return fail(str(error))
+        load_config(home)
+    except ConfigError as error:
+        return str(error)
+    return None
 
 
 def _say(line: str) -> None:

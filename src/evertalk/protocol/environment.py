@@ -10,9 +10,7 @@ service's log or a message. Standard library only: both sides import it.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
+import os
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -35,7 +33,7 @@ PROVIDER_VARIABLES: Final = (
 
 def digest(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What a hello says of the provider variables: a fresh salt and a hash of each."""
-    salt = secrets.token_hex(16)
+    salt = os.urandom(16).hex()  # what secrets.token_hex gives, without loading `random`
     return {"salt": salt, "hashes": _hashes(salt, secret_env.environment() if env is None else env)}
 
 
@@ -60,6 +58,9 @@ def _hashes(salt: str, env: Mapping[str, str]) -> dict[str, str | None]:
 def _hash(salt: str, name: str, value: str | None) -> str | None:
     if not value:  # unset and empty read the same (config.py ignores an empty variable)
         return None
+    import hashlib  # OpenSSL's, loaded only for a variable that is set
+    import hmac
+
     message = f"{name}\0{value}".encode("utf-8", "surrogatepass")
     return hmac.new(salt.encode(), message, hashlib.sha256).hexdigest()
 

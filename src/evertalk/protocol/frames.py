@@ -148,7 +148,8 @@ def _tags(union: Any) -> frozenset[str]:
 _SERVICE_TAGS: Final = _tags(ServiceFrame)
 _CLIENT_TAGS: Final = _tags(ClientFrame)
 _service_decoder: Final = msgspec.json.Decoder(ServiceFrame)
-_client_decoder: Final = msgspec.json.Decoder(ClientFrame)
+_client_decoders: list[msgspec.json.Decoder[ClientFrame]] = []
+"""The service's decoder of requests, made at its first: a client has no use for it."""
 
 
 def decode_frame(line: bytes) -> ServiceFrame:
@@ -164,8 +165,10 @@ def decode_request(line: bytes) -> ClientFrame:
     """A client's frame on one line (without its newline); FrameError when it is none. An
     unknown type says `unknown request 'frob'`; a wrong field starts with the request's type
     (`send: 'text'`, `zoom: id is a whole number, not '8'`)."""
+    if not _client_decoders:
+        _client_decoders.append(msgspec.json.Decoder(ClientFrame))
     try:
-        return _client_decoder.decode(line)
+        return _client_decoders[0].decode(line)
     except (msgspec.DecodeError, RecursionError):
         found: ClientFrame = _explained(line, ClientFrame, _CLIENT_TAGS, "request")
         return found

@@ -1,17 +1,15 @@
 """Where a home's service listens and logs. Shared by the service and its clients: standard
-library only, so that a client imports nothing heavy to find it."""
+library only, so that a client imports nothing heavy to find it (what only a deep home or the
+service's log needs is loaded there)."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import socket
 import stat
 import struct
 import sys
-import tempfile
-from datetime import datetime
 from pathlib import Path
 
 SOCKET_NAME = "service.sock"
@@ -34,11 +32,15 @@ def socket_path(home: Path) -> Path:
 
 def socket_digest(home: Path) -> str:
     """A short name for a deep home's socket, the same for every client."""
+    import hashlib
+
     return hashlib.sha256(os.fsencode(home.resolve())).hexdigest()[:20]
 
 
 def shared_socket_path(home: Path) -> Path:
     """A deep home's socket in `<tmp>/evertalk-<uid>/`, a folder another user could take first."""
+    import tempfile
+
     folder = Path(tempfile.gettempdir()) / f"evertalk-{os.getuid()}"
     return folder / f"{socket_digest(home)}.sock"
 
@@ -62,6 +64,8 @@ def log(line: str) -> None:
     """One line of the service's log (standard error: the log file when started by a client).
     A line the disk has no room for is dropped: the service goes on (a full disk is what it
     must live through)."""
+    from datetime import datetime
+
     stamp = datetime.now().astimezone().isoformat(timespec="seconds")
     with contextlib.suppress(OSError):
         print(f"{stamp} [{os.getpid()}] {line}", file=sys.stderr, flush=True)

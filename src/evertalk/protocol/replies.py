@@ -24,6 +24,7 @@ ErrorKind = Literal[
     "not_ready",
     "nothing_to_retry",
     "nothing_to_undo",
+    "over_budget",
     "busy",
     "command",
     "store",

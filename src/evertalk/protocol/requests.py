@@ -55,10 +55,14 @@ class Send(Request, frozen=True, tag="send"):
     workdir: str | None = None
     images: list[Image] = []
     model: Any = None  # a model name; the service says why another value is none
+    # true: refused while today's spending is past the daily budget (`-p`; the app asks first)
+    within_budget: Any = False
 
 
 class Retry(Request, frozen=True, tag="retry"):
     """Run the last failed turn again."""
+
+    within_budget: Any = False  # as a `send`'s
 
 
 class Cancel(Request, frozen=True, tag="cancel"):

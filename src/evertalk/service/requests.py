@@ -17,6 +17,8 @@ import msgspec
 
 from evertalk import __version__
 from evertalk.agent.retry import NothingToRetry
+from evertalk.agent.session import Agent
+from evertalk.budget import OVER_BUDGET_FLAG, Day
 from evertalk.chat import broken_error
 from evertalk.ledger import ledger_path
 from evertalk.protocol import events, replies, requests
@@ -45,6 +47,9 @@ def send(service: Served, session: Session, request: requests.Send) -> Reply:
     key = request.key if isinstance(request.key, str) and request.key else None
     if key is not None and agent.holds_key(key):  # a client that sent it before it lost us
         return replies.Accepted(key=key, duplicate=True)
+    refused = _over_budget(agent, request)
+    if refused is not None:
+        return refused
     workdir = _workdir(request, agent.runtime.config.workdir_path)
     images = [Image(image.media_type, image.data) for image in request.images]
     model = _model(request.model)
@@ -58,12 +63,29 @@ def send(service: Served, session: Session, request: requests.Send) -> Reply:
 
 
 def retry(service: Served, session: Session, request: requests.Retry) -> Reply:
+    agent = service.agent_open()
+    refused = _over_budget(agent, request)
+    if refused is not None:
+        return refused
     try:
-        ids = service.agent_open().retry()
+        ids = agent.retry()
     except NothingToRetry as error:
         return error_frame("nothing_to_retry", str(error))
     service.sender = session
     return replies.Accepted(ids=ids, duplicate=False)
+
+
+def _over_budget(agent: Agent, request: requests.Send | requests.Retry) -> Reply:
+    """The refusal of a turn that would start with today's spending past the daily budget, for
+    a client that asked for it (`-p` without --over-budget; the app asks its user first)."""
+    daily = agent.runtime.config.budget_daily
+    if request.within_budget is not True or daily is None:
+        return None
+    day = Day(agent.status().cost, daily)
+    if not day.over:
+        return None
+    line = f"not sent: {day.over_line()}; {OVER_BUDGET_FLAG} sends it all the same"
+    return error_frame("over_budget", line)
 
 
 def cancel(service: Served, session: Session, request: requests.Cancel) -> Reply:
