@@ -737,7 +737,7 @@ class ChatApp(App[int]):
 
     async def _compacting(self, row: OutputRow) -> None:
         try:
-            await compact_in_app(self.connector, row.set_text)
+            await compact_in_app(self.home, row.set_text)
         except ServiceError as error:
             row.set_text(f"summaries: {error}; those built are kept")
             row.add_class("error")

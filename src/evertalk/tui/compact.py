@@ -1,18 +1,19 @@
 """`/compact`: the summaries built now, as `evertalk memory compact` builds them. A connection
-of its own asks the service where its compactor is (`compact`) until nothing is left: while it
-asks, a failed summary is tried again on a timer rather than at the next message; once it
-closes, the compactor goes back to its usual pace. One row shows how far it got."""
+of its own (a `compact` client, which no permission question goes to) asks the service where
+its compactor is (`compact`) until nothing is left: while it asks, a failed summary is tried
+again on a timer rather than at the next message; once it closes, the compactor goes back to
+its usual pace. One row shows how far it got."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 
 from evertalk.budget import dollars
-from evertalk.client.remote import Remote, RequestFailed, ServiceError
-from evertalk.compact_cli import progress_line
+from evertalk.client.remote import Remote, RequestFailed, ServiceError, open_remote
+from evertalk.compact_cli import CLIENT, progress_line
 from evertalk.protocol.replies import Compact
 from evertalk.protocol.requests import GetCompact
 from evertalk.terminal_text import counted
@@ -21,14 +22,10 @@ POLL_SECONDS = 0.5
 DONE_ALREADY = "the summaries are all built: nothing to do"
 
 
-class Connect(Protocol):
-    def __call__(self, *, since: int | None, start: bool) -> Awaitable[Remote]: ...
-
-
-async def compact_in_app(connect: Connect, say: Callable[[str], None]) -> None:
-    """Build the summaries, `say`ing each new state of the row; a ServiceError says why it
-    stopped (what was built is kept)."""
-    remote = await connect(since=None, start=False)
+async def compact_in_app(home: Path, say: Callable[[str], None]) -> None:
+    """Build the summaries of `home`'s running service, `say`ing each new state of the row; a
+    ServiceError says why it stopped (what was built is kept)."""
+    remote = await open_remote(home, CLIENT, start=False)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(remote.run)
