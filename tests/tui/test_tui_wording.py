@@ -4,6 +4,8 @@ change, and an undo's result shows before the note that tells Ever."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,10 @@ from fakes import AnthropicFake, ToolCall, reply
 from fakes import chat as answer
 
 pytestmark = pytest.mark.anyio
+
+
+def shown_more(rows: Callable[[], list[Widget]], count: int) -> bool:
+    return len(rows()) == count
 
 
 def notes(pilot: object) -> list[str]:
@@ -100,6 +106,6 @@ async def test_an_undo_shows_its_result_then_the_note(tmp_path: Path) -> None:
             await enter_line(pilot, "/undo")
             await wait_until(pilot, lambda: isinstance(app.screen, UndoScreen))
             await pilot.press("y")
-            await wait_until(pilot, lambda before=count: len(undone()) == before + 2)
+            await wait_until(pilot, partial(shown_more, undone, count + 2))
         kinds = [type(row) for row in undone()]
         assert kinds == [OutputRow, NoteRow, OutputRow, NoteRow]
