@@ -4,15 +4,15 @@ the service, after a preview and a yes.
 The preview says what was found (sources, conversations, messages by kind, the dates), what was
 left out and what could not be read, and what the summaries will cost: the nodes that need a
 call (a message long enough, a merge) times the calls a node took in this home's ledger, at its
-cost per call (without a history: one call a node at the compactor model's prices); messages
-already in the chat cost nothing. It also says what turns send meanwhile: at most the view's
-ceiling. The progress line shows what the summaries have cost since the import began.
-The messages then go oldest first (each conversation whole, in the order
-they began), in batches, each message under its source key: a run stopped by Ctrl+C or a kill
-resumes where it stopped, and importing the same files again adds nothing. A message longer
-than a request can carry goes as several, whole pages each (`importers.pieces`).
-A batch is logged at once, even while a turn runs (that turn does not see it). The summaries go
-on in the service afterwards; the chat stays usable meanwhile (it catches up).
+cost per call (without a history: what real imports took, at the compactor model's prices), as a
+range; messages already in the chat cost nothing. It also says what turns send meanwhile: at
+most the view's ceiling. The progress line shows what the summaries have cost since the import
+began. The messages then go oldest first (each conversation whole, in the order they began), in
+batches, each message under its source key: a run stopped by Ctrl+C or a kill resumes where it
+stopped, and importing the same files again adds nothing. A message longer than a request can
+carry goes as several, whole pages each (`importers.pieces`). A batch is logged at once, even
+while a turn runs (that turn does not see it). The summaries go on in the service afterwards;
+the chat stays usable meanwhile (it catches up).
 
 Blocking and standard library only, like `-p`: nothing here imports the agent or an SDK.
 """
@@ -44,7 +44,7 @@ from evertalk.protocol.events import about
 from evertalk.protocol.replies import Appended, Status
 from evertalk.protocol.requests import Append, GetStatus, Image, OutsideMessage
 from evertalk.protocol.wire import ProtocolError
-from evertalk.summary_cost import summary_calls
+from evertalk.summary_cost import summary_estimate
 from evertalk.terminal_text import confirmed, escape_controls, fail
 
 BATCH: Final = 200
@@ -66,8 +66,38 @@ VIEW_BYTES_PER_TOKEN: Final = 3  # counted low, as the turn's own estimate start
 @dataclass(frozen=True)
 class Estimate:
     calls: int
-    cost: float | None  # USD; None when the model's price is unknown
-    seconds: float
+    """The likeliest count of compaction calls; `low` to `high` is the range around it."""
+    low: int
+    high: int
+    cost: float | None  # USD at `calls`; None when the model's price is unknown
+    low_cost: float | None
+    high_cost: float | None
+
+    @property
+    def seconds(self) -> float:
+        return self.calls * DEFAULT_CALL_SECONDS / CALLS_AT_ONCE
+
+    def said(self) -> str:
+        """`about 8,400–12,000 compaction calls, $3.13–$4.51`."""
+        calls = _span(f"{_rounded(self.low):,}", f"{_rounded(self.high):,}")
+        if self.low_cost is None or self.high_cost is None:
+            return f"about {calls} compaction calls, price unknown"
+        cost = _span(_dollars(self.low_cost), _dollars(self.high_cost))
+        return f"about {calls} compaction calls, {cost}"
+
+
+def _rounded(count: int) -> int:
+    """Two significant figures: a range is no place for more."""
+    places = len(str(count)) - 2
+    return count if places <= 0 else round(count, -places)
+
+
+def _dollars(cost: float) -> str:
+    return f"${cost:,.2f}"
+
+
+def _span(low: str, high: str) -> str:
+    return low if low == high else f"{low}–{high}"
 
 
 def run_import(home: Path, paths: Sequence[str], *, yes: bool) -> int:
@@ -116,10 +146,9 @@ def preview(reading: Reading, messages: list[Imported], guess: Estimate) -> list
         left = ", ".join(f"{why} {n:,}" for why, n in reading.skipped.most_common())
         lines.append(f"left out     {left}")
     if messages:
-        cost = "price unknown" if guess.cost is None else f"about ${guess.cost:,.2f}"
         lines.append(
-            f"summaries    about {guess.calls:,} compaction calls, {cost}, "
-            f"{about(guess.seconds)} at the default pace; the chat stays usable meanwhile"
+            f"summaries    {guess.said()}, {about(guess.seconds)} at the default pace; the chat "
+            "stays usable meanwhile"
         )
         if guess.calls:
             ceiling = Budget().ceiling
@@ -144,14 +173,13 @@ def estimate(home: Path, messages: list[Imported]) -> Estimate:
     """About how many compaction calls the messages need, what they cost, how long they take:
     the nodes that need a call, times the calls a node took in this home's ledger (follow-ups
     and retries included) at the ledger's cost per call, where there is such a history; else
-    one call a node at the default figures. Messages the chat holds already cost nothing."""
+    at the default figures (`summary_cost`). Messages the chat holds already cost nothing."""
     from evertalk.import_history import in_chat
 
     held = in_chat(home, [m.key for m in messages])
     sizes = [utf8_len(leaf_input(m.kind, m.text)) for m in messages if m.key not in held]
-    nodes = calls_for(sizes)
-    calls, cost = summary_calls(home, nodes)
-    return Estimate(calls, cost, calls * DEFAULT_CALL_SECONDS / CALLS_AT_ONCE)
+    found = summary_estimate(home, calls_for(sizes))
+    return Estimate(found.calls, found.low, found.high, found.cost, found.low_cost, found.high_cost)
 
 
 def calls_for(sizes: list[int]) -> int:

@@ -1,5 +1,6 @@
 """What the home's past says about an import's cost: the compactor's measured calls per node
-(follow-ups, retries and rejected replies included) and cost per call, from the ledger; and
+(follow-ups, retries and rejected replies included) and cost per call, from the ledger (the
+current compactor model's, else the calls per node of all the chat's compactor models); and
 which of the messages found are in the chat already (their keys, in the key index or in the log
 written after its checkpoint), which cost nothing.
 
@@ -33,15 +34,19 @@ class Measured:
 
 
 def measured(home: Path, provider: str, model: str) -> Measured | None:
-    """The figures of this compactor model's compaction calls, or None with too little history
-    (or no readable ledger)."""
+    """The figures of this compactor model's compaction calls; with too few of them, the calls
+    per node of every compactor model the chat had (a price is a model's own: none then); None
+    with too little history (or no readable ledger)."""
     try:
         records = read_records(ledger_path(home)).records
     except OSError:
         return None
-    return measure(
-        r for r in records if r.role == "compaction" and r.model == model and r.provider == provider
-    )
+    compactions = [r for r in records if r.role == "compaction"]
+    own = measure(r for r in compactions if r.model == model and r.provider == provider)
+    if own is not None:
+        return own
+    every = measure(compactions)
+    return None if every is None else Measured(every.calls_per_node, None)
 
 
 def measure(calls: Iterable[UsageRecord]) -> Measured | None:
