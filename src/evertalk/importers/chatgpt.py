@@ -15,13 +15,13 @@ How it maps: the branch that ends at `current_node` (the conversation as the use
 is read; messages on other branches are counted. User text → `user`, assistant text → `ever`, an
 assistant message to a tool → `tool` (its JSON, or its code), a tool's message → `echo` (a
 search's or a browse's results, which the export keeps in the message's metadata, as their
-titles, addresses and snippets), images found in the export kept. The citation marks of a reply
-become links to the sources they cite (`chatgpt_search`). Left out and counted: system messages,
-messages hidden from the conversation (custom instructions, memory context), thoughts, audio and
-video. A list of conversations with a `mapping` is what this reader knows; a
-`conversations.json` of anything else (another service's export) is a problem naming its shape
-rather than a guess. The list is read one conversation at a time, so that a big export costs
-little more memory than its messages.
+titles, addresses and snippets; with none, the queries it ran), images found in the export kept.
+The citation marks of a reply become links to the sources they cite (`chatgpt_search`). Left out
+and counted: system messages, messages hidden from the conversation (custom instructions, memory
+context), thoughts, audio and video. A list of conversations with a `mapping` is what this
+reader knows; a `conversations.json` of anything else (another service's export) is a problem
+naming its shape rather than a guess. The list is read one conversation at a time, so that a big
+export costs little more memory than its messages.
 """
 
 from __future__ import annotations
@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import IO, Any, Final, Protocol
 
 from evertalk.image_files import MAX_IMAGE_BYTES
-from evertalk.importers.chatgpt_search import Sources, cited, search_results
+from evertalk.importers.chatgpt_search import (
+    Sources,
+    call_queries,
+    cited,
+    search_results,
+    searched,
+)
 from evertalk.importers.common import (
     OVERSIZED_IMAGES,
     THOUGHTS,
@@ -200,6 +206,7 @@ def _conversation(
     draft.heading = f"Imported from ChatGPT: conversation “{title or conversation_id}”"
     last = parse_time(item.get("create_time")) or parse_time(item.get("update_time"))
     sources: Sources = {}
+    asked: dict[str, list[str]] = {}  # by tool: the queries of the last call to it
     for node_id in branch:
         message = mapping[node_id].get("message")
         if not isinstance(message, dict):
@@ -211,7 +218,7 @@ def _conversation(
         last = time
         key = f"{SOURCE}:{conversation_id}:{node_id}"
         out = draft.record(key, f"{SOURCE} {display} {conversation_id}/{node_id}", time)
-        _message(message, out, assets, sources)
+        _message(message, out, assets, (sources, asked))
     return draft.finish()
 
 
@@ -253,8 +260,15 @@ def _newest_leaf(mapping: dict[str, Any]) -> str | None:
     return current
 
 
-def _message(message: dict[str, Any], out: Emitter, assets: Assets, sources: Sources) -> None:
+def _message(
+    message: dict[str, Any],
+    out: Emitter,
+    assets: Assets,
+    searches: tuple[Sources, dict[str, list[str]]],
+) -> None:
+    """`searches`: the results seen so far, and the queries of each tool's last call."""
     ctx = out.draft.ctx
+    sources, asked = searches
     author = message.get("author")
     role = author.get("role") if isinstance(author, dict) else None
     name = string(author.get("name")) if isinstance(author, dict) else None
@@ -283,7 +297,7 @@ def _message(message: dict[str, Any], out: Emitter, assets: Assets, sources: Sou
     text = _with_attachments(text, metadata, pointers)
     found = search_results(metadata, sources)
     if role == "tool" and not text.strip():
-        text = found
+        text = found or searched(metadata, asked.pop(name or "", []))
     if role == "user":
         out.add("user", text, images)
     elif role == "assistant":
@@ -291,6 +305,7 @@ def _message(message: dict[str, Any], out: Emitter, assets: Assets, sources: Sou
         if recipient == "all":
             out.add("ever", cited(text, metadata, sources), images)
         else:
+            asked[recipient] = call_queries(text)
             out.add("tool", tool_text(recipient, _call_input(text, kind)))
     elif role == "tool":
         out.add("echo", echo_text(name or "tool", text, len(images)), images)

@@ -4,11 +4,13 @@ metadata, and citation marks in the replies that use them.
 A search (`web.run`, `web`, `browser`) answers with a tool message whose text is often empty;
 its results are in the metadata: `search_result_groups` (2024 on: groups of entries with
 `title`, `url`, `snippet` and `ref_id`, `{turn_index, ref_type, ref_index}`) or `_cite_metadata`
-(2023: a `metadata_list` of pages with `title`, `url`, `text`). A reply cites them with marks
-between private-use characters, `\\ue200cite\\ue202turn0search4\\ue201` (and `entity`, `filecite`,
-… of the same form); its `content_references` give the link the app shows for each (`alt`). A
-mark becomes that link, or one made from the results it names; an `entity` its name; any other
-is removed.
+(2023: a `metadata_list` of pages with `title`, `url`, `text`). One with neither says what it
+searched for: the queries in its metadata (`search_queries`, `[{type, q}]`), or in the call it
+answers (an assistant message to the tool, `{"search_query": [{"q": …}]}`). A reply cites them
+with marks between private-use characters, `\\ue200cite\\ue202turn0search4\\ue201` (and
+`entity`, `filecite`, … of the same form); its `content_references` give the link the app shows
+for each (`alt`). A mark becomes that link, or one made from the results it names; an `entity`
+its name; any other is removed.
 """
 
 from __future__ import annotations
@@ -42,6 +44,32 @@ def search_results(metadata: dict[str, Any], sources: Sources) -> str:
         if isinstance(page, dict):
             found += _result(page, string(page.get("text")), sources)
     return "\n\n".join(found)
+
+
+def searched(metadata: dict[str, Any], asked: list[str]) -> str:
+    """What a search's tool message with no results says: `searched: q1; q2`, the queries of
+    its metadata, else `asked` (its call's); "" when none is named."""
+    listed = metadata.get("search_queries")
+    queries = _queries(listed) or asked
+    return f"searched: {'; '.join(queries)}" if queries else ""
+
+
+def call_queries(text: str) -> list[str]:
+    """The queries of a call to a search tool, from its JSON (`search_query`); none if other."""
+    try:
+        call = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    return _queries(call.get("search_query")) if isinstance(call, dict) else []
+
+
+def _queries(listed: object) -> list[str]:
+    queries = []
+    for query in listed if isinstance(listed, list) else ():
+        said = string(query.get("q")) if isinstance(query, dict) else None
+        if said and said.strip():
+            queries.append(" ".join(said.split()))
+    return queries
 
 
 def _result(entry: dict[str, Any], snippet: str | None, sources: Sources) -> list[str]:
