@@ -163,3 +163,34 @@ async def test_a_message_left_unanswered_by_a_service_that_went_is_said(
     async with followers(home, AnthropicFake(script()), 0) as (window,):
         (missed,) = await window.until(Missed)
         assert missed.unanswered is offered
+
+
+async def test_a_window_that_missed_a_forget_is_told_when_it_comes_back(home: Path) -> None:
+    async with followers(home, AnthropicFake(script()), 6) as (first,):
+        (missed,) = await first.until(Missed)
+        assert missed.edits == 0  # no message changed in place yet
+        await first.remote.request(Forget(range="2", reason="wrong"), Forgotten)
+        (changed,) = await first.until(Changed)
+        assert changed.edits == 1
+        await first.until(Reopened)
+        # one window was away during the forget (it had applied none), one saw it
+        away = Follower(await open_remote(home, "app", start=False, since=6, edits=0))
+        saw = Follower(await open_remote(home, "app", start=False, since=6, edits=1))
+        async with anyio.create_task_group() as group:
+            for window in (away, saw):
+                group.start_soon(window.remote.run)
+                group.start_soon(window.read)
+            (missed,) = await away.until(Missed)
+            (changed,) = await away.until(Changed)
+            assert missed.edits == 0  # not before it has the change itself
+            assert [(r.id, r.text.startswith("[forgotten on ")) for r in changed.records] == [
+                (2, True)
+            ]
+            assert changed.edits == 1
+            (missed,) = await saw.until(Missed)
+            assert missed.edits == 1
+            await saw.remote.request(Send(text="and now?", key="now"), Accepted)
+            await saw.until(ReplyLogged)
+            assert not saw.of(Changed)
+            for window in (away, saw):
+                await window.remote.aclose()

@@ -48,9 +48,9 @@ async def gated(
     gate = anyio.Event()
     async with hosted(home, fake_opener(home, fake)) as host:
 
-        async def connector(*, since: int | None, start: bool) -> Remote:
+        async def connector(*, since: int | None, start: bool, edits: int | None = None) -> Remote:
             await gate.wait()
-            return await host.connect(since=since, start=start)
+            return await host.connect(since=since, start=start, edits=edits)
 
         app = ChatApp(home, connector=connector, workdir=workdir_of(home), tail=tail)
         async with app.run_test(size=SIZE) as pilot:

@@ -100,7 +100,12 @@ class ServiceHost:
         self.starts = 0
 
     async def connect(
-        self, *, since: int | None = None, start: bool = True, client: str = "app"
+        self,
+        *,
+        since: int | None = None,
+        start: bool = True,
+        client: str = "app",
+        edits: int | None = None,
     ) -> Remote:
         """A client's connection (`since`: one that follows the log); without `start`, only
         to a service that runs."""
@@ -116,7 +121,7 @@ class ServiceHost:
                 self.ended.set()
                 raise ServiceError(f"cannot serve: {error}") from None
             self.starts += 1
-        return await open_remote(self.home, client, start=False, since=since)
+        return await open_remote(self.home, client, start=False, since=since, edits=edits)
 
     async def _serve(self, *, task_status: TaskStatus[Service]) -> None:
         try:

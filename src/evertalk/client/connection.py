@@ -202,11 +202,12 @@ def connect(
     starting: Starting | None = None,
     say: Say | None = None,
     since: int | None = None,
+    edits: int | None = None,
 ) -> Connection:
     """A connection to the service of `home`; with `start`, one is started if none answers
     (with `serve_args` for `evertalk serve --foreground`), or the one `starting` already is
     awaited (`say` is told of a long wait). `since`: the client follows the log from there
-    (the hello's `since`). ServiceError (one line) when there is none, it cannot start, or it
+    (the hello's `since`), having applied `edits` in-place changes (`changed` frames). ServiceError (one line) when there is none, it cannot start, or it
     refuses this client."""
     deadline = time.monotonic() + START_SECONDS
     while True:
@@ -218,7 +219,7 @@ def connect(
         if sock is None:
             raise ServiceError("no evertalk service is running for this home")
         try:
-            return _handshake(sock, client, since)
+            return _handshake(sock, client, since, edits)
         except ServiceGone:
             # a service dying as we connected (its listener closed after it took us), or
             # one stopping: the next try finds the socket gone, or the next service
@@ -382,7 +383,9 @@ def _log_tail(log: Path, start_at: int) -> list[str]:
     return [line.strip() for line in lines if line.strip()][-3:]
 
 
-def _handshake(sock: socket.socket, client: str, since: int | None = None) -> Connection:
+def _handshake(
+    sock: socket.socket, client: str, since: int | None = None, edits: int | None = None
+) -> Connection:
     hello = Hello(
         protocol=wire.PROTOCOL,
         version=__version__,
@@ -390,6 +393,7 @@ def _handshake(sock: socket.socket, client: str, since: int | None = None) -> Co
         pid=os.getpid(),
         env=environment.digest(),  # which provider variables it sees, never their values
         since=UNSET if since is None else since,
+        edits=UNSET if since is None or edits is None else edits,
     )
     connection = Connection(sock)
     try:

@@ -210,12 +210,13 @@ async def open_remote(
     start: bool = True,
     starting: Starting | None = None,
     since: int | None = None,
+    edits: int | None = None,
 ) -> Remote:
     """A connection to the service of `home` (started when none answers, with `start`; or the
     one `starting`, awaited); `since`: a client that follows the log from there (`missed`
-    comes first). ServiceError (one line) when it cannot be reached or refuses this client."""
+    comes first), having applied `edits` in-place changes. ServiceError (one line) when it cannot be reached or refuses this client."""
     connection = await anyio.to_thread.run_sync(
-        lambda: connect(home, client, start=start, starting=starting, since=since),
+        lambda: connect(home, client, start=start, starting=starting, since=since, edits=edits),
         abandon_on_cancel=True,
     )
     sock = connection.sock

@@ -227,11 +227,14 @@ class Missed(Logged, frozen=True, tag="missed"):
 
     unanswered: bool
     turning: bool
+    edits: int = 0  # the in-place changes the client may count as applied (`changed` follows
+    # with the others, when it said in its hello that it has applied fewer)
 
 
 class Changed(Reply, frozen=True, tag="changed"):
     """To a client that follows the log: messages a forget or a redaction changed, as the log
     has them now (a forgotten one's text is its marker); a client drops what it showed of
-    their old text."""
+    their old text. `edits`: the in-place changes applied once these are (its position)."""
 
     records: list[RecordItem]
+    edits: int = 0

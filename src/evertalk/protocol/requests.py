@@ -41,6 +41,8 @@ class Hello(Request, frozen=True, tag="hello"):
     env: Any = None  # an `Env`, as `environment.digest` makes it; anything else is ignored
     # a client that follows the log: the position of what it has shown (`missed` first)
     since: Count | UnsetType = UNSET
+    # … and of the in-place changes it has applied (forgets, repairs: `store/edits.py`)
+    edits: Count | UnsetType = UNSET
 
 
 class Image(msgspec.Struct, frozen=True):

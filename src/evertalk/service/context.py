@@ -56,9 +56,6 @@ class Served(Protocol):
     def compaction_awaited(self, session: Session, compactor: Compactor) -> None:
         """A `memory compact` client waits: failed nodes are retried on a timer."""
 
-    def forgot(self, ids: list[int]) -> None:
-        """A forget changed these messages: the windows hear of it once the chat reopens."""
-
 
 Reply = frames.ReplyFrame | None
 """What a handler answers (None: nothing)."""

@@ -1,7 +1,9 @@
 """The clients that follow the log (the follower rule, SPEC §13): a window says in its hello the
 position of what it has shown (`since`), gets what was logged from there (`missed`) before any
 event, then, as messages are logged, each new stretch of the log (`logged`), and the messages a
-forget or a redaction changed (`changed`).
+forget, a redaction or a repair changed (`changed`). Those changes have positions of their own,
+the lines of `store/edits.py`'s journal: a window says in its hello how many it has applied
+(`edits`), and gets the messages changed after them, as they are now.
 
 The service's position (`covered`) moves only once every event the agent sent has gone out:
 a message logged by a turn whose event still waits in the agent's queue is sent with that event
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 from evertalk.agent.retry import has_unanswered
 from evertalk.protocol import replies
 from evertalk.service.requests import RECORDS_BYTES, RECORDS_MOST, record_item
+from evertalk.store.edits import edits_since
 from evertalk.store.errors import StoreError
 
 if TYPE_CHECKING:
@@ -32,24 +35,38 @@ class Followers:
 
     def __init__(self) -> None:
         self.covered: int | None = None  # every message before it went out (None: no agent)
-        self.changed: set[int] = set()  # ids a forget changed, for the windows once reopened
+        self.edits: int | None = None  # the in-place changes told to the windows so far
 
     def opened(self, agent: Agent) -> None:
         """A first agent: nothing was sent from it yet, and no window follows it yet."""
         if self.covered is None:
             self.covered = agent.chat.t
+        if self.edits is None:
+            self.edits = edits_since(agent.chat.folder, 0)[0]
 
-    def join(self, session: Session, since: int, agent: Agent, busy: bool) -> None:
-        """A session that follows from `since`: what it missed, before any event."""
+    def join(
+        self, session: Session, since: int, edits: int | None, agent: Agent, busy: bool
+    ) -> None:
+        """A session that follows from `since` (and has applied `edits` in-place changes):
+        what it missed, before any event."""
         session.follows = True
         end = agent.chat.t if self.covered is None else self.covered
         first, records = _span(agent, since, end, MISSED_MOST)
         unanswered = not busy and _unanswered(agent)
-        session.post(
-            replies.Missed(
-                t=end, first=first, records=records, unanswered=unanswered, turning=agent.turning
-            )
+        now, changed = edits_since(agent.chat.folder, edits or 0)
+        if edits is None:
+            changed = []  # a new window reads the messages as they are now
+        missed = replies.Missed(
+            t=end,
+            first=first,
+            records=records,
+            unanswered=unanswered,
+            turning=agent.turning,
+            edits=edits if changed and edits is not None else now,
         )
+        session.post(missed)
+        if changed:
+            session.post(replies.Changed(records=_records(agent, changed), edits=now))
 
     def advance(self, sessions: Iterable[Session], agent: Agent) -> None:
         """Once the agent's events have all gone out: the messages logged since, to each
@@ -68,25 +85,31 @@ class Followers:
         for session in followers:
             session.post(frame)
 
-    def forgot(self, ids: Iterable[int]) -> None:
-        """A forget changed these messages: the windows are told once the chat reopens."""
-        self.changed.update(ids)
-
     def tell_changes(self, sessions: Iterable[Session], agent: Agent) -> None:
-        """The messages a forget changed, as the reopened chat has them, to each follower."""
-        ids, self.changed = sorted(self.changed), set()
+        """The messages changed in place since the windows were last told (a forget, a
+        redaction, a repair), as the reopened chat has them, to each follower."""
+        told, ids = edits_since(agent.chat.folder, self.edits or 0)
+        self.edits = told
         followers = [session for session in sessions if session.follows]
         if not ids or not followers:
             return
-        records = []
-        for i in ids:
-            try:
-                records.append(record_item(agent.chat.record(i)))
-            except StoreError:
-                continue  # a window that cannot be told keeps its row: the log is the truth
-        frame = replies.Changed(records=records)
+        frame = replies.Changed(records=_records(agent, ids), edits=told)
         for session in followers:
             session.post(frame)
+
+
+def _records(agent: Agent, ids: Iterable[int]) -> list[replies.RecordItem]:
+    """The records of `ids` as the log has them now (one it cannot read is left out: a window
+    keeps its row then, and the log is the truth)."""
+    found = []
+    for i in ids:
+        if i >= agent.chat.t:
+            continue  # a journal kept from a longer log than this one
+        try:
+            found.append(record_item(agent.chat.record(i)))
+        except StoreError:
+            continue
+    return found
 
 
 def _span(agent: Agent, start: int, end: int, most: int) -> tuple[int, list[replies.RecordItem]]:

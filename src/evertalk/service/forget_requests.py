@@ -81,7 +81,6 @@ def forget(service: Served, session: Session, request: requests.Forget) -> Reply
     agent.compactor.cancel_in_flight()
     apply(store, plan)
     log(f"{session.name} forgot {len(plan.changes)} messages: reopening the chat")
-    service.forgot(sorted(plan.changes))
     service.reopen()
     return replies.Forgotten(messages=len(plan.changes), summaries=len(plan.dropped))
 

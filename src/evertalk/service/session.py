@@ -30,6 +30,7 @@ class Session:
         self.asked = asked  # it answers permission requests (a window, `-p`)
         self.follows = False  # it follows the log (`follow.py`): `logged` and `changed` go to it
         self.since: int | None = None  # where it follows from, until an agent can tell it
+        self.edits: int | None = None  # the in-place changes it had applied, then
         self._outbox, self._pending = anyio.create_memory_object_stream[bytes](math.inf)
         self.written = anyio.Event()  # the outbox is closed and all of it went out
 

@@ -42,6 +42,7 @@ from evertalk.store import views
 from evertalk.store.chat_dir import ChatStore
 from evertalk.store.checkpoint import INDEX_DIR
 from evertalk.store.copies import Scrub, scrub_copies
+from evertalk.store.edits import record_edit
 from evertalk.store.errors import StoreError
 from evertalk.store.finder import Finder, input_strings
 from evertalk.store.line_files import parse_object
@@ -213,6 +214,8 @@ def apply(store: ChatStore, plan: Plan) -> None:
         scrub_copies(chat_dir.parent, plan.scrub, plan.images)
         return
     store.invalidate("a forget rewrote the log")  # a crash from here on: the next open rebuilds
+    if plan.changes:  # told to the windows before the text goes (store/edits.py)
+        record_edit(chat_dir, plan.changes)
     if plan.views is not None:
         views.save_views(chat_dir, plan.views)
     search = _held_search(store)

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from evertalk.store.days import list_day_files
+from evertalk.store.edits import record_edit
 from evertalk.store.errors import CorruptLog
 from evertalk.store.jsonl import TORN, Line, Scan
 from evertalk.store.line_files import torn_terminator
@@ -100,6 +101,7 @@ def repair(chat_dir: Path) -> Report:
         copies = _copies_folder(chat_dir)
         edits, fixed = _plan(found, missing, copies.relative_to(chat_dir))
         _copy_aside(chat_dir, edits.files(), copies)
+        record_edit(chat_dir, (f.i for f in fixed))  # the windows read them again
         for name in edits.files():
             _rewrite(chat_dir / name, edits.replace.get(name, {}), edits.append.get(name, []))
         # The index no longer matches the files: the next open builds it from the log.

@@ -123,7 +123,9 @@ class Connector(Protocol):
     """Makes a connection, for a window that follows the log from `since`; `start`: the
     service is started when none runs (else ServiceError)."""
 
-    def __call__(self, *, since: int | None, start: bool) -> Awaitable[Remote]: ...
+    def __call__(
+        self, *, since: int | None, start: bool, edits: int | None = None
+    ) -> Awaitable[Remote]: ...
 
 
 class Spending:
@@ -310,7 +312,9 @@ class ChatApp(App[int]):
                     if self.paused is not None:
                         remote = await self._next_service(since)
                     else:
-                        remote = await self.connector(since=since, start=True)
+                        remote = await self.connector(
+                            since=since, start=True, edits=self.log_rows.edits
+                        )
                 except ServiceError as error:
                     if first:
                         self.failure = str(error)
@@ -369,9 +373,9 @@ class ChatApp(App[int]):
                 await self._resume.wait()
             if self._resume.is_set():
                 self._resume = anyio.Event()
-                return await self.connector(since=since, start=True)
+                return await self.connector(since=since, start=True, edits=self.log_rows.edits)
             with contextlib.suppress(ServiceError):
-                return await self.connector(since=since, start=False)
+                return await self.connector(since=since, start=False, edits=self.log_rows.edits)
 
     async def log_shown(self) -> None:
         """The log shows, the first time: the message given on the command line goes, as if
@@ -912,9 +916,9 @@ SAVED_FOR_LATER = (
 )
 
 
-async def _open(home: Path, *, since: int | None, start: bool) -> Remote:
+async def _open(home: Path, *, since: int | None, start: bool, edits: int | None = None) -> Remote:
     """The home's service, as the app connects to it by default."""
-    return await open_remote(home, "app", since=since, start=start)
+    return await open_remote(home, "app", since=since, start=start, edits=edits)
 
 
 HELD_CHOICES: Final = ("warning", "primary", "secondary", "success", "error")

@@ -28,7 +28,6 @@ from evertalk.tui.shown import Part, ShownLog
 from evertalk.tui.turn_rows import TurnRows
 from evertalk.tui.widgets import ChatLog, NoteRow, OutputRow, PromptInput, log_pages
 
-CHECKED_MOST: Final = 2_000  # messages shown read again at a connection, to find what changed
 UNANSWERED: Final = "the last message has no answer: its turn was cut short"
 WITHDRAWN: Final = "(withdrawn: a forget changed what this showed)"
 NEW_CHAT: Final = "A new chat. Say hello; /help lists the keys and the commands."
@@ -71,6 +70,7 @@ class LogRows(Widget):
         self.tail_rows = self._rows_from(tail[-1].i + 1, tail) if tail else []
         self._unshown: list[Widget] = []  # rows under way when it connected: drawn again
         self._since: int | None = None  # the position the hello gave
+        self.edits: int | None = None  # the in-place changes applied (`store/edits.py`)
         self._followed = False  # a `missed` came: the window showed the log once
 
     async def add_rows(self, *rows: Widget) -> None:
@@ -111,11 +111,11 @@ class LogRows(Widget):
             await self._open_afresh(frame.t, records)
         else:
             await self._draw(records)
-            await self._check_shown(since)
             if not self._followed and self.intro is not None:  # the chat as it is now
                 self.chat_size = frame.t
                 self.intro.set_text(intro_text(frame.t, self.oldest))
         self.shown.position = frame.t
+        self.edits = frame.edits  # a `changed` with the rest follows, when some were missed
         if frame.turning:
             self.host.rows.joined_late()
         elif frame.unanswered:
@@ -140,6 +140,7 @@ class LogRows(Widget):
     @shows(sm.ChangedArrived)
     async def _on_changed(self, message: sm.ChangedArrived) -> None:
         await self._changed([message_of(item) for item in message.frame.records])
+        self.edits = message.frame.edits  # applied: the next hello says so
 
     # -- drawing --------------------------------------------------------------------------
 
@@ -171,18 +172,6 @@ class LogRows(Widget):
         self.host.rows.forget_rows(rows)
         log = self.host.chat_log
         await log.remove_children([row for row in rows if row.parent is log])
-
-    async def _check_shown(self, since: int) -> None:
-        """What the window shows of the log read again: a message changed while it was not
-        connected (a forget with no service) is drawn as the log has it now."""
-        remote, oldest = self.host.remote, self.shown.oldest()
-        if remote is None or oldest is None or oldest >= since:
-            return
-        try:
-            found = await remote.records(start=max(oldest, since - CHECKED_MOST), end=since)
-        except ServiceError:
-            return
-        await self._changed([m for m in found if self.shown.record(m.i) not in (None, m)])
 
     async def _changed(self, records: list[Message]) -> None:
         """Messages a forget changed: every row that showed one is drawn again as the log

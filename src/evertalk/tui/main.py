@@ -49,10 +49,12 @@ async def _main(
         if not await SetupApp(home, config).run_async():
             return fail("nothing was set up; run evertalk again to set up a provider")
 
-    async def connector(*, since: int | None, start: bool) -> Remote:
+    async def connector(*, since: int | None, start: bool, edits: int | None = None) -> Remote:
         nonlocal starting
         started, starting = starting, None
-        return await open_remote(home, "app", start=start, starting=started, since=since)
+        return await open_remote(
+            home, "app", start=start, starting=started, since=since, edits=edits
+        )
 
     # the log's last messages, shown at once: the service may take a second more to answer
     tail = log_tail(home / "chat")
