@@ -84,6 +84,7 @@ class Window:
         self.home = home
         self.shown: dict[int, str] = {}
         self.position = 0
+        self.edits: int | None = None  # the in-place changes applied (forgets, repairs)
         self.reconnects = 0
         self._stop = threading.Event()
         self._conn: Connection | None = None
@@ -93,13 +94,17 @@ class Window:
     def _follow(self) -> None:
         while not self._stop.is_set():
             try:
-                self._conn = connect(self.home, "window", start=True, since=self.position)
+                self._conn = connect(
+                    self.home, "window", start=True, since=self.position, edits=self.edits
+                )
                 while True:
                     frame = self._conn.receive()
                     if isinstance(frame, replies.Logged | replies.Changed):
                         self.shown.update({r.id: r.text for r in frame.records})
                     if isinstance(frame, replies.Logged):
                         self.position = max(self.position, frame.t)
+                    if isinstance(frame, replies.Missed | replies.Changed):
+                        self.edits = frame.edits  # only once what it names is applied
             except (ServiceGone, ServiceError, OSError):
                 if self._stop.wait(0.3):
                     return

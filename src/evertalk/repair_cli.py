@@ -8,6 +8,7 @@ repair ends."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from evertalk.client.connection import ServiceError, take_over
@@ -17,6 +18,8 @@ from evertalk.store_setting import files_problem
 from evertalk.terminal_text import counted
 
 WHAT = "memory repair"
+LOCK_WAIT = 3.0
+"""Seconds the repair waits for a service that opened the chat as it took the hold."""
 
 
 def run_repair(home: Path) -> int:
@@ -54,7 +57,7 @@ def _repair(chat_dir: Path) -> int:
     from evertalk.store.errors import StoreError
 
     try:
-        report = repair(chat_dir)
+        report = _repair_when_free(chat_dir)
         for line in describe(report):
             print(line)
         with Chat.open(chat_dir) as chat:
@@ -65,6 +68,22 @@ def _repair(chat_dir: Path) -> int:
         print(f"evertalk: memory repair: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _repair_when_free(chat_dir: Path) -> Report:
+    """The repair, once the chat's lock is free: a service a client started just before the
+    hold was taken lets go of it as soon as it has opened the chat (it finds the hold then),
+    within LOCK_WAIT seconds."""
+    from evertalk.store.errors import ChatLocked
+
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            return repair(chat_dir)
+        except ChatLocked:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def describe(report: Report) -> list[str]:

@@ -451,6 +451,11 @@ class Agent:
             else:
                 self._send(Recorded(machine, count, first=first))
 
+    @property
+    def closed(self) -> bool:
+        """It takes no more messages: the service opens another agent, or stops."""
+        return self._closed
+
     def _close(self) -> None:
         """No more turns: messages typed but never delivered are still the user's words."""
         self._closed = True

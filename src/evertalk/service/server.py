@@ -74,6 +74,8 @@ RECOVERS = (requests.Send, requests.Retry, requests.Command, requests.GetCompact
 the disk takes writes again (`Service.recover`). A look at the status does not probe the disk."""
 REFUSED_WHILE_FULL = (requests.Send, requests.Retry)
 """… and those refused while it does not (a slash command may only read)."""
+REOPEN_WAIT = 30.0
+"""Seconds a request waits for the agent a reopen opens (a large chat takes a while)."""
 STOP_LANDING = 3.0
 """Seconds a stopping service lets the summaries in flight land before it cancels them."""
 HEAL_SECONDS = 0.5
@@ -122,7 +124,7 @@ class Service:
         self.compacting: dict[Session, tuple[Compactor, contextlib.ExitStack]] = {}
         self.closed = anyio.Event()  # the last agent has closed
         self._reopen = anyio.Event()
-        self._opened = anyio.Event()  # set (and replaced by `recover`) when an agent opens
+        self._opened = anyio.Event()  # set when an agent opens, replaced when one closes
         self._recovering: str | None = None  # why a reopen under way was due (see `recover`)
         self._recovery = anyio.Lock()  # one recovery at a time, for every client's request
         self._broke = anyio.Event()  # set when the chat is seen stopped by a failed write
@@ -137,8 +139,8 @@ class Service:
         return len(self.sessions)
 
     def agent_open(self) -> Agent:
-        """The agent; NotReady while a reopen has none."""
-        if self.agent is None:
+        """The agent; NotReady while a reopen has none, or the one it has is closing."""
+        if self.agent is None or self.agent.closed:
             raise NotReady("the new settings are being applied: a moment")
         return self.agent
 
@@ -268,17 +270,13 @@ class Service:
         for session in self.sessions:
             if session.since is not None:
                 since, session.since = session.since, None
-                self.followers.join(session, since, agent, self.busy())
+                self.followers.join(session, since, session.edits, agent, self.busy())
 
     def advance(self) -> None:
         """The messages logged since the windows that follow the log last heard, once every
         event before them went out (`follow.py`)."""
         if self.agent is not None:
             self.followers.advance(self.sessions, self.agent)
-
-    def forgot(self, ids: list[int]) -> None:
-        """A forget changed these messages: the windows hear of it once the chat reopens."""
-        self.followers.forgot(ids)
 
     def _opened_first(self, agent: Agent) -> None:
         for warning in agent.chat.warnings:  # what the open repaired: for the first client
@@ -306,7 +304,6 @@ class Service:
             if problem is not None:
                 return problem
             self._recovering = agent.chat.broken
-            self._opened = anyio.Event()
             self.reopen()
             await self._opened.wait()
         return None
@@ -357,8 +354,19 @@ class Service:
                 await compactor.drain()
 
     def reopen(self) -> None:
-        """Close the agent and open one on the settings saved now (`/setup`)."""
+        """Close the agent and open one on the settings saved now (`/setup`, a forget): the
+        requests that come meanwhile wait for it (`_until_open`)."""
+        if not self._reopen.is_set():
+            self._opened = anyio.Event()
         self._reopen.set()
+
+    async def _until_open(self) -> None:
+        """While the agent closes and another opens, a request waits for the new one (the
+        one closing takes no changes): REOPEN_WAIT at most, then it is answered as the
+        service stands."""
+        if self._reopen.is_set() and not self.stopping.is_set():
+            with anyio.move_on_after(REOPEN_WAIT):
+                await self._opened.wait()
 
     async def _heal(self, agent: Agent) -> None:
         """Reopen a chat stopped by a failed write once the disk takes writes again, without
@@ -427,6 +435,7 @@ class Service:
         if not self.stopping.is_set():
             self.stop_reason = reason
             self.stopping.set()
+            self._opened.set()  # no agent opens now: a request that waits for one goes on
             if self.agent is not None:  # a turn it cuts off says who stopped it
                 self.agent.closing(f"the service stopped ({reason})")
             for session in self.sessions:  # a client then knows not to start another
@@ -468,7 +477,8 @@ class Service:
             )
             session.post(self._welcome(session))
             if not isinstance(hello.since, msgspec.UnsetType):  # what it missed, first
-                self._follow(session, hello.since)
+                edits = None if isinstance(hello.edits, msgspec.UnsetType) else hello.edits
+                self._follow(session, hello.since, edits)
             names = [] if kind in WATCHERS else environment.differing(hello.env)
             if names:  # it was not restarted for this client: say what holds it
                 line = environment.kept_line(names, self._held_by())
@@ -511,13 +521,14 @@ class Service:
             return None
         return hello, lines[1:]  # sent at once with the hello: served after the welcome
 
-    def _follow(self, session: Session, since: int) -> None:
-        """A window that follows the log from `since`: what it missed now, or once the chat
-        is open again (a reopen under way)."""
+    def _follow(self, session: Session, since: int, edits: int | None) -> None:
+        """A window that follows the log from `since`, having applied `edits` in-place
+        changes: what it missed now, or once the chat is open again (a reopen under way)."""
+        session.edits = edits
         if self.agent is None:
             session.since = since
         else:
-            self.followers.join(session, since, self.agent, self.busy())
+            self.followers.join(session, since, edits, self.agent, self.busy())
 
     def _held_by(self) -> str | None:
         """What keeps this service from stopping for a client's new settings: another client
@@ -587,6 +598,7 @@ class Service:
                         return
                     session.post(_refused(error))
                     continue
+                await self._until_open()
                 if await self._refused_for_disk(session, request):
                     continue
                 await self._prepare(request)
@@ -719,6 +731,7 @@ async def _serve(
 ) -> None:
     async with anyio.create_task_group() as agents:
         await agents.start(service.keep_agents, opener)  # the chat is ours before we listen
+        _refuse_if_held(service.home)
         path = listen_path(service.home)  # chosen under the chat's lock: one service records it
         listener = await _listen(path)
         log(f"evertalk {__version__} serving {service.home} on {path}")
@@ -739,6 +752,17 @@ async def _serve(
         finally:
             path.unlink(missing_ok=True)
             service.stop("the service ended")
+
+
+def _refuse_if_held(home: Path) -> None:
+    """A command that owns the chat's files (`memory repair`) may have taken the hold after
+    the client that started this service looked, while it opened the chat: then this service
+    goes before it listens, and the chat's lock with it (StoreError, its one line)."""
+    from evertalk.client.hold import held_by
+
+    held = held_by(home)
+    if held is not None:
+        raise StoreError(held)
 
 
 async def _set_then_cancel(event: anyio.Event, scope: anyio.CancelScope) -> None:
