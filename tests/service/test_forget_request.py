@@ -14,8 +14,8 @@ from evertalk.chat import Chat
 from evertalk.cli import main
 from evertalk.client.remote import RequestFailed
 from evertalk.mcp_server import Memory, build_server
-from evertalk.protocol.replies import ForgetPreview, Forgotten, Reopened, View, Zoom
-from evertalk.protocol.requests import Forget, GetView, GetZoom
+from evertalk.protocol.replies import Appended, ForgetPreview, Forgotten, Reopened, View, Zoom
+from evertalk.protocol.requests import Append, Forget, GetView, GetZoom, OutsideMessage
 from evertalk.tui.forget import forget_in_app
 from fakes import AnthropicFake
 from tui.tui_support import script, write_config
@@ -98,3 +98,17 @@ async def test_slash_forget_previews_then_forgets_on_yes(home: Path) -> None:
                 await anyio.sleep(0.01)
         zoom = await remote.request(GetZoom(id=2, n=1), Zoom)
         assert zoom.text.endswith(": the key]")
+
+
+async def test_a_message_sent_right_after_a_forget_is_logged_by_the_reopened_chat(
+    home: Path,
+) -> None:
+    async with client(home, AnthropicFake(script())) as (remote, seen):
+        await remote.request(Forget(range="2", reason="a key"), Forgotten)
+        # at once: the chat is reopening, and the agent that forgot takes no changes
+        note = OutsideMessage(kind="note", text="captured just now", key="just-now")
+        appended = await remote.request(Append(messages=[note]), Appended)
+        assert appended.ids == [4]
+        assert any(isinstance(frame, Reopened) for frame in seen)  # it waited for the reopen
+        zoom = await remote.request(GetZoom(id=4, n=1), Zoom)
+        assert zoom.text == "4+1|note: captured just now"
