@@ -226,7 +226,7 @@ SERVICE: list[tuple[msgspec.Struct, dict[str, Any]]] = [
         {"type": "stopping", "pid": 3, "reason": "signal SIGTERM", "on_purpose": True},
     ),
     (
-        replies.Missed(t=2, first=1, records=[RECORD], unanswered=True, turning=False),
+        replies.Missed(t=2, first=1, records=[RECORD], unanswered=True, turning=False, edits=3),
         {
             "type": "missed",
             "t": 2,
@@ -234,13 +234,17 @@ SERVICE: list[tuple[msgspec.Struct, dict[str, Any]]] = [
             "records": [RECORD_WIRE],
             "unanswered": True,
             "turning": False,
+            "edits": 3,
         },
     ),
     (
         replies.Logged(t=2, first=1, records=[RECORD]),
         {"type": "logged", "t": 2, "first": 1, "records": [RECORD_WIRE]},
     ),
-    (replies.Changed(records=[RECORD]), {"type": "changed", "records": [RECORD_WIRE]}),
+    (
+        replies.Changed(records=[RECORD], edits=4),
+        {"type": "changed", "records": [RECORD_WIRE], "edits": 4},
+    ),
     (events.Quiet(), {"type": "quiet"}),
     (
         events.CatchingUp(5, 2.5),

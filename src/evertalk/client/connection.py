@@ -207,8 +207,8 @@ def connect(
     """A connection to the service of `home`; with `start`, one is started if none answers
     (with `serve_args` for `evertalk serve --foreground`), or the one `starting` already is
     awaited (`say` is told of a long wait). `since`: the client follows the log from there
-    (the hello's `since`), having applied `edits` in-place changes (`changed` frames). ServiceError (one line) when there is none, it cannot start, or it
-    refuses this client."""
+    (the hello's `since`), having applied `edits` in-place changes (`changed` frames).
+    ServiceError (one line) when there is none, it cannot start, or it refuses this client."""
     deadline = time.monotonic() + START_SECONDS
     while True:
         sock = _socket(home)

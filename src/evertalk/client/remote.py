@@ -214,7 +214,8 @@ async def open_remote(
 ) -> Remote:
     """A connection to the service of `home` (started when none answers, with `start`; or the
     one `starting`, awaited); `since`: a client that follows the log from there (`missed`
-    comes first), having applied `edits` in-place changes. ServiceError (one line) when it cannot be reached or refuses this client."""
+    comes first), having applied `edits` in-place changes. ServiceError (one line) when it
+    cannot be reached or refuses this client."""
     connection = await anyio.to_thread.run_sync(
         lambda: connect(home, client, start=start, starting=starting, since=since, edits=edits),
         abandon_on_cancel=True,
