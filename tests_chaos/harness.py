@@ -86,6 +86,7 @@ class Window:
         self.position = 0
         self.edits: int | None = None  # the in-place changes applied (forgets, repairs)
         self.reconnects = 0
+        self.trace: list[str] = []  # the frames of the log it got, for a violation's report
         self._stop = threading.Event()
         self._conn: Connection | None = None
         self._thread = threading.Thread(target=self._follow, daemon=True)
@@ -101,6 +102,7 @@ class Window:
                     frame = self._conn.receive()
                     if isinstance(frame, replies.Logged | replies.Changed):
                         self.shown.update({r.id: r.text for r in frame.records})
+                        self.trace.append(_traced(frame))
                     if isinstance(frame, replies.Logged):
                         self.position = max(self.position, frame.t)
                     if isinstance(frame, replies.Missed | replies.Changed):
@@ -115,6 +117,13 @@ class Window:
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
+
+
+def _traced(frame: replies.Logged | replies.Changed) -> str:
+    ids = [r.id for r in frame.records]
+    if isinstance(frame, replies.Logged):
+        return f"{type(frame).__name__.lower()} {frame.first}-{frame.t} {ids}"
+    return f"changed {ids}"
 
 
 @dataclass
@@ -298,6 +307,16 @@ def check(cluster: Cluster, acked: set[int], report: Report, late: Machine) -> N
         sizes = {name: None if v is None else len(v) for name, v in views.items()}
         report.violations.append(f"the machines render different views: {sizes}")
     notes = sorted(note_text(n) for n in acked)
+    texts = {int(row[0]): str(row[2]) for row in rows}  # type: ignore[call-overload]
+
+    def windows_agree() -> bool:  # a window hears the last changes a moment later
+        with db_connect(url) as db:
+            found = db.execute("SELECT id, text FROM evertalk.messages ORDER BY id").fetchall()
+        texts.clear()
+        texts.update({int(i): str(text) for i, text in found})
+        return all(m.window is not None and m.window.shown == texts for m in cluster.machines)
+
+    wait_for(windows_agree, 30)
     for machine in cluster.machines:
         window = machine.window
         assert window is not None
@@ -308,8 +327,15 @@ def check(cluster: Cluster, acked: set[int], report: Report, late: Machine) -> N
                 f"{machine.name}'s window shows {len(set(shown))} of {len(notes)} notes "
                 f"({missing} missing, {doubled} twice, {window.reconnects} reconnects)"
             )
-        if sorted(window.shown) != ids:
-            report.violations.append(f"{machine.name}'s window shows other ids than the log")
+        if window.shown != texts:
+            missing_ids = sorted(set(texts) - set(window.shown))
+            extra = sorted(set(window.shown) - set(texts))
+            other = sorted(i for i in set(texts) & set(window.shown) if texts[i] != window.shown[i])
+            report.violations.append(
+                f"{machine.name}'s window differs from the log: missing {missing_ids[:8]}, "
+                f"not in the log {extra[:8]}, other text {other[:8]} (log of {len(texts)}); "
+                f"it got: {'; '.join(window.trace)[-600:]}"
+            )
 
 
 def interleaved(rows: list[tuple[object, ...]], appends: list[tuple[object, ...]]) -> list[str]:

@@ -30,12 +30,18 @@ MISSED_MOST: Final = 200
 """Messages `missed` carries at most: a window that missed more shows the last ones."""
 
 
+class Unread(Exception):
+    """Messages a frame must carry cannot be read now (a shared chat's database does not
+    answer): nothing is sent, and no position moves past them, until they can be."""
+
+
 class Followers:
     """The service's position in the log, and what goes to the sessions that follow it."""
 
     def __init__(self) -> None:
         self.covered: int | None = None  # every message before it went out (None: no agent)
         self.edits: int | None = None  # the in-place changes told to the windows so far
+        self.stalled = False  # the last stretch could not be read: to send once it can
 
     def opened(self, agent: Agent) -> None:
         """A first agent: nothing was sent from it yet, and no window follows it yet."""
@@ -44,14 +50,20 @@ class Followers:
         if self.edits is None:
             self.edits = edits_since(agent.chat.folder, 0)[0]
 
+    def missed_span(self, since: int, agent: Agent) -> tuple[int, int]:
+        """The messages a `missed` from `since` carries: to read ahead, in a shared chat."""
+        end = agent.chat.t if self.covered is None else self.covered
+        return max(since, end - MISSED_MOST), end
+
     def join(
         self, session: Session, since: int, edits: int | None, agent: Agent, busy: bool
     ) -> None:
         """A session that follows from `since` (and has applied `edits` in-place changes):
-        what it missed, before any event."""
-        session.follows = True
+        what it missed, before any event. Unread, and nothing sent, when some of it cannot
+        be read now."""
         end = agent.chat.t if self.covered is None else self.covered
         first, records = _span(agent, since, end, MISSED_MOST)
+        session.follows = True
         unanswered = not busy and _unanswered(agent)
         now, changed = edits_since(agent.chat.folder, edits or 0)
         if edits is None:
@@ -74,13 +86,16 @@ class Followers:
         if agent.events_waiting():
             return
         t, covered = agent.chat.t, self.covered
-        self.covered = t
-        if covered is None or t <= covered:
-            return
         followers = [session for session in sessions if session.follows]
-        if not followers:
+        if covered is None or t <= covered or not followers:
+            self.covered = t
             return
-        first, records = _span(agent, covered, t, RECORDS_MOST)
+        try:
+            first, records = _span(agent, covered, t, RECORDS_MOST)
+        except Unread:
+            self.stalled = True  # the service reads them ahead and tries again
+            return
+        self.covered, self.stalled = t, False
         frame = replies.Logged(t=t, first=first, records=records)
         for session in followers:
             session.post(frame)
@@ -114,13 +129,17 @@ def _records(agent: Agent, ids: Iterable[int]) -> list[replies.RecordItem]:
 
 def _span(agent: Agent, start: int, end: int, most: int) -> tuple[int, list[replies.RecordItem]]:
     """The messages from `start` to `end`, or the last of them that fit one frame: the id of
-    the first one sent, and the records (one that cannot be read is left out)."""
+    the first one sent, and the records. A message of the files that cannot be read is left
+    out (the log is the truth: a repair puts a note there, which windows are told of); one of
+    a shared chat's database that does not answer now is Unread."""
     found: list[replies.RecordItem] = []
     size, first = 0, end
     for i in range(end - 1, max(start, end - most) - 1, -1):
         try:
             record = agent.chat.record(i)
         except StoreError:
+            if agent.sharing is not None:
+                raise Unread from None
             first = i
             continue
         size += len(record.text.encode("utf-8", "surrogatepass"))

@@ -49,7 +49,7 @@ from evertalk.protocol.paths import log, socket_folder_problem
 from evertalk.providers.base import ProviderError
 from evertalk.service import commands
 from evertalk.service.context import NotReady, Reply
-from evertalk.service.follow import Followers
+from evertalk.service.follow import Followers, Unread
 from evertalk.service.forget_requests import before_forget
 from evertalk.service.requests import HANDLERS
 from evertalk.service.session import Session, error_frame, refusal, same_user
@@ -74,6 +74,11 @@ RECOVERS = (requests.Send, requests.Retry, requests.Command, requests.GetCompact
 the disk takes writes again (`Service.recover`). A look at the status does not probe the disk."""
 REFUSED_WHILE_FULL = (requests.Send, requests.Retry)
 """… and those refused while it does not (a slash command may only read)."""
+FOLLOW_READ_WAIT = 10.0
+FOLLOW_READ_AGAIN = 0.5
+"""A window's `missed` waits up to FOLLOW_READ_WAIT seconds for a shared chat's database to
+answer (then the window is refused, and connects again); the messages logged meanwhile are
+read again every FOLLOW_READ_AGAIN seconds until the windows have them."""
 REOPEN_WAIT = 30.0
 """Seconds a request waits for the agent a reopen opens (a large chat takes a while)."""
 STOP_LANDING = 3.0
@@ -270,7 +275,10 @@ class Service:
         for session in self.sessions:
             if session.since is not None:
                 since, session.since = session.since, None
-                self.followers.join(session, since, session.edits, agent, self.busy())
+                try:
+                    self.followers.join(session, since, session.edits, agent, self.busy())
+                except Unread:  # it connects again, and is told then
+                    session.refuse_unread()
 
     def advance(self) -> None:
         """The messages logged since the windows that follow the log last heard, once every
@@ -322,6 +330,7 @@ class Service:
         async with anyio.create_task_group() as group:
             group.start_soon(self.pump_events)
             group.start_soon(self._heal, agent)
+            group.start_soon(self._catch_up_followers, agent)
             group.start_soon(_load_sdks, agent)
             async with anyio.create_task_group() as either:
                 for event in (self.stopping, self._reopen):
@@ -367,6 +376,18 @@ class Service:
         if self._reopen.is_set() and not self.stopping.is_set():
             with anyio.move_on_after(REOPEN_WAIT):
                 await self._opened.wait()
+
+    async def _catch_up_followers(self, agent: Agent) -> None:
+        """Messages the windows could not be sent (a shared chat's database did not answer):
+        read ahead in its thread, then sent, every FOLLOW_READ_AGAIN seconds until they are."""
+        while True:
+            await anyio.sleep(FOLLOW_READ_AGAIN)
+            covered = self.followers.covered
+            if not self.followers.stalled or covered is None:
+                continue
+            with contextlib.suppress(StoreError):
+                await agent.chat.aread_records(covered, agent.chat.t)
+            self.advance()
 
     async def _heal(self, agent: Agent) -> None:
         """Reopen a chat stopped by a failed write once the disk takes writes again, without
@@ -478,7 +499,9 @@ class Service:
             session.post(self._welcome(session))
             if not isinstance(hello.since, msgspec.UnsetType):  # what it missed, first
                 edits = None if isinstance(hello.edits, msgspec.UnsetType) else hello.edits
-                self._follow(session, hello.since, edits)
+                if not await self._follow(session, hello.since, edits):
+                    await session.close_unread()
+                    return
             names = [] if kind in WATCHERS else environment.differing(hello.env)
             if names:  # it was not restarted for this client: say what holds it
                 line = environment.kept_line(names, self._held_by())
@@ -521,14 +544,27 @@ class Service:
             return None
         return hello, lines[1:]  # sent at once with the hello: served after the welcome
 
-    def _follow(self, session: Session, since: int, edits: int | None) -> None:
+    async def _follow(self, session: Session, since: int, edits: int | None) -> bool:
         """A window that follows the log from `since`, having applied `edits` in-place
-        changes: what it missed now, or once the chat is open again (a reopen under way)."""
+        changes: what it missed now, or once the chat is open again (a reopen under way).
+        Whether it could be told: a shared chat's messages it missed are read ahead in the
+        database's thread, tried again for FOLLOW_READ_WAIT seconds while it does not answer."""
         session.edits = edits
-        if self.agent is None:
+        agent = self.agent
+        if agent is None:
             session.since = since
-        else:
-            self.followers.join(session, since, edits, self.agent, self.busy())
+            return True
+        deadline = anyio.current_time() + FOLLOW_READ_WAIT
+        while True:
+            with contextlib.suppress(StoreError):
+                await agent.chat.aread_records(*self.followers.missed_span(since, agent))
+            try:
+                self.followers.join(session, since, edits, agent, self.busy())
+                return True
+            except Unread:
+                if anyio.current_time() > deadline or agent is not self.agent:
+                    return False
+                await anyio.sleep(FOLLOW_READ_AGAIN)
 
     def _held_by(self) -> str | None:
         """What keeps this service from stopping for a client's new settings: another client

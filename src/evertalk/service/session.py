@@ -50,6 +50,22 @@ class Session:
     def close(self) -> None:
         self._outbox.close()
 
+    def refuse_unread(self) -> None:
+        """A window that follows the log, and what it missed cannot be read now (a shared
+        chat's database does not answer): told so, and let go, it connects again later and
+        gives its position again."""
+        self.follows = False
+        self.post(error_frame("not_ready", UNREAD))
+        self.close()
+
+    async def close_unread(self) -> None:
+        """`refuse_unread` before this session is served: what it was sent goes out first."""
+        self.refuse_unread()
+        await self.write_out()
+
+
+UNREAD = "the chat's database does not answer: what this window missed cannot be read yet"
+
 
 def error_frame(kind: ErrorKind, message: str) -> Error:
     return Error(kind=kind, message=message)
