@@ -44,8 +44,9 @@ OPENING_SECONDS = 600.0
 fold their views from the first: seconds to minutes)."""
 LOOK_EVERY = 0.25
 """Seconds between two looks at the log for what a starting service does."""
-SAY_AFTER = 2.0
-"""Seconds of the service's own opening before a client says it waits for it."""
+SAY_AFTER = 1.0
+"""Seconds a client waits for a service opening the chat (its own or another client's) before
+it says so: a small chat opens well within it, and then nothing is said."""
 
 Say = Callable[[str], None]
 """Where a client says what it waits for (standard error for the command lines)."""
@@ -319,20 +320,12 @@ class Starting:
                 pid = opening(self.home)
                 if pid is not None:  # a large chat takes a while to open: not a failure
                     deadline = max(deadline, began + OPENING_SECONDS)
-                    said = said or self._say_opening(pid, now - began, say)
+                    said = said or say_opening(pid, now - began, say)
                 elif self.process.poll() is not None:
                     # another client's service may be the one that got the chat: give it a moment
                     deadline = min(deadline, now + 1.0)
             time.sleep(0.02)
         return self._failed()
-
-    def _say_opening(self, pid: int, waited: float, say: Say | None) -> bool:
-        """Say that a service opens the chat: at once for another client's, after a moment
-        for this one's (a small chat opens before a line would be worth it). Whether said."""
-        if say is None or (pid == self.process.pid and waited < SAY_AFTER):
-            return False
-        say(f"the service (pid {pid}) is opening the chat; a large one takes a while")
-        return True
 
     def _failed(self) -> NoReturn:
         tail = _log_tail(self.log, self.start_at)
@@ -341,6 +334,15 @@ class Starting:
         raise ServiceError(
             f"the service did not start: {' / '.join(tail) or f'nothing in {self.log}'}"
         )
+
+
+def say_opening(pid: int, waited: float, say: Say | None) -> bool:
+    """Say that a service opens the chat, once a client has waited SAY_AFTER for it (a small
+    chat opens before a line would be worth it, even on a cold start). Whether said."""
+    if say is None or waited < SAY_AFTER:
+        return False
+    say(f"the service (pid {pid}) is opening the chat; a large one takes a while")
+    return True
 
 
 LOCK_SECONDS = 5.0
