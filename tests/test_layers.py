@@ -14,6 +14,9 @@ imports (nothing is imported: the source is parsed).
    wherever it stands: one inside a function defers the load, not the dependency (that is how
    `cli` and `mcp_server` came to need each other), and one for the type checker only is a
    dependency of the code's shape (as the service's handler modules on `Service`).
+4. No arrow back up (BACK_UP): the service's side and the clients' stand apart, and a lower
+   floor imports nothing of a higher one, wherever the import stands. What both need lives
+   below both.
 """
 
 from __future__ import annotations
@@ -57,6 +60,24 @@ NOT_CLIENT_PATHS = {
 }
 """Functions of client modules whose lazy imports are not the client's own path."""
 SERVICE_SIDE = ("evertalk.agent", "evertalk.providers", "evertalk.compactor", "anthropic", "openai")
+
+SERVICE_PACKAGES = (
+    "evertalk.service",
+    "evertalk.agent",
+    "evertalk.providers",
+    "evertalk.compactor",
+)
+BACK_UP: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
+    (SERVICE_PACKAGES, CLIENT_PACKAGES, "the service's side loads no client (`service_hold`,"
+     " `fetch_mark` are below both)"),
+    (CLIENT_PACKAGES, ("evertalk.service",), "a client reads a starting service's log through"
+     " `service_opening`"),
+    (("evertalk.config",), ("evertalk.mcp_client",), "`[mcp]` is read by `mcp_settings`"),
+    (("evertalk.providers",), ("evertalk.ledger",), "a Meter writes to any `call.UsageLog`"),
+    (("evertalk.mcp_client",), ("evertalk.agent",), "a tool's outcome is `tool_outcome`'s"),
+)  # fmt: skip
+"""(lower floors, higher floors, where what they shared went): the arrows that must not come
+back."""
 
 IO_MODULES = frozenset(
     {
@@ -222,6 +243,21 @@ def memory_offences(steps: Iterable[Import]) -> list[str]:
     return list(dict.fromkeys(offences))
 
 
+def back_up_offences(steps: Iterable[Import]) -> list[str]:
+    """The imports among `steps` that go from a lower floor to a higher one."""
+    offences = []
+    for step in steps:
+        for lower, higher, instead in BACK_UP:
+            if is_in(step.source, lower) and is_in(step.target, higher):
+                offences.append(f"{step}: {instead}")
+    return list(dict.fromkeys(offences))
+
+
+def every_import() -> Iterator[Import]:
+    for module in modules():
+        yield from imports_of(module)
+
+
 def memory_imports() -> Iterator[Import]:
     for module in modules():
         if is_in(module, ["evertalk.memory"]):
@@ -356,6 +392,31 @@ def test_the_memory_rule_sees_what_it_forbids() -> None:
     assert [line.split(" (")[0].split()[-1] for line in found] == forbidden
 
 
+def test_the_arrows_back_up_are_seen_and_those_down_are_not() -> None:
+    def step(source: str, target: str) -> Import:
+        return Import(source, target, 1, "function", "f")
+
+    down = [
+        step("evertalk.agent.session", "evertalk.mcp_client.tools"),
+        step("evertalk.ledger", "evertalk.providers.base"),
+        step("evertalk.client.connection", "evertalk.service_opening"),
+        step("evertalk.service.server", "evertalk.service_hold"),
+        step("evertalk.service_cli", "evertalk.client.connection"),  # a command, not service/
+    ]
+    assert back_up_offences(down) == []
+    up = [
+        step("evertalk.config", "evertalk.mcp_client.settings"),
+        step("evertalk.providers.call", "evertalk.ledger"),
+        step("evertalk.agent.tools.fetch", "evertalk.browse.mark"),
+        step("evertalk.mcp_client.link", "evertalk.agent.tools.base"),
+        step("evertalk.client.connection", "evertalk.service.startup"),
+        step("evertalk.service.server", "evertalk.client.hold"),
+        step("evertalk.compactor.service", "evertalk.tui.app"),
+    ]
+    found = back_up_offences(up)
+    assert [line.split(" (")[0] for line in found] == [str(s).split(" (")[0] for s in up]
+
+
 def test_every_client_command_is_a_module() -> None:
     assert [name for name in CLIENT_COMMANDS if name not in modules()] == []
     # a new command says which side it is on
@@ -379,3 +440,8 @@ def test_the_memory_core_imports_nothing_of_the_project_and_no_io() -> None:
 def test_no_module_depends_on_itself_through_others() -> None:
     offences = circle_offences()
     assert offences == [], report("import circles", offences)
+
+
+def test_no_import_goes_back_up_a_floor() -> None:
+    offences = back_up_offences(every_import())
+    assert offences == [], report("imports back up the layers", offences)
