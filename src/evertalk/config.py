@@ -62,7 +62,7 @@ from evertalk.config_schema import ProviderName as ProviderName
 from evertalk.config_schema import SandboxMode as SandboxMode
 from evertalk.config_schema import SettingProblem, check_setting, read_settings
 from evertalk.config_schema import ToolSwitch as ToolSwitch
-from evertalk.mcp_client.settings import McpSettings, parse_mcp
+from evertalk.mcp_settings import McpSettings, parse_mcp
 from evertalk.redaction import REDACTED as REDACTED
 from evertalk.redaction import SECRET_MIN_LENGTH
 from evertalk.redaction import redact as redact

@@ -116,7 +116,7 @@ class StoreTable(_Table):
 
 
 class SettingsFile(_Table):
-    """The whole file. `mcp` is not flat: `mcp_client.settings` reads it."""
+    """The whole file. `mcp` is not flat: `mcp_settings` reads it."""
 
     provider: ProviderName | UnsetType = UNSET
     model: ModelName | UnsetType = UNSET

@@ -22,7 +22,7 @@ DENIED: Final = "the user did not allow this call"
 
 
 MCP_GRANT: Final = re.compile(r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*__(?:\*|[A-Za-z0-9_-]+)")
-"""`server__tool` or `server__*` (`mcp_client/settings.py` says what a server's name is)."""
+"""`server__tool` or `server__*` (`mcp_settings.py` says what a server's name is)."""
 
 
 def is_mcp_tool(name: str) -> bool:

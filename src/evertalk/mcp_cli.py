@@ -18,7 +18,7 @@ from pathlib import Path
 
 from evertalk.config import ConfigError
 from evertalk.mcp_client.edit import add_server, read_servers, remove_server
-from evertalk.mcp_client.settings import SEPARATOR, McpServer
+from evertalk.mcp_settings import SEPARATOR, McpServer
 
 
 def run_mcp_command(args: argparse.Namespace, home: Path) -> int:

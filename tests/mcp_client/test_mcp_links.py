@@ -9,8 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from evertalk.mcp_client.settings import McpServer, McpSettings
 from evertalk.mcp_client.tools import McpTools
+from evertalk.mcp_settings import McpServer, McpSettings
 from mcp_servers import FLAKY
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from evertalk.config import ConfigError, load_config
 from evertalk.grants import covers, parse_grants
 from evertalk.mcp_client.names import NAME_MOST, offered_name
 from evertalk.mcp_client.results import outcome_of
-from evertalk.mcp_client.settings import McpServer
+from evertalk.mcp_settings import McpServer
 from evertalk.protocol.replies import Ask
 from evertalk.providers.base import Image, Text
 

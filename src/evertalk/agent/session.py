@@ -73,8 +73,8 @@ from evertalk.config import (
 from evertalk.folder_instructions import find as find_instructions
 from evertalk.folder_instructions import opening_block
 from evertalk.ledger import DaySpending, Ledger, ledger_path
-from evertalk.mcp_client.settings import McpSettings
 from evertalk.mcp_client.tools import McpTools
+from evertalk.mcp_settings import McpSettings
 from evertalk.memory.budget import Budget
 from evertalk.memory.coarse import Fitted, render
 from evertalk.memory.text import valid_unicode

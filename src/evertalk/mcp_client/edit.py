@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evertalk.config import ConfigError, config_path, load_config
-from evertalk.mcp_client.settings import McpServer, McpSettings, name_problem, parse_mcp
+from evertalk.mcp_settings import McpServer, McpSettings, name_problem, parse_mcp
 from evertalk.store.secure import make_dir, write_atomic
 
 if TYPE_CHECKING:

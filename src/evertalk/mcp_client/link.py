@@ -36,7 +36,7 @@ from evertalk.agent.tools.base import ToolOutcome, failure
 from evertalk.mcp_client.names import offered_name
 from evertalk.mcp_client.results import outcome_of
 from evertalk.mcp_client.schemas import schema_problem
-from evertalk.mcp_client.settings import McpServer
+from evertalk.mcp_settings import McpServer
 from evertalk.providers.base import Tool
 from evertalk.store.secure import make_dir
 from evertalk.terminal_text import one_line

@@ -12,7 +12,7 @@ import hashlib
 import re
 from typing import Final
 
-from evertalk.mcp_client.settings import SEPARATOR
+from evertalk.mcp_settings import SEPARATOR
 
 NAME_MOST: Final = 64
 _NOT_ALLOWED: Final = re.compile(r"[^A-Za-z0-9_-]")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from evertalk.agent.tools.base import ToolOutcome, failure
-from evertalk.mcp_client.settings import McpServer, McpSettings
+from evertalk.mcp_settings import McpServer, McpSettings
 from evertalk.providers.base import Tool
 
 if TYPE_CHECKING:
