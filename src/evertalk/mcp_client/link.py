@@ -32,7 +32,6 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from evertalk import __version__
-from evertalk.agent.tools.base import ToolOutcome, failure
 from evertalk.mcp_client.names import offered_name
 from evertalk.mcp_client.results import outcome_of
 from evertalk.mcp_client.schemas import schema_problem
@@ -40,6 +39,7 @@ from evertalk.mcp_settings import McpServer
 from evertalk.providers.base import Tool
 from evertalk.store.secure import make_dir
 from evertalk.terminal_text import one_line
+from evertalk.tool_outcome import ToolOutcome, failure
 
 FIRST_DELAY: Final = 1.0
 LONGEST_DELAY: Final = 60.0

@@ -13,9 +13,9 @@ import json
 
 import mcp_types as types
 
-from evertalk.agent.tools.base import ToolOutcome
 from evertalk.image_files import MAX_IMAGE_BYTES, sniff
 from evertalk.providers.base import Image, Text
+from evertalk.tool_outcome import ToolOutcome
 
 
 def outcome_of(result: types.CallToolResult) -> ToolOutcome:

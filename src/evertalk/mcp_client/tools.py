@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from evertalk.agent.tools.base import ToolOutcome, failure
 from evertalk.mcp_settings import McpServer, McpSettings
 from evertalk.providers.base import Tool
+from evertalk.tool_outcome import ToolOutcome, failure
 
 if TYPE_CHECKING:
     from evertalk.mcp_client.link import ServerLink

@@ -1,4 +1,5 @@
-"""What every tool shares: its outcome, its context, its errors and its input checks.
+"""What every tool shares: its outcome (`tool_outcome`, which MCP tools share too), its
+context, its errors and its input checks.
 
 A tool never raises for a bad call: the Toolbox turns a `ToolError` (and an OSError, a refused
 memory-tool input, a store error) into an error outcome whose text is one line (SPEC §6.5).
@@ -7,84 +8,17 @@ memory-tool input, a store error) into an error outcome whose text is one line (
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from evertalk.agent.tools.checkpoints import TurnCheckpoint
 from evertalk.agent.tools.sandbox import Sandbox
 from evertalk.chat import Chat
-from evertalk.config import redact
-from evertalk.memory.text import MESSAGE_LIMIT, clip_output, flatten
-from evertalk.providers.base import Image, Text
-
-ERROR_LIMIT = 2_000
-"""Longest error text, in characters: one line the model can read, not a dump."""
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """What one tool call gave back.
-
-    `content` is what the model gets: at most one Text part (first), then any images. The text
-    is already clipped (SPEC §1.5) so that the echo `name: text` fits in one message; only a
-    `zoom` of a message that is itself near 30,000 characters is longer, because `zoom(id, 1)`
-    returns the message whole (SPEC §6.5): `log_text` clips that one for the log.
-    """
-
-    content: list[Text | Image]
-    is_error: bool = False
-    image_names: tuple[str, ...] = ()
-    """Names in `chat/images/` of the images in `content`, when they are already stored there
-    (a zoom into a message with images): the log can list them without storing them again."""
-    failed: bool = False
-    """The call ran but did not do its job: a command that exited with a status other than 0.
-    The model reads the output as a plain result (the status is in it); the log and the app
-    mark the call failed, as they do an error outcome."""
-
-    @property
-    def succeeded(self) -> bool:
-        """Whether the call worked: neither an error outcome nor a failed run."""
-        return not (self.is_error or self.failed)
-
-    @property
-    def text(self) -> str:
-        """The joined text parts: what the log keeps after `name: `."""
-        return "\n".join(part.text for part in self.content if isinstance(part, Text))
-
-    @property
-    def images(self) -> list[Image]:
-        return [part for part in self.content if isinstance(part, Image)]
-
-    def log_text(self, name: str) -> str:
-        """The `echo` text of SPEC §6.3: the tool's name, `: `, the output, clipped by §1.5."""
-        return clip_output(f"{name}: {self.text}")
-
-    def redacted(self, secrets: Sequence[str]) -> ToolOutcome:
-        """The outcome with every known secret in its text replaced by `[redacted]`."""
-        if not secrets:
-            return self
-        content = [
-            Text(redact(p.text, secrets)) if isinstance(p, Text) else p for p in self.content
-        ]
-        return replace(self, content=content)
-
-
-def result(
-    text: str, images: list[Image] | None = None, names: tuple[str, ...] = ()
-) -> ToolOutcome:
-    """A successful outcome. The text is never empty: some APIs refuse an empty text block."""
-    content: list[Text | Image] = [Text(text or "(no output)")]
-    content.extend(images or [])
-    return ToolOutcome(content, image_names=names)
-
-
-def failure(message: str) -> ToolOutcome:
-    """An error outcome: one line, never empty, of bounded length."""
-    line = flatten(message).strip() or "the tool failed"
-    if len(line) > ERROR_LIMIT:
-        line = line[: ERROR_LIMIT - 1] + "…"
-    return ToolOutcome([Text(line)], is_error=True)
+from evertalk.memory.text import MESSAGE_LIMIT
+from evertalk.tool_outcome import ToolOutcome as ToolOutcome
+from evertalk.tool_outcome import failure as failure
+from evertalk.tool_outcome import result as result
 
 
 def output_limit(name: str) -> int:
