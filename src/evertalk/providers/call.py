@@ -19,9 +19,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
-from evertalk.ledger import Ledger
 from evertalk.providers.base import (
     Event,
     Finished,
@@ -38,6 +37,27 @@ Role = Literal["turn", "compaction", "subagent"]
 
 UNREPORTED = Usage(reported=False)
 """The usage of a call whose provider said nothing of it: unknown, not free."""
+
+
+class UsageLog(Protocol):
+    """Where calls are written (`ledger.Ledger`), named by what a Meter calls of it: the ledger
+    is a floor above the providers (it takes their `Usage`)."""
+
+    def record(
+        self,
+        *,
+        role: str,
+        provider: str,
+        model: str,
+        usage: Usage,
+        cost: float | None,
+        duration_ms: float,
+        node: str | None = None,
+        turn: int | str | None = None,
+        failed: bool = False,
+        rejected: str | None = None,
+        estimated: bool = False,
+    ) -> object: ...
 
 
 def _spend(cost: float) -> None:
@@ -57,7 +77,7 @@ class Meter:
     as (a turn says the counts are unknown; the compactor has always written zeros)."""
 
     role: Role
-    ledger: Ledger | None = None
+    ledger: UsageLog | None = None
     turn: int | str | None = None
     node: str | None = None
     on_cost: Callable[[float], None] = _spend
