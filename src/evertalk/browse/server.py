@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from evertalk.browse.data import BadRequest, ChatData, file_stamp
 from evertalk.browse.jobs import Background
-from evertalk.browse.mark import MARK_HEADER
+from evertalk.fetch_mark import MARK_HEADER
 from evertalk.store.errors import StoreError
 
 POLICY = (

@@ -28,7 +28,7 @@ import httpx2
 
 from evertalk.agent.policy import NO_NETWORK
 from evertalk.agent.tools.base import Args, RunState, ToolContext, ToolError, ToolOutcome
-from evertalk.browse.mark import MARK_HEADER
+from evertalk.fetch_mark import MARK_HEADER
 from evertalk.providers.base import Text
 
 MAX_BYTES: Final = 5_000_000
