@@ -225,3 +225,9 @@ def test_an_open_config_is_made_private_even_when_a_setting_is_wrong(tmp_path: P
         assert warning.startswith(f"evertalk: warning: {config} holds api_key"), warning
         assert error.startswith("evertalk: ") and "does not exist" in error
         assert config.stat().st_mode & 0o777 == 0o600
+
+
+def test_now_goes_with_a_message_of_p(tmp_path: Path) -> None:
+    result = run("--now", home=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "evertalk: --now goes with -p MESSAGE\n"

@@ -136,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with -p: run the turn though today's spending is past [budget] daily",
     )
     parser.add_argument(
+        "--now",
+        action="store_true",
+        help="with -p MESSAGE: start the turn at once when the chat is behind, with the "
+        "summaries built so far, instead of waiting for them to catch up",
+    )
+    parser.add_argument(
         "--workdir",
         metavar="DIR",
         type=Path,
@@ -334,6 +340,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise UsageError("--json, --allow, --image and --model go with -p MESSAGE")
     if args.over_budget:
         raise UsageError("--over-budget goes with -p")
+    if args.now:
+        raise UsageError("--now goes with -p MESSAGE")
     if args.raw:
         raise UsageError("--raw goes with -p")
     if args.command in ("serve", "service"):
@@ -487,6 +495,7 @@ def _headless(args: argparse.Namespace) -> int:
         model=args.model,
         over_budget=args.over_budget,
         raw=args.raw,
+        now=args.now,
     )
 
 

@@ -312,3 +312,35 @@ async def test_the_status_bar_says_how_far_behind_the_memory_is(home: Path) -> N
         assert behind is not None and behind.to_go >= MESSAGES // 2
         line = status_line(agent.status())
         assert f"catching up: {behind.to_go:,} summaries to go, about" in line
+
+
+async def test_start_now_during_the_wait_goes_on_at_once_with_what_is_built(home: Path) -> None:
+    fake = AnthropicFake(script(slow(NEVER, summarizer(100))).push(answer("From coarse lines.")))
+    async with opened(home, fake, catch_up_timeout=NEVER) as agent:
+
+        def on(event: AgentEvent) -> None:
+            if isinstance(event, CatchingUp):
+                agent.view_wait.start_now()  # the person pressed Enter: no more waiting
+
+        agent.submit("what do you remember?")
+        seen = await collect_turn(agent, on=on, timeout=30)
+    assert caught(seen) and seen[-1] == TurnEnded("done")
+    warnings = [event.text for event in seen if isinstance(event, MemoryWarning)]
+    assert warnings == [
+        warning for warning in warnings if "you asked to start without catching up" in warning
+    ]
+    assert len(warnings) == 1 and "only as coarse lines" in warnings[0]
+    assert within_window(fake)
+
+
+async def test_a_message_sent_with_now_does_not_wait_for_the_chat_to_catch_up(
+    home: Path,
+) -> None:
+    fake = AnthropicFake(script(slow(NEVER, summarizer(100))).push(answer("At once.")))
+    async with opened(home, fake, catch_up_timeout=NEVER) as agent:
+        agent.submit("what do you remember?")
+        agent.view_wait.start_now()  # as the service does for `send` with `now`
+        seen = await collect_turn(agent, timeout=30)
+    assert not caught(seen)  # it never said it waits
+    assert seen[-1] == TurnEnded("done")
+    assert any("you asked to start" in e.text for e in seen if isinstance(e, MemoryWarning))

@@ -266,6 +266,7 @@ CLIENT: list[msgspec.Struct] = [
     ),
     requests.Retry(rid=2),
     requests.Cancel(),
+    requests.StartNow(),
     requests.GetStatus(rid=3),
     requests.Answer(id="q", decision="once"),
     requests.Stop(),

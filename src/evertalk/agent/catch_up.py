@@ -138,6 +138,12 @@ class ViewWait:
         self.tokens = tokens or (lambda size: math.ceil(size / BYTES_PER_TOKEN))
         self._keep = 0  # the coarse end of the last view a turn sent (`memory/coarse.py`)
         self._room: int | None = None  # the bound of the last fit; None before the first
+        self._now = False  # the person asked the turn to start without catching up
+
+    def start_now(self) -> None:
+        """The turn waiting for a chat that is behind goes on at once, or the next one does
+        not wait for it (a message sent with `now`): with what is built, and SPEC's rules."""
+        self._now = True
 
     async def ready(self, emit: Emit, room: Room) -> Fitted:
         """The lines to render: the view fitted to the room, once its lines are built, or the
@@ -146,6 +152,7 @@ class ViewWait:
         for the window: no summary can help, and the turn's own check says so)."""
         fitted, fits = self._fit(room())
         if (fitted.coarse_end == 0 and not self._unbuilt(fitted)) or not fits:
+            self._now = False
             return self._used(fitted)
         with self.compactor.waiting():  # failed nodes are retried on a timer meanwhile (§4.5)
             fitted = self._used(await self._wait(emit, room))
@@ -193,6 +200,11 @@ class ViewWait:
                     return fitted
                 self._settling(emit, shown, unbuilt)
                 delay = min(SETTLE_POLL, settle_by - now)
+            elif self._now:
+                self._now = False
+                said = "you asked to start without catching up"
+                emit(MemoryWarning(_going_on(said, fitted.coarse_end)))
+                return fitted
             else:
                 pace.add(now, self.compactor.built)
                 if shown.figures is None or now - shown.counted_at >= SHOW_EVERY:
@@ -204,6 +216,7 @@ class ViewWait:
                 figures = shown.figures
                 why = _hopeless(pace, now, figures[1], give_up_at, self.catch_up_timeout)
                 if why is not None:
+                    why = f"catching up would take too long ({why})"
                     emit(MemoryWarning(_going_on(why, fitted.coarse_end)))
                     return fitted
                 self._catching_up(emit, shown, now, figures)
@@ -265,6 +278,6 @@ def _hopeless(
 
 def _going_on(why: str, end: int) -> str:
     return (
-        f"memory: the chat is behind and catching up would take too long ({why}); this turn "
-        f"sees messages 0–{end - 1} only as coarse lines, which zoom opens"
+        f"memory: the chat is behind and {why}; this turn sees messages 0–{end - 1} only as "
+        "coarse lines, which zoom opens"
     )

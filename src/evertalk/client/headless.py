@@ -67,12 +67,14 @@ def run_via_service(
     model: str | None = None,
     over_budget: bool = False,
     raw: bool = False,
+    now: bool = False,
 ) -> int:
     """One turn through the service; the exit status. `images`: (media type, base64) each;
     `model`: the model of this turn alone (config.toml keeps its own); `over_budget`: the turn
     runs though the day's spending is past the daily budget (else the service refuses it);
     `raw`: the reply's control characters reach a terminal as they are (else they are shown
-    escaped). The settings are the service's to read, and the budget its to check."""
+    escaped); `now`: the turn does not wait for a chat that is behind to catch up. The
+    settings are the service's to read, and the budget its to check."""
     if not retry and not message.strip():
         return fail("the message is empty")
     request: Send | Retry = Retry(within_budget=not over_budget)
@@ -85,6 +87,7 @@ def run_via_service(
             images=[Image(kind, data) for kind, data in images],
             model=model,
             within_budget=not over_budget,
+            now=now,
         )
     try:
         problem = _settings_open_to_others(home)

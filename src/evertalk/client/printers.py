@@ -164,7 +164,8 @@ class ReplyPrinter:
         now = self.clock()
         if self.caught_up_at is None or now - self.caught_up_at >= CATCH_UP_EVERY:
             self.caught_up_at = now
-            print(catching_up_text(event), file=self.err, flush=True)
+            hint = " (with --now, -p starts a turn without waiting)"
+            print(catching_up_text(event) + hint, file=self.err, flush=True)
 
 
 class JsonPrinter:

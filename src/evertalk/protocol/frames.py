@@ -4,20 +4,20 @@
 `ClientFrame` is what the service reads (the hello and the requests). `decode_frame` and
 `decode_request` turn a line into one of them or raise `FrameError`, a ProtocolError that says
 in one line what was wrong and whether the line was no frame at all, a frame of a type this side
-does not know (a client skips it), or a known frame with a field missing or wrong. `encode_frame`
-writes a frame as `wire.encode` writes a dict: the same bytes.
+does not know (a client skips it), or a known frame with a field missing or wrong (named, with
+what it should be). `encode_frame` writes a frame with msgspec, as `wire.encode` writes its dict.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any, Final, Literal, get_args
+from types import UnionType
+from typing import Any, Final, Literal, NamedTuple, Union, get_args, get_origin
 
 import msgspec
 from msgspec import UNSET
 
 from evertalk.protocol import wire
-from evertalk.protocol.events import AgentEvent, Event, MessageSent, Quiet, Recorded
+from evertalk.protocol.events import Event, ProtocolEvent
 from evertalk.protocol.replies import (
     Accepted,
     Appended,
@@ -50,6 +50,7 @@ from evertalk.protocol.requests import (
     Append,
     Cancel,
     Command,
+    Count,
     Forget,
     GetCompact,
     GetDate,
@@ -59,15 +60,15 @@ from evertalk.protocol.requests import (
     GetView,
     GetZoom,
     Hello,
-    OutsideKind,
     Reopen,
     Retry,
     Send,
+    StartNow,
     Stop,
     Undo,
 )
 
-EventFrame = AgentEvent | MessageSent | Recorded | Quiet
+EventFrame = ProtocolEvent
 """Every event, as every client gets it."""
 
 ReplyFrame = (
@@ -90,9 +91,13 @@ ReplyFrame = (
 )
 """What answers a request (an `error` may also come unasked, without an `rid`)."""
 
-UnaskedFrame = (
-    Welcome | Ask | AskClosed | AskedElsewhere | Reopened | Stopping | Missed | Logged | Changed
-)
+NoticeFrame = Ask | AskClosed | AskedElsewhere | Reopened | Stopping
+"""What the service tells a client unasked of a question or of itself."""
+
+FollowerFrame = Missed | Logged | Changed
+"""The log's frames, to a client that follows it."""
+
+UnaskedFrame = Welcome | NoticeFrame | FollowerFrame
 """The service's frames that answer no request and are not events."""
 
 ServiceFrame = EventFrame | ReplyFrame | UnaskedFrame
@@ -102,6 +107,7 @@ RequestFrame = (
     Send
     | Retry
     | Cancel
+    | StartNow
     | GetStatus
     | Answer
     | Stop
@@ -141,12 +147,12 @@ class FrameError(wire.ProtocolError):
         self.rid = rid
 
 
-def _tags(union: Any) -> frozenset[str]:
-    return frozenset(str(cls.__struct_config__.tag) for cls in union.__args__)
+def _by_tag(union: Any) -> dict[str, type[msgspec.Struct]]:
+    return {wire.frame_tag(cls): cls for cls in get_args(union)}
 
 
-_SERVICE_TAGS: Final = _tags(ServiceFrame)
-_CLIENT_TAGS: Final = _tags(ClientFrame)
+_SERVICE_TAGS: Final = _by_tag(ServiceFrame)
+_CLIENT_TAGS: Final = _by_tag(ClientFrame)
 _service_decoder: Final = msgspec.json.Decoder(ServiceFrame)
 _client_decoders: list[msgspec.json.Decoder[ClientFrame]] = []
 """The service's decoder of requests, made at its first: a client has no use for it."""
@@ -174,7 +180,7 @@ def decode_request(line: bytes) -> ClientFrame:
         return found
 
 
-def _explained(line: bytes, union: Any, tags: frozenset[str], noun: str) -> Any:
+def _explained(line: bytes, union: Any, classes: dict[str, type[msgspec.Struct]], noun: str) -> Any:
     """Decode again the slow way, to say what was wrong (FrameError), or the frame when only
     the fast way refused it (a number past 64 bits where any value goes)."""
     try:
@@ -182,52 +188,104 @@ def _explained(line: bytes, union: Any, tags: frozenset[str], noun: str) -> Any:
     except wire.ProtocolError as error:
         raise FrameError(str(error), "not_a_frame") from None
     kind, rid = raw["type"], raw.get("rid", UNSET)
-    if kind not in tags:
+    cls = classes.get(kind)
+    if cls is None:
         raise FrameError(f"unknown {noun} {kind!r}", "unknown_type", kind, rid)
     try:
         return msgspec.convert(raw, union)
     except msgspec.ValidationError as error:
-        said = _said(str(error), raw, kind)
+        fault = _fault(raw, cls)
+        said = _said(fault) if fault is not None else _one_line(error)
         raise FrameError(f"{kind}: {said}", "bad_fields", kind, rid) from None
 
 
-_MISSING = re.compile(r"Object missing required field `(\w+)`( - at `.*`)?$")
-_CHOICE = re.compile(r"Invalid enum value (.*) - at `\$.*\.(\w+)`$")
-_CHOICES: Final = {"kind": get_args(OutsideKind)}  # an `append` message's
-_WHOLE = re.compile(r"Expected `int`(?:, got `\w+`| >= 0) - at `\$\.(\w+)`$")
-_COUNTED = frozenset({"records"})  # requests whose numbers are counts
+_ABSENT: Final = object()
 
 
-def _said(message: str, raw: dict[str, Any], kind: str) -> str:
-    """The validator's words, as the service has always said them for the usual mistakes."""
-    missing = _MISSING.match(message)
-    if missing is not None:
-        return repr(missing.group(1))
-    whole = _WHOLE.match(message)
-    if whole is not None:
-        name = whole.group(1)
-        if kind in _COUNTED:
-            return f"{raw[name]!r} is not a count"
-        return f"{name} is a whole number, not {raw[name]!r}"
-    choice = _CHOICE.match(message)
-    if choice is not None and choice.group(2) in _CHOICES:
-        name = choice.group(2)
-        return f"{name} is one of {', '.join(_CHOICES[name])}, not {choice.group(1)}"
-    return message.replace("\n", " ")
+class _Fault(NamedTuple):
+    """A field of a frame that is missing (`value` is _ABSENT) or does not fit its type."""
+
+    field: msgspec.structs.FieldInfo
+    value: Any
+    error: msgspec.ValidationError | None
+
+
+def _fault(value: Any, cls: type[msgspec.Struct]) -> _Fault | None:
+    """The first field of `value`, an object read as `cls`, that is missing or does not fit,
+    down to the innermost object that holds it; None when each fits."""
+    if not isinstance(value, dict):
+        return None
+    for field in msgspec.structs.fields(cls):
+        if field.encode_name not in value:
+            if field.required:
+                return _Fault(field, _ABSENT, None)
+            continue
+        item = value[field.encode_name]
+        try:
+            msgspec.convert(item, field.type)
+        except msgspec.ValidationError as error:
+            return _inner(item, field.type) or _Fault(field, item, error)
+    return None
+
+
+def _inner(value: Any, hint: Any) -> _Fault | None:
+    """The fault inside `value`, an object (or a list of them) of a Struct that `hint` holds."""
+    items = value if isinstance(value, list) else [value]
+    for struct in _structs(hint):
+        for item in items:
+            fault = _fault(item, struct)
+            if fault is not None:
+                return fault
+    return None
+
+
+def _structs(hint: Any) -> list[type[msgspec.Struct]]:
+    """The Struct classes a type names: itself, its union's, its list's."""
+    if get_origin(hint) is None and isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+        return [hint]
+    return [struct for arg in get_args(hint) for struct in _structs(arg)]
+
+
+def _said(fault: _Fault) -> str:
+    """A field's fault as the service has always said the usual ones: `'text'` (missing), `id
+    is a whole number, not '8'`, `-1 is not a count`, `kind is one of user, …, not 'x'`; any
+    other as the field's name and msgspec's words."""
+    name, value = fault.field.encode_name, fault.value
+    if value is _ABSENT:
+        return repr(name)
+    kinds = _members(fault.field.type)
+    if Count in kinds:
+        return f"{value!r} is not a count"
+    if int in kinds:
+        return f"{name} is a whole number, not {value!r}"
+    choices = [
+        str(choice) for kind in kinds if get_origin(kind) is Literal for choice in get_args(kind)
+    ]
+    if choices:
+        return f"{name} is one of {', '.join(choices)}, not {value!r}"
+    return f"{name}: {_one_line(fault.error)}"
+
+
+def _members(hint: Any) -> list[Any]:
+    """A union's types, or the one type."""
+    return list(get_args(hint)) if get_origin(hint) in (Union, UnionType) else [hint]
+
+
+def _one_line(error: BaseException | None) -> str:
+    return str(error).replace("\n", " ")
 
 
 def encode_frame(frame: msgspec.Struct) -> bytes:
-    """One frame's line, as `wire.encode` writes it. An event goes with the fields of its
+    """One frame's line, as `wire.encode` writes its dict. An event goes with the fields of its
     protocol class only (the providers' `Retrying` keeps its usage to itself)."""
     if isinstance(frame, Event):
         return encode_event(frame)
-    builtins: dict[str, Any] = msgspec.to_builtins(frame)
-    return wire.encode(builtins)
+    return wire.encode_struct(frame)
 
 
 def encode_event(event: object) -> bytes:
     """An event's line; ValueError for what is no event of the protocol."""
-    return wire.encode(wire.event_frame(event))
+    return wire.encode_struct(wire.protocol_event(event))
 
 
 def to_dict(frame: msgspec.Struct) -> dict[str, Any]:

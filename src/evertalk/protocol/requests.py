@@ -59,12 +59,18 @@ class Send(Request, frozen=True, tag="send"):
     model: Any = None  # a model name; the service says why another value is none
     # true: refused while today's spending is past the daily budget (`-p`; the app asks first)
     within_budget: Any = False
+    # true: the turn it opens does not wait for a chat that is behind to catch up (`-p --now`)
+    now: Any = False
 
 
 class Retry(Request, frozen=True, tag="retry"):
     """Run the last failed turn again."""
 
     within_budget: Any = False  # as a `send`'s
+
+
+class StartNow(Request, frozen=True, tag="start_now"):
+    """The turn that waits for a chat that is behind to catch up starts at once."""
 
 
 class Cancel(Request, frozen=True, tag="cancel"):

@@ -55,6 +55,8 @@ def send(service: Served, session: Session, request: requests.Send) -> Reply:
     model = _model(request.model)
     held = agent.busy
     agent.submit(request.text, images, key=key, workdir=workdir, model=model)
+    if request.now is True:
+        agent.view_wait.start_now()
     service.sender = session
     # every window shows it, the sender's too, which then knows it is the one logged
     shown = redact(request.text, agent.secrets)  # as the log will have it
@@ -86,6 +88,11 @@ def _over_budget(agent: Agent, request: requests.Send | requests.Retry) -> Reply
         return None
     line = f"not sent: {day.over_line()}; {OVER_BUDGET_FLAG} sends it all the same"
     return error_frame("over_budget", line)
+
+
+def start_now(service: Served, session: Session, request: requests.StartNow) -> Reply:
+    service.agent_open().view_wait.start_now()
+    return replies.Ok()
 
 
 def cancel(service: Served, session: Session, request: requests.Cancel) -> Reply:
@@ -249,6 +256,7 @@ HANDLERS: Final[HandlerTable] = {
     requests.Send: send,
     requests.Retry: retry,
     requests.Cancel: cancel,
+    requests.StartNow: start_now,
     requests.GetStatus: status,
     requests.Answer: answer,
     requests.Stop: stop,

@@ -79,6 +79,7 @@ from evertalk.protocol.requests import (
     Image,
     Reopen,
     Send,
+    StartNow,
 )
 from evertalk.protocol.status import AgentStatus
 from evertalk.runtime import INSTRUCTIONS_NAME
@@ -558,6 +559,13 @@ class ChatApp(App[int]):
             else:
                 # `//text` sends `/text`: the pastes are in it all the same
                 await self.send(line, pasted)
+
+    def on_prompt_input_empty(self, message: PromptInput.Empty) -> None:
+        """Enter on an empty input while the turn waits for the chat to catch up: it starts
+        now, with the summaries built so far (the service says so in a row)."""
+        remote = self.remote
+        if remote is not None and self.rows.catching_up:
+            self.run_worker(_quietly(remote.request(StartNow(), Ok)), group="start-now")
 
     def on_prompt_input_page(self, message: PromptInput.Page) -> None:
         if message.pages < 0:

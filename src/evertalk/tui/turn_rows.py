@@ -125,6 +125,7 @@ class TurnRows(Widget):
         self._held: list[list[Widget]] = []  # each held message's row, then its notes
         self.sending: list[Sending] = []  # sent, not yet shown
         self._settling: NoteRow | None = None
+        self.catching_up = False  # the turn waits for a chat that is behind: Enter starts it
         self._said = True  # the running turn has shown a reply or a tool call
         self._opening: list[Widget] = []  # a message that opens a turn, until it starts
         self._turn: list[Widget] = []  # the rows of the log the running turn drew
@@ -250,11 +251,14 @@ class TurnRows(Widget):
 
     @shows(sm.SettlingArrived)
     async def _on_settling(self, message: sm.SettlingArrived) -> None:
+        self.catching_up = False
         await self._waiting(f"waiting for summaries ({message.frame.unbuilt})")
 
     @shows(sm.CatchingUpArrived)
     async def _on_catching_up(self, message: sm.CatchingUpArrived) -> None:
-        await self._waiting(f"{catching_up_text(message.frame)} (Ctrl+C cancels the turn)")
+        self.catching_up = True
+        text = catching_up_text(message.frame)
+        await self._waiting(f"{text} (Enter starts the turn now; Ctrl+C cancels it)")
 
     @shows(sm.CallUsageArrived)
     async def _on_call_usage(self, message: sm.CallUsageArrived) -> None:
@@ -332,6 +336,7 @@ class TurnRows(Widget):
             self._settling.set_text(text)
 
     async def _unsettle(self) -> None:
+        self.catching_up = False
         if self._settling is not None:
             await self._settling.remove()
             self._settling = None

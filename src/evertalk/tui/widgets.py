@@ -467,6 +467,9 @@ class PromptInput(TextArea):
             self.text = text
             self.pasted = list(pasted)  # the big pastes in it, to show folded
 
+    class Empty(Message):
+        """Enter with nothing typed: a turn that waits for the chat to catch up starts now."""
+
     class Page(Message):
         """Page Up or Down: the log scrolls (the input is short)."""
 
@@ -531,6 +534,7 @@ class PromptInput(TextArea):
     def action_submit(self) -> None:
         text = self.text
         if not text.strip():
+            self.post_message(self.Empty())
             return
         pasted = self.pastes()
         self.remember(text)
