@@ -1,5 +1,5 @@
 """What a running agent tells its user interfaces (the terminal app, `-p`, any client of the
-service): the events of the protocol (`wire.py` names them on the wire).
+service): the events of the protocol, each named on the wire by its class's tag.
 
 A UI consumes these in order; they carry everything it shows. Thoughts arrive as
 ThinkingDelta and are never logged (SPEC §6.3). Nothing here imports the rest of evertalk: a
@@ -222,3 +222,7 @@ AgentEvent = (
     | Retrying
     | Recorded
 )
+
+ProtocolEvent = AgentEvent | MessageSent | Quiet
+"""Every event of the protocol: the agent's, and the service's own. Each goes under its tag
+(`wire.EVENT_NAMES`), and a client's app shows it (`tui/service_messages.py`)."""

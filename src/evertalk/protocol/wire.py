@@ -4,23 +4,23 @@ A frame is one JSON object on one line, at most MAX_FRAME bytes with its newline
 carry images as base64). `FrameReader` takes bytes as they come and gives whole frames; a frame
 too long, not JSON or not an object is a ProtocolError, after which the connection is closed.
 
-Events cross the wire under the names of `EVENT_NAMES`, an explicit table: renaming a class must
-not change the protocol. An event is encoded with the fields of its protocol class only (the
-providers' `Retrying` adds what a failed try cost, which stays in the service's ledger), and
-decoded leniently: a field the client does not know is dropped, a frame type it does not know
-is skipped (`client/connection.read_frame`), so that a service a minor version ahead still
-serves an older client.
+Each frame crosses the wire under the tag its class declares (`EVENT_NAMES` gathers the
+events'): renaming a class does not change the protocol. An event is encoded with the fields of
+its protocol class only (the providers' `Retrying` adds what a failed try cost, which stays in
+the service's ledger), and decoded leniently: a field the client does not know is dropped, a
+frame type it does not know is skipped (`client/connection.read_frame`), so that a service a
+minor version ahead still serves an older client.
 
 The typed frames and their decoding are `frames.py` (`decode` here says what a line that is no
-frame lacks); `FrameReader.feed` gives the lines' dicts, for tests that read frames as a peer
-would.
+frame lacks; `encode_struct` writes a typed frame); `FrameReader.feed` gives the lines' dicts,
+for tests that read frames as a peer would.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import msgspec
 
@@ -37,26 +37,29 @@ class ProtocolError(Exception):
     """The peer sent what is not a frame of this protocol: one line, and the connection ends."""
 
 
-EVENT_NAMES: Final[dict[str, type[Any]]] = {
-    "settling": events.Settling,
-    "catching_up": events.CatchingUp,
-    "turn_started": events.TurnStarted,
-    "text_delta": events.TextDelta,
-    "thinking_delta": events.ThinkingDelta,
-    "reply_logged": events.ReplyLogged,
-    "tool_started": events.ToolStarted,
-    "tool_finished": events.ToolFinished,
-    "delivered": events.Delivered,
-    "turn_ended": events.TurnEnded,
-    "call_usage": events.CallUsage,
-    "memory_warning": events.MemoryWarning,
-    "tools_unused": events.ToolsUnused,
-    "retrying": events.Retrying,
-    "sent": events.MessageSent,
-    "recorded": events.Recorded,
-    "quiet": events.Quiet,
+def frame_tag(cls: type[msgspec.Struct]) -> str:
+    """The wire name a frame class declares: its tag (`text_delta`)."""
+    return str(cls.__struct_config__.tag)
+
+
+EVENT_NAMES: Final[dict[str, type[events.Event]]] = {
+    frame_tag(cls): cls for cls in get_args(events.ProtocolEvent)
 }
 _NAME_OF: Final = {cls: name for name, cls in EVENT_NAMES.items()}
+
+
+_encoder: Final = msgspec.json.Encoder()
+
+
+def encode_struct(frame: msgspec.Struct) -> bytes:
+    """A typed frame's line, written by msgspec from the Struct: the bytes `encode` writes for
+    its dict, the tag first and the fields in their order (a float past 1e16 or under 1e-4 may
+    be spelled otherwise, `1e16` for `1e+16`: the same number). ProtocolError when too long."""
+    try:
+        data = _encoder.encode(frame) + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate: `encode` makes it U+FFFD
+        return encode(msgspec.to_builtins(frame))
+    return _within_limit(data)
 
 
 def encode(frame: dict[str, Any]) -> bytes:
@@ -72,6 +75,10 @@ def encode(frame: dict[str, Any]) -> bytes:
         data = text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
         data = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode() + b"\n"
+    return _within_limit(data)
+
+
+def _within_limit(data: bytes) -> bytes:
     if len(data) > MAX_FRAME:
         raise ProtocolError(f"a frame of {len(data):,} bytes is over the {MAX_FRAME:,} limit")
     return data
@@ -136,6 +143,14 @@ def event_name(event: object) -> str:
         if name is not None:
             return name
     raise ValueError(f"{type(event).__name__} is not an event of the protocol")
+
+
+def protocol_event(event: object) -> events.Event:
+    """The event as its protocol class (for a subclass, without the fields it adds)."""
+    cls = EVENT_NAMES[event_name(event)]
+    if type(event) is cls and isinstance(event, events.Event):
+        return event
+    return cls(**{field: getattr(event, field) for field in cls.__struct_fields__})
 
 
 def event_frame(event: object) -> dict[str, Any]:
