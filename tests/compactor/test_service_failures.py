@@ -39,7 +39,7 @@ from evertalk.providers.anthropic import AnthropicProvider
 from evertalk.providers.base import ProviderError
 from evertalk.store.compactor_status import read_status
 from evertalk.store.errors import StoreError
-from fakes import AnthropicFake, Fail, Script, constant, cut, empty, slow, summarizer
+from fakes import AnthropicFake, Fail, FakeClock, Script, constant, cut, empty, slow, summarizer
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +57,8 @@ def long_chat(home: Path, count: int, seed: int = 11) -> Chat:
 
 
 def refused_setting(chat: Chat, fake: AnthropicFake, warnings: list[str]) -> Compactor:
-    # the adapter knows no effort "bogus" for this model: it refuses before sending anything
+    # the adapter knows no effort "bogus" for this model: it refuses before sending anything;
+    # a still clock: no probe comes on a timer, only with a message
     return Compactor(
         chat,
         compactor_provider(fake),
@@ -65,6 +66,7 @@ def refused_setting(chat: Chat, fake: AnthropicFake, warnings: list[str]) -> Com
         system=system_text(""),
         tools=TOOLS,
         on_warning=warnings.append,
+        clock=FakeClock(),
     )
 
 
@@ -144,14 +146,15 @@ async def test_a_server_that_cannot_be_reached_pauses_and_cuts_no_node(home: Pat
     chat = long_chat(home, 8)
     warnings: list[str] = []
     away = AnthropicProvider("sk-ant-test", f"http://127.0.0.1:{closed_port()}")
-    compactor = compactor_for(chat, away, warn=warnings.append)
+    # a still clock: no probe comes on a timer, each one here is a message's
+    compactor = compactor_for(chat, away, warn=warnings.append, clock=FakeClock())
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(compactor.run)
             await until(lambda: bool(warnings) and not compactor.in_flight)
             for _ in range(4):  # more than three messages
-                compactor.message_logged()
-                await until(lambda: not compactor.in_flight)
+                compactor.message_logged()  # clears the waits: the one left is the probe's
+                await until(lambda: len(compactor.failed_at) == 1 and not compactor.in_flight)
                 await went_round(compactor)  # where a burst would try the next leaf
                 assert not compactor.in_flight
             assert compactor.setup_error is not None and chat.core.failures == {}
