@@ -96,7 +96,7 @@ async def test_a_call_tried_again_is_said_in_the_chat(home: Path) -> None:
         app = app_of(pilot)
         await enter_line(pilot, "hello")
         await wait_until(pilot, lambda: replies(app)[-1:] == ["Here."])
-        retrying = [text for text in notes(app) if text.startswith("retrying (2/10) after ")]
+        retrying = [text for text in notes(app) if text.startswith("retrying (2/10) ")]
         assert len(retrying) == 1 and retrying[0].endswith(" s: server overloaded (529)")
         assert RETRY_HINT not in notes(app)
 
@@ -111,7 +111,48 @@ async def test_a_reply_that_broke_off_midway_is_replaced_by_the_whole_one(home: 
         await wait_until(pilot, lambda: not agent_of(app).busy and replies(app)[-1:] == [whole])
         assert replies(app) == [whole]
         assert len(app.query(ReplyView)) == 2  # the broken one, hidden
-        retrying = [text for text in notes(app) if text.startswith("retrying (2/10) after ")]
+        retrying = [text for text in notes(app) if text.startswith("retrying (2/10) ")]
         assert len(retrying) == 1
         assert retrying[0].endswith(" s: the reply stream broke off; the reply starts over")
     assert log_of(home) == [("user", "where do the backups go?"), ("ever", whole)]
+
+
+def waiting_opener(home: Path, fake: AnthropicFake) -> AgentOpener:
+    """The service's agent on the fake, with the default delays (the fake asks for 30 s)."""
+
+    @asynccontextmanager
+    async def open_agent(service: Service) -> AsyncIterator[Agent]:
+        client = async_client(fake.app)
+        policy = RetryPolicy()
+        provider = make_provider("anthropic", API_KEY, IN_PROCESS_URL, client, retry=policy)
+        try:
+            async with Agent.open(
+                home, asker=service, provider=provider, workdir=workdir_of(home)
+            ) as agent:
+                yield agent
+        finally:
+            await provider.aclose()
+
+    return open_agent
+
+
+async def test_the_wait_for_the_next_try_counts_down_and_esc_stops_the_turn(home: Path) -> None:
+    fake = AnthropicFake(script())
+    busy = Fail(529, retry_after_ms=30_000)  # the server says when to come back: in 30 s
+    fake.behaviour.default = flaky(answer("Too late."), (lambda call, inner: busy,))  # type: ignore[attr-defined]
+    async with app_running(home, fake, opener=waiting_opener(home, fake)) as pilot:
+        app = app_of(pilot)
+        await enter_line(pilot, "hello")
+
+        def counting() -> list[str]:
+            return [text for text in notes(app) if text.startswith("retrying (2/10) in ")]
+
+        await wait_until(pilot, lambda: bool(counting()))
+        first = counting()[0]
+        assert first.endswith(": server overloaded (529); Ctrl+C or Esc stops the turn")
+        await wait_until(pilot, lambda: counting() and counting()[0] != first)  # it ticks
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not agent_of(app).busy)
+        assert "Too late." not in replies(app)
+        assert [text for text in notes(app) if text.startswith("retrying (2/10) after 30.0 s")]
+    assert log_of(home)[-1][1].startswith("turn stopped: cancelled")

@@ -44,6 +44,7 @@ from typing import ClassVar, Final, Protocol
 
 import anyio
 from textual import events
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
@@ -174,6 +175,7 @@ class ChatApp(App[int]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "cancel turn", priority=True),
+        Binding("escape", "stop_retrying", "stop the turn", show=False),
         Binding("ctrl+d", "leave", "quit"),  # the input's own Ctrl+D defers to it when empty
     ]
 
@@ -841,6 +843,15 @@ class ChatApp(App[int]):
             pass  # the next service reads them
 
     # -- keys -----------------------------------------------------------------------------
+
+    def action_stop_retrying(self) -> None:
+        """Esc (the input passes it on when empty): while a model call waits to be tried
+        again, the turn stops, as Ctrl+C stops it."""
+        countdown = self.rows.countdown
+        remote = self.remote
+        if remote is None or countdown is None or not countdown.running or not self.busy:
+            raise SkipAction()
+        self.run_worker(_quietly(remote.request(Cancel(), Ok)), group="cancel")
 
     def action_interrupt(self) -> None:
         """Ctrl+C: cancel the running turn; otherwise copy the selection, else clear the input

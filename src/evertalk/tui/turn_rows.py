@@ -24,6 +24,7 @@ from evertalk.protocol.events import Recorded, catching_up_text
 from evertalk.slash import RETRY_HINT
 from evertalk.terminal_text import one_line
 from evertalk.tui import service_messages as sm
+from evertalk.tui.countdown import Countdown, countdown_line
 from evertalk.tui.history import earlier_rows, join_pages
 from evertalk.tui.service_messages import shows
 from evertalk.tui.shown import ShownLog
@@ -126,6 +127,7 @@ class TurnRows(Widget):
         self.sending: list[Sending] = []  # sent, not yet shown
         self._settling: NoteRow | None = None
         self.catching_up = False  # the turn waits for a chat that is behind: Enter starts it
+        self.countdown: Countdown | None = None  # a model call's next try, counted down
         self._said = True  # the running turn has shown a reply or a tool call
         self._opening: list[Widget] = []  # a message that opens a turn, until it starts
         self._turn: list[Widget] = []  # the rows of the log the running turn drew
@@ -299,12 +301,21 @@ class TurnRows(Widget):
     async def _on_retrying(self, message: sm.RetryingArrived) -> None:
         """A model call tried again (`retrying (2/3) after …`). A reply that starts over hides
         the row its failed try streamed into (never logged); the next try's deltas make one."""
-        if message.frame.replaces:
+        frame = message.frame
+        if frame.replaces:
             if self._reply is not None:
                 self._reply.display = False
             await self.end_reply()
             self._streamed = ""
-        await self.add_rows(NoteRow(message.frame.line))
+        self.stop_countdown()
+        row = NoteRow(countdown_line(frame, frame.delay))
+        await self.add_rows(row)
+        self.countdown = Countdown(self, row, frame)
+
+    def stop_countdown(self) -> None:
+        if self.countdown is not None:
+            self.countdown.stop()
+            self.countdown = None
 
     async def end_reply(self) -> None:
         stream, self._stream, self._reply = self._stream, None, None
@@ -400,6 +411,7 @@ class TurnRows(Widget):
     @shows(sm.TurnEndedArrived)
     async def _on_turn_ended(self, message: sm.TurnEndedArrived) -> None:
         event = message.frame
+        self.stop_countdown()
         await self.end_reply()
         await self._unsettle()
         self._streamed = ""
