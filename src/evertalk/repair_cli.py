@@ -2,7 +2,7 @@
 the chat to show that it works again.
 
 The repair must own the chat's files, so a running service is stopped first; the hold on the
-service (`client/hold.py`) keeps every open window and `-p` from starting another until the
+service (`service_hold.py`) keeps every open window and `-p` from starting another until the
 repair ends."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from evertalk.client.connection import ServiceError, take_over
-from evertalk.client.hold import Held, holding
+from evertalk.service_hold import Held, holding
 from evertalk.store.repair import Fixed, Report, needs_repair, repair
 from evertalk.store_setting import files_problem
 from evertalk.terminal_text import counted

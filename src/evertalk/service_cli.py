@@ -80,7 +80,7 @@ def _run_foreground(home: Path, idle: float) -> int:
     from evertalk.config import ConfigError
     from evertalk.providers.base import ProviderError
     from evertalk.service.server import serve
-    from evertalk.service.startup import STARTING
+    from evertalk.service_opening import STARTING
     from evertalk.store.errors import ChatLocked, StoreError
     from evertalk.store.lock import read_owner
 

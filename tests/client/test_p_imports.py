@@ -52,7 +52,8 @@ NOT_LOADED = (
     "evertalk.budget",
     # what only starting a service, or a deep home's socket, needs
     "subprocess",
-    "evertalk.client.hold",
+    "evertalk.service_hold",
+    "evertalk.service_opening",
     "tempfile",
     "shutil",
     # the hello's salt and the message's key come from os.urandom

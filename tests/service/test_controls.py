@@ -23,9 +23,9 @@ from agent.test_turn_support import (
 )
 from evertalk.chat import Chat
 from evertalk.client.connection import connect, running
-from evertalk.client.hold import holding
 from evertalk.protocol import replies, requests
-from evertalk.service.startup import STARTING
+from evertalk.service_hold import holding
+from evertalk.service_opening import STARTING
 from evertalk.store.lock import ChatLock
 from fakes import AnthropicFake, Fail, Script, constant, serve, slow, summarizer
 from fakes import chat as answer

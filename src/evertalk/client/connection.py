@@ -274,8 +274,8 @@ class Starting:
     def __init__(self, home: Path, serve_args: tuple[str, ...] = ()) -> None:
         import subprocess
 
-        from evertalk.client.hold import held_by
         from evertalk.secret_env import for_own_processes
+        from evertalk.service_hold import held_by
 
         home = home.resolve()  # the service runs in the home: a relative path would lead elsewhere
         held = held_by(home)  # `memory repair` has the chat's files: no service until it ends
@@ -306,7 +306,7 @@ class Starting:
         when it does not within START_SECONDS. While a service opens the chat (this one, or
         another client's that got the lock first) the wait goes on, up to OPENING_SECONDS, and
         `say` is told so once."""
-        from evertalk.service.startup import opening
+        from evertalk.service_opening import opening
 
         began = time.monotonic()
         deadline, looked, said = began + START_SECONDS, 0.0, False
@@ -354,7 +354,7 @@ def start_service(home: Path) -> Starting | None:
     """Start the service of `home` unless one answers; None when one does. The caller goes on
     with its own start meanwhile and connects with `connect(..., starting=…)`. A chat that
     another program holds (`memory compact`, an older evertalk) is a ServiceError naming it."""
-    from evertalk.client.hold import held_by
+    from evertalk.service_hold import held_by
     from evertalk.store.lock import read_owner
 
     deadline = time.monotonic() + LOCK_SECONDS

@@ -794,7 +794,7 @@ def _refuse_if_held(home: Path) -> None:
     """A command that owns the chat's files (`memory repair`) may have taken the hold after
     the client that started this service looked, while it opened the chat: then this service
     goes before it listens, and the chat's lock with it (StoreError, its one line)."""
-    from evertalk.client.hold import held_by
+    from evertalk.service_hold import held_by
 
     held = held_by(home)
     if held is not None:

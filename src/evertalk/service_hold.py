@@ -4,7 +4,7 @@ repair`) asks every client not to start a service while it runs.
 The hold is `<home>/service.hold`, locked (flock) by the command for as long as it runs, with
 what it is and its pid inside for the clients to say. A lock, not the file alone: a command
 that dies lets go of it, and no stale file can keep the service from starting. Standard library
-only, as the rest of a client's connection.
+only, as the rest of a client's connection; below both sides, which both use it.
 """
 
 from __future__ import annotations

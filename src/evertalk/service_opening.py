@@ -5,7 +5,8 @@ Opening a large chat takes a while (a million messages with no `view.json` fold 
 from the first message), and a client that sees no socket for a few seconds must not call that
 a failure. So the service logs `starting: opening the chat …` before it takes the lock, and a
 client that finds the chat's lock held by a process whose last line in the log is that one
-knows a service is on its way, and waits for it. Standard library only: both sides import it.
+knows a service is on its way, and waits for it. Standard library only: both sides import it,
+so it stands below both (a client imports nothing of `service/`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from evertalk.protocol.paths import log_path
 
 STARTING = "starting: opening the chat"
-"""The line a service logs before it opens the chat (`server.serve`)."""
+"""The line a service logs before it opens the chat (`service_cli`)."""
 TAIL_BYTES = 64 * 1024
 """How much of the end of the log is read for the owner's last line."""
 
