@@ -4,12 +4,17 @@ FrameError that says how, in one line."""
 
 from __future__ import annotations
 
+import inspect
 import json
+from types import ModuleType
 from typing import Any, get_args
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from budget import examples
 from evertalk.protocol import events, frames, replies, requests, wire
 
 AGENT = {
@@ -317,6 +322,38 @@ def test_a_request_reads_back_as_itself(frame: msgspec.Struct) -> None:
     assert frames.decode_request(data[:-1]) == frame
 
 
+BASES = {events.Event, replies.Reply, replies.Response, requests.Request}
+"""The classes frames derive from: frames of no type themselves."""
+
+
+def declared(module: ModuleType) -> set[type[Any]]:
+    """The frame classes a module of the protocol defines: its Structs tagged in `type`."""
+    return {
+        cls
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if cls.__module__ == module.__name__
+        and issubclass(cls, msgspec.Struct)
+        and cls.__struct_config__.tag_field == "type"
+        and cls not in BASES
+    }
+
+
+def test_a_frame_declared_once_is_known_everywhere() -> None:
+    """A frame class is all there is to declare: the unions read it, the table of events
+    names it by its tag, and that tag is its own (snake case, not the class's name)."""
+    service, client = declared(events) | declared(replies), declared(requests)
+    assert service == set(get_args(frames.ServiceFrame))
+    assert client == set(get_args(frames.ClientFrame))
+    assert declared(events) == set(wire.EVENT_NAMES.values())
+    for cls in service | client:
+        name = wire.frame_tag(cls)
+        assert name.islower() and name.replace("_", "").isalpha(), cls
+    assert len({wire.frame_tag(cls) for cls in service}) == len(service)
+    assert len({wire.frame_tag(cls) for cls in client}) == len(client)
+    unasked = set(get_args(frames.NoticeFrame)) | set(get_args(frames.FollowerFrame))
+    assert unasked | {replies.Welcome} == set(get_args(frames.UnaskedFrame))
+
+
 def test_every_event_reads_as_a_frame() -> None:
     for cls in get_args(frames.EventFrame):
         assert issubclass(cls, events.Event)
@@ -345,8 +382,8 @@ def test_an_absent_rid_stays_absent_and_any_rid_comes_back_as_it_came() -> None:
             "zoom: id is a whole number, not '8'",
         ),
         (b'{"type": "date", "id": true}', "bad_fields", "date: id is a whole number, not True"),
-        (b'{"type": "records", "start": -1}', "bad_fields", "records: -1 is not a count"),
-        (b'{"type": "records", "end": null}', "bad_fields", "records: None is not a count"),
+        (b'{"type": "records", "start": -1}', "bad_fields", "records: start is a count, not -1"),
+        (b'{"type": "records", "end": null}', "bad_fields", "records: end is a count, not None"),
         (
             b'{"type": "append", "messages": [{"kind": "bogus", "text": "x"}]}',
             "bad_fields",
@@ -357,6 +394,18 @@ def test_an_absent_rid_stays_absent_and_any_rid_comes_back_as_it_came() -> None:
             "bad_fields",
             "send: 'data'",
         ),
+        (b'{"type": "send", "text": 5}', "bad_fields", "send: text: Expected `str`, got `int`"),
+        (
+            b'{"type": "send", "text": "x", "images": [{"media_type": 1, "data": "d"}]}',
+            "bad_fields",
+            "send: media_type: Expected `str`, got `int`",
+        ),
+        (
+            b'{"type": "command", "name": "x", "args": 3}',
+            "bad_fields",
+            "command: args: Expected `array`, got `int`",
+        ),
+        (b'{"type": "hello", "edits": -2}', "bad_fields", "hello: edits is a count, not -2"),
     ],
 )
 def test_what_is_not_a_request_is_one_frame_error(line: bytes, problem: str, said: str) -> None:
@@ -382,6 +431,37 @@ def test_a_client_tells_a_newer_services_frame_from_a_broken_one() -> None:
     assert caught.value.problem == "bad_fields"
 
 
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (
+            b'{"type": "accepted", "duplicate": "yes"}',
+            "accepted: duplicate: Expected `bool`, got `str`",
+        ),
+        (
+            b'{"type": "error", "kind": "frob", "message": "m"}',
+            "error: kind is one of peer, version, restart, protocol, bad_request, not_ready, "
+            "nothing_to_retry, nothing_to_undo, over_budget, busy, command, store, too_large, "
+            "not 'frob'",
+        ),
+        (
+            b'{"type": "turn_started", "message_ids": [1, "2"]}',
+            "turn_started: message_ids: Expected `int`, got `str` - at `$[1]`",
+        ),
+        (
+            b'{"type": "logged", "t": 1, "first": 1, "records": [{"id": "1"}]}',
+            "logged: id is a whole number, not '1'",
+        ),
+        (b'{"type": "missed", "t": 1, "first": 1, "records": []}', "missed: 'unanswered'"),
+    ],
+)
+def test_a_broken_frame_names_its_field(line: bytes, said: str) -> None:
+    with pytest.raises(frames.FrameError) as caught:
+        frames.decode_frame(line)
+    assert caught.value.problem == "bad_fields"
+    assert str(caught.value) == said
+
+
 def test_fields_a_client_does_not_know_are_left_out() -> None:
     frame = frames.decode_frame(b'{"type": "ok", "rid": 1, "colour": "red"}')
     assert frame == replies.Ok(rid=1)
@@ -402,3 +482,21 @@ def test_the_providers_retrying_goes_without_its_usage() -> None:
     assert frames.encode_frame(event) == to_old_bytes(
         {"type": "retrying", "attempt": 1, "of": 3, "delay": 0.5, "why": "x", "replaces": False}
     )
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(text=st.text())
+def test_any_text_goes_out_as_the_same_bytes(text: str) -> None:
+    """Written by msgspec from the Struct, as `wire.encode` writes its dict: escapes, UTF-8,
+    U+FFFD for a lone surrogate."""
+    event = events.ToolFinished(call_id=text, name="x", output=text, is_error=False)
+    assert frames.encode_frame(event) == to_old_bytes(frames.to_dict(event))
+    reply = replies.Ask(id="q", tool="t", input={text: [text, 1.5, None]}, agent=None, outside=True)
+    assert frames.encode_frame(reply) == to_old_bytes(frames.to_dict(reply))
+
+
+def test_a_float_msgspec_spells_otherwise_is_the_same_number() -> None:
+    event = events.CallUsage(input=1, output=1, cache_read=0, cache_write=0, cost=3e-05)
+    data = frames.encode_frame(event)
+    assert json.loads(data) == json.loads(to_old_bytes(frames.to_dict(event)))
+    assert frames.decode_frame(data[:-1]) == event

@@ -247,15 +247,15 @@ def _structs(hint: Any) -> list[type[msgspec.Struct]]:
 
 
 def _said(fault: _Fault) -> str:
-    """A field's fault as the service has always said the usual ones: `'text'` (missing), `id
-    is a whole number, not '8'`, `-1 is not a count`, `kind is one of user, …, not 'x'`; any
-    other as the field's name and msgspec's words."""
+    """A field's fault in words from its type: `'text'` (missing), `id is a whole number, not
+    '8'`, `start is a count, not -1`, `kind is one of user, …, not 'x'`; any other as the
+    field's name and msgspec's words."""
     name, value = fault.field.encode_name, fault.value
     if value is _ABSENT:
         return repr(name)
     kinds = _members(fault.field.type)
     if Count in kinds:
-        return f"{value!r} is not a count"
+        return f"{name} is a count, not {value!r}"
     if int in kinds:
         return f"{name} is a whole number, not {value!r}"
     choices = [
