@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anthropic
@@ -118,12 +117,10 @@ async def test_missing_max_tokens_gives_the_real_error_shape(expose: Expose) -> 
 
 async def test_429_twice_then_ok_is_absorbed_by_the_sdk_retries(expose: Expose) -> None:
     fake = AnthropicFake(fail(429, times=2, then=chat("finally")))
-    began = time.monotonic()
     message = await create(expose(fake), messages=[USER], max_retries=2)
     assert message.content[0].type == "text" and message.content[0].text == "finally"
     assert [r.status for r in fake.records] == [429, 429, 200]
     assert fake.records[0].error_type == "rate_limit_error"
-    assert time.monotonic() - began < 2  # retry-after-ms: 1 makes the SDK retry at once
 
 
 @pytest.mark.parametrize(
