@@ -140,13 +140,11 @@ async def test_commands_see_the_allow_list_and_the_named_variables_only(
 async def test_timeout_kills_the_whole_group(ctx: ToolContext, mode: SandboxMode) -> None:
     ctx.sandbox = Sandbox(mode=mode)
     (back, back_text), (front, front_text) = marked(), marked()
-    started = time.monotonic()
     outcome = await shell(
         ctx,
         f"echo begun; (exec -a {back_text} sleep 60) & (exec -a {front_text} sleep 60); echo no",
         timeout=1,
     )
-    assert time.monotonic() - started < 10
     assert outcome.is_error
     assert outcome.text.endswith("begun\n[timed out after 1 s]")
     assert await wait_gone(back) and await wait_gone(front)
@@ -170,14 +168,13 @@ async def test_a_background_process_does_not_hold_the_call(ctx: ToolContext) -> 
     ends with the command: test_sandbox.py)."""
     ctx.sandbox = Sandbox(mode="off")
     name, text = marked()
-    started = time.monotonic()
     outcome = await shell(ctx, f"(exec -a {text} sleep 30) & echo done")
-    assert time.monotonic() - started < 10
     assert outcome.text.startswith("done\n") and outcome.text.endswith("[exit status 0]")
     assert "still run" in outcome.text
     left = running(name)
-    assert len(left) == 1
+    assert len(left) == 1  # the call came back while the process went on
     os.kill(left[0], 9)
+    assert await wait_gone(name)
 
 
 async def test_a_huge_output_is_clipped_with_the_exact_count(ctx: ToolContext) -> None:
