@@ -67,10 +67,15 @@ from evertalk.folder_instructions import in_force
 from evertalk.ledger import LedgerTally, ledger_path
 from evertalk.protocol.replies import (
     Accepted,
+    Ask,
+    AskClosed,
+    AskedElsewhere,
+    Error,
     Ok,
     Output,
     Reopened,
     Status,
+    Stopping,
 )
 from evertalk.protocol.requests import (
     Answer,
@@ -439,8 +444,8 @@ class ChatApp(App[int]):
 
     # -- the service asks -----------------------------------------------------------------
 
-    @shows(sm.AskArrived)
-    async def _on_ask(self, message: sm.AskArrived) -> None:
+    @shows(Ask)
+    async def _on_ask(self, message: sm.Arrived[Ask]) -> None:
         """A tool waits for the user's yes: a dialog over the chat; the answer goes back."""
         ask_id = message.frame.id
         screen = PermissionScreen(message.frame)
@@ -457,8 +462,8 @@ class ChatApp(App[int]):
         self.bell()
         self.push_screen(screen, callback=done)
 
-    @shows(sm.AskClosedArrived)
-    async def _on_ask_closed(self, message: sm.AskClosedArrived) -> None:
+    @shows(AskClosed)
+    async def _on_ask_closed(self, message: sm.Arrived[AskClosed]) -> None:
         """The question is no longer asked (answered, or its turn was cancelled)."""
         screen = self._asked.pop(message.frame.id, None)
         if screen is not None and screen in self.screen_stack:
@@ -467,8 +472,8 @@ class ChatApp(App[int]):
         if row is not None:
             row.remove()
 
-    @shows(sm.AskedElsewhereArrived)
-    async def _on_asked_elsewhere(self, message: sm.AskedElsewhereArrived) -> None:
+    @shows(AskedElsewhere)
+    async def _on_asked_elsewhere(self, message: sm.Arrived[AskedElsewhere]) -> None:
         """The turn waits for a yes in another window: say so here, until it is answered, so
         that this window does not look stuck."""
         asked = message.frame
@@ -477,8 +482,8 @@ class ChatApp(App[int]):
         self._waits_elsewhere[asked.id] = row
         await self._add(row)
 
-    @shows(sm.StoppingArrived)
-    async def _on_stopping(self, message: sm.StoppingArrived) -> None:
+    @shows(Stopping)
+    async def _on_stopping(self, message: sm.Arrived[Stopping]) -> None:
         why = escape_controls(message.frame.reason)
         if message.frame.on_purpose:  # someone meant it: no other until the user acts
             self.paused = why
@@ -486,8 +491,8 @@ class ChatApp(App[int]):
         else:
             await self._add(NoteRow(f"the service is stopping ({why}); connecting to the next"))
 
-    @shows(sm.ReopenedArrived)
-    async def _on_reopened(self, message: sm.ReopenedArrived) -> None:
+    @shows(Reopened)
+    async def _on_reopened(self, message: sm.Arrived[Reopened]) -> None:
         """Said once per real change of the settings (a forget, a repair reopen the chat on
         the same ones), and once for this window's own /setup."""
         frame = message.frame
@@ -506,8 +511,8 @@ class ChatApp(App[int]):
             return None
         return (config.provider, model, config.base_url)
 
-    @shows(sm.ErrorArrived)
-    async def _on_error(self, message: sm.ErrorArrived) -> None:
+    @shows(Error)
+    async def _on_error(self, message: sm.Arrived[Error]) -> None:
         await self._add(NoteRow(f"service: {message.frame.message}", classes="error"))
 
     def _hand_back(self, keys: list[events.Key]) -> None:

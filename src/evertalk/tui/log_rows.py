@@ -12,6 +12,7 @@ from textual.css.query import NoMatches
 from textual.widget import Widget
 
 from evertalk.client.remote import Message, Remote, ServiceError, message_of
+from evertalk.protocol import replies
 from evertalk.slash import RETRY_HINT
 from evertalk.terminal_text import counted
 from evertalk.tui import service_messages as sm
@@ -97,8 +98,8 @@ class LogRows(Widget):
 
     # -- the frames of the log ------------------------------------------------------------
 
-    @shows(sm.MissedArrived)
-    async def _on_missed(self, message: sm.MissedArrived) -> None:
+    @shows(replies.Missed)
+    async def _on_missed(self, message: sm.Arrived[replies.Missed]) -> None:
         """What was logged since the position the hello gave: what was under way is taken
         away and drawn from the log, after what the window said meanwhile."""
         frame = message.frame
@@ -124,8 +125,8 @@ class LogRows(Widget):
             self._followed = True
             await self.host.log_shown()
 
-    @shows(sm.LoggedArrived)
-    async def _on_logged(self, message: sm.LoggedArrived) -> None:
+    @shows(replies.Logged)
+    async def _on_logged(self, message: sm.Arrived[replies.Logged]) -> None:
         """Messages logged: the rows the events drew show them; those no event drew are drawn
         now. A turn this window joined late is drawn again from the log once it ended."""
         frame = message.frame
@@ -137,8 +138,8 @@ class LogRows(Widget):
         for part in dict.fromkeys(part for part in parts if part is not None):
             await self._redraw(part, {})
 
-    @shows(sm.ChangedArrived)
-    async def _on_changed(self, message: sm.ChangedArrived) -> None:
+    @shows(replies.Changed)
+    async def _on_changed(self, message: sm.Arrived[replies.Changed]) -> None:
         await self._changed([message_of(item) for item in message.frame.records])
         self.edits = message.frame.edits  # applied: the next hello says so
 

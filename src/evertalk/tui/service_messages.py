@@ -1,5 +1,7 @@
-"""The service's frames as Textual messages: one message class for each kind of frame, each with
-one handler in the app (`@shows`), so that what a frame does is found by its name.
+"""The service's frames as Textual messages: one message class for each kind of frame the app
+shows, made here from the protocol's unions (Textual finds a handler by the message's class),
+each with one handler in the app, `@shows(TheFrame)`, so that what a frame does is found by its
+name.
 
 The events of the turn (`protocol/events.py`) are shown by `TurnRows`; the other frames the
 service sends unasked (a question, its withdrawal, a stop, new settings, an error, the log a
@@ -11,8 +13,9 @@ shown (`deliver`): frames show one at a time, in the order they came, as before.
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar, cast, get_args
 
 import anyio
 from textual import on
@@ -23,7 +26,7 @@ from textual.widget import Widget
 
 from evertalk.client.connection import frame_name
 from evertalk.client.remote import BadFrame, Received
-from evertalk.protocol import events, replies
+from evertalk.protocol import frames, replies
 from evertalk.tui.widgets import NoteRow
 
 F = TypeVar("F")
@@ -40,13 +43,16 @@ S = TypeVar("S", bound=RowAdder)
 Handler = Callable[[S, M], Awaitable[None]]
 
 
-def shows(kind: type[M]) -> Callable[[Handler[S, M]], Handler[S, M]]:
-    """`@on(kind)`, the handler of one kind of frame; one that fails says so in a row rather
-    than end the session, and the next frame shows all the same."""
+def shows(frame: type[F]) -> Callable[[Handler[S, Arrived[F]]], Handler[S, Arrived[F]]]:
+    """`@on` the message of `frame`: the handler of one kind of frame; one that fails says so in
+    a row rather than end the session, and the next frame shows all the same."""
+    kind = Arrived.kinds().get(frame)
+    if kind is None:
+        raise TypeError(f"{frame.__name__} is no frame the app is sent unasked")
 
-    def decorate(handler: Handler[S, M]) -> Handler[S, M]:
+    def decorate(handler: Handler[S, Arrived[F]]) -> Handler[S, Arrived[F]]:
         @functools.wraps(handler)
-        async def guarded(self: S, message: M) -> None:
+        async def guarded(self: S, message: Arrived[F]) -> None:
             try:
                 await handler(self, message)
             except NoMatches:  # the app is closing: its widgets are gone
@@ -68,17 +74,10 @@ async def deliver(pump: MessagePump, message: TextualMessage) -> None:
 
 
 class Arrived(TextualMessage, Generic[F], bubble=False):
-    """A frame of the service, typed: `frame`. Each concrete subclass names the frame class it
-    carries (`of=`)."""
+    """A frame of the service, typed: `frame`. Each frame class the app shows has its own
+    subclass (`kinds`), which names it (`of=`)."""
 
     of: ClassVar[type[Any]]
-    _by_frame: ClassVar[dict[type[Any], type[Arrived[Any]]]] = {}
-
-    def __init_subclass__(cls, of: type[Any] | None = None, **options: Any) -> None:
-        super().__init_subclass__(**options)
-        if of is not None:
-            cls.of = of
-            Arrived._by_frame[of] = cls
 
     def __init__(self, frame: F) -> None:
         super().__init__()
@@ -87,7 +86,7 @@ class Arrived(TextualMessage, Generic[F], bubble=False):
     @staticmethod
     def kinds() -> dict[type[Any], type[Arrived[Any]]]:
         """The message class of each frame class."""
-        return dict(Arrived._by_frame)
+        return dict(_KINDS)
 
 
 class TurnEvent(Arrived[F]):
@@ -99,122 +98,38 @@ class Notice(Arrived[F]):
     stop, new settings, an error): the app shows it."""
 
 
-def arrived(frame: object) -> Arrived[Any] | None:
-    """The message of a frame; None for one no message carries (a reply, a welcome)."""
-    for cls in type(frame).__mro__:  # a subclass (the providers' Retrying) as its protocol class
-        kind = Arrived.kinds().get(cls)
-        if kind is not None:
-            return kind(frame)
-    return None
-
-
-class AskArrived(Notice[replies.Ask], of=replies.Ask):
-    pass
-
-
-class AskClosedArrived(Notice[replies.AskClosed], of=replies.AskClosed):
-    pass
-
-
-class AskedElsewhereArrived(Notice[replies.AskedElsewhere], of=replies.AskedElsewhere):
-    pass
-
-
-class StoppingArrived(Notice[replies.Stopping], of=replies.Stopping):
-    pass
-
-
-class ReopenedArrived(Notice[replies.Reopened], of=replies.Reopened):
-    pass
-
-
 class LogFrame(Arrived[F]):
     """A frame of the log a window follows (`missed`, `logged`, `changed`): `LogRows` shows
     it."""
 
 
-class MissedArrived(LogFrame[replies.Missed], of=replies.Missed):
-    """What was logged since the window's position, first at each connection."""
+def _message_class(frame: type[Any], family: type[Arrived[Any]]) -> type[Arrived[Any]]:
+    """`TextDeltaArrived`, the `family` message of `frame` (Textual's `on_text_delta_arrived`)."""
+    name = f"{frame.__name__}Arrived"
+    made = types.new_class(
+        name,
+        (family,),
+        {"bubble": False},
+        lambda body: body.update(__module__=__name__, __qualname__=name, of=frame),
+    )
+    return cast(type[Arrived[Any]], made)
 
 
-class LoggedArrived(LogFrame[replies.Logged], of=replies.Logged):
-    """Messages logged since the last such frame."""
+_NOTICES: Final = (*get_args(frames.NoticeFrame), replies.Error)  # an error may come unasked
+_KINDS: Final = {
+    **{cls: _message_class(cls, TurnEvent) for cls in get_args(frames.EventFrame)},
+    **{cls: _message_class(cls, Notice) for cls in _NOTICES},
+    **{cls: _message_class(cls, LogFrame) for cls in get_args(frames.FollowerFrame)},
+}
 
 
-class ChangedArrived(LogFrame[replies.Changed], of=replies.Changed):
-    """Messages a forget changed."""
-
-
-class ErrorArrived(Notice[replies.Error], of=replies.Error):
-    """An error that answers no request (the app's requests get theirs as RequestFailed)."""
-
-
-class TextDeltaArrived(TurnEvent[events.TextDelta], of=events.TextDelta):
-    pass
-
-
-class ThinkingDeltaArrived(TurnEvent[events.ThinkingDelta], of=events.ThinkingDelta):
-    pass
-
-
-class ReplyLoggedArrived(TurnEvent[events.ReplyLogged], of=events.ReplyLogged):
-    pass
-
-
-class ToolStartedArrived(TurnEvent[events.ToolStarted], of=events.ToolStarted):
-    pass
-
-
-class ToolFinishedArrived(TurnEvent[events.ToolFinished], of=events.ToolFinished):
-    pass
-
-
-class MessageSentArrived(TurnEvent[events.MessageSent], of=events.MessageSent):
-    pass
-
-
-class DeliveredArrived(TurnEvent[events.Delivered], of=events.Delivered):
-    pass
-
-
-class SettlingArrived(TurnEvent[events.Settling], of=events.Settling):
-    pass
-
-
-class CatchingUpArrived(TurnEvent[events.CatchingUp], of=events.CatchingUp):
-    pass
-
-
-class TurnStartedArrived(TurnEvent[events.TurnStarted], of=events.TurnStarted):
-    pass
-
-
-class TurnEndedArrived(TurnEvent[events.TurnEnded], of=events.TurnEnded):
-    pass
-
-
-class CallUsageArrived(TurnEvent[events.CallUsage], of=events.CallUsage):
-    pass
-
-
-class QuietArrived(TurnEvent[events.Quiet], of=events.Quiet):
-    pass
-
-
-class MemoryWarningArrived(TurnEvent[events.MemoryWarning], of=events.MemoryWarning):
-    pass
-
-
-class ToolsUnusedArrived(TurnEvent[events.ToolsUnused], of=events.ToolsUnused):
-    pass
-
-
-class RecordedArrived(TurnEvent[events.Recorded], of=events.Recorded):
-    pass
-
-
-class RetryingArrived(TurnEvent[events.Retrying], of=events.Retrying):
-    pass
+def arrived(frame: object) -> Arrived[Any] | None:
+    """The message of a frame; None for one no message carries (a reply, a welcome)."""
+    for cls in type(frame).__mro__:  # a subclass (the providers' Retrying) as its protocol class
+        kind = _KINDS.get(cls)
+        if kind is not None:
+            return kind(frame)
+    return None
 
 
 class FrameRouter:

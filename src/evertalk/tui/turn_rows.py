@@ -20,6 +20,7 @@ from textual.widgets.markdown import MarkdownStream
 
 from evertalk.client.remote import Message
 from evertalk.memory.text import MESSAGE_LIMIT
+from evertalk.protocol import events
 from evertalk.protocol.events import Recorded, catching_up_text
 from evertalk.slash import RETRY_HINT
 from evertalk.terminal_text import one_line
@@ -200,8 +201,8 @@ class TurnRows(Widget):
 
     # -- the events, one handler each ------------------------------------------------------
 
-    @shows(sm.TextDeltaArrived)
-    async def _on_text_delta(self, message: sm.TextDeltaArrived) -> None:
+    @shows(events.TextDelta)
+    async def _on_text_delta(self, message: sm.Arrived[events.TextDelta]) -> None:
         self._thought = None
         if self._reply is None or self._stream is None:
             self._reply = ReplyView("")
@@ -210,8 +211,8 @@ class TurnRows(Widget):
         self._streamed += message.frame.text
         await self._stream.write(message.frame.text)
 
-    @shows(sm.ThinkingDeltaArrived)
-    async def _on_thinking_delta(self, message: sm.ThinkingDeltaArrived) -> None:
+    @shows(events.ThinkingDelta)
+    async def _on_thinking_delta(self, message: sm.Arrived[events.ThinkingDelta]) -> None:
         if self._reply is not None:
             await self.end_reply()
         if self._thought is None:
@@ -219,8 +220,8 @@ class TurnRows(Widget):
             await self.add_rows(self._thought)
         self._thought.add(message.frame.text)
 
-    @shows(sm.ReplyLoggedArrived)
-    async def _on_reply_logged(self, message: sm.ReplyLoggedArrived) -> None:
+    @shows(events.ReplyLogged)
+    async def _on_reply_logged(self, message: sm.Arrived[events.ReplyLogged]) -> None:
         text = message.frame.text
         self._said = self._said or bool(text.strip())
         at = self._streamed.find(text)
@@ -232,8 +233,8 @@ class TurnRows(Widget):
             await self.end_reply()
             await self._log_rows(ReplyView(text))
 
-    @shows(sm.ToolStartedArrived)
-    async def _on_tool_started(self, message: sm.ToolStartedArrived) -> None:
+    @shows(events.ToolStarted)
+    async def _on_tool_started(self, message: sm.Arrived[events.ToolStarted]) -> None:
         event = message.frame
         self._said = True
         await self.end_reply()
@@ -241,8 +242,8 @@ class TurnRows(Widget):
         self._tools[event.call_id] = row
         await self._log_rows(row)
 
-    @shows(sm.ToolFinishedArrived)
-    async def _on_tool_finished(self, message: sm.ToolFinishedArrived) -> None:
+    @shows(events.ToolFinished)
+    async def _on_tool_finished(self, message: sm.Arrived[events.ToolFinished]) -> None:
         event = message.frame
         found = self._tools.pop(event.call_id, None)
         if found is None:
@@ -251,37 +252,37 @@ class TurnRows(Widget):
         self._touch(found)
         found.finish(event.output, event.is_error or event.failed)
 
-    @shows(sm.SettlingArrived)
-    async def _on_settling(self, message: sm.SettlingArrived) -> None:
+    @shows(events.Settling)
+    async def _on_settling(self, message: sm.Arrived[events.Settling]) -> None:
         self.catching_up = False
         await self._waiting(f"waiting for summaries ({message.frame.unbuilt})")
 
-    @shows(sm.CatchingUpArrived)
-    async def _on_catching_up(self, message: sm.CatchingUpArrived) -> None:
+    @shows(events.CatchingUp)
+    async def _on_catching_up(self, message: sm.Arrived[events.CatchingUp]) -> None:
         self.catching_up = True
         text = catching_up_text(message.frame)
         await self._waiting(f"{text} (Enter starts the turn now; Ctrl+C cancels it)")
 
-    @shows(sm.CallUsageArrived)
-    async def _on_call_usage(self, message: sm.CallUsageArrived) -> None:
+    @shows(events.CallUsage)
+    async def _on_call_usage(self, message: sm.Arrived[events.CallUsage]) -> None:
         self.host.refresh_status()
 
-    @shows(sm.QuietArrived)
-    async def _on_quiet(self, message: sm.QuietArrived) -> None:
+    @shows(events.Quiet)
+    async def _on_quiet(self, message: sm.Arrived[events.Quiet]) -> None:
         self.host.busy = False
 
-    @shows(sm.MemoryWarningArrived)
-    async def _on_memory_warning(self, message: sm.MemoryWarningArrived) -> None:
+    @shows(events.MemoryWarning)
+    async def _on_memory_warning(self, message: sm.Arrived[events.MemoryWarning]) -> None:
         await self.add_rows(NoteRow(message.frame.text, classes="memory"))
 
-    @shows(sm.ToolsUnusedArrived)
-    async def _on_tools_unused(self, message: sm.ToolsUnusedArrived) -> None:
+    @shows(events.ToolsUnused)
+    async def _on_tools_unused(self, message: sm.Arrived[events.ToolsUnused]) -> None:
         """The row says why; the bar keeps a mark of it."""
         await self.add_rows(NoteRow(message.frame.text, classes="error"))
         self.host.refresh_status()
 
-    @shows(sm.RecordedArrived)
-    async def _on_recorded(self, message: sm.RecordedArrived) -> None:
+    @shows(events.Recorded)
+    async def _on_recorded(self, message: sm.Arrived[events.Recorded]) -> None:
         frame = message.frame
         if frame.first is None or frame.count > WHOLE_MOST:
             await self._log_rows(NoteRow(recorded_text(frame)))
@@ -297,8 +298,8 @@ class TurnRows(Widget):
             return
         await self._log_rows(NoteRow(f"from {frame.client}:"), *earlier_rows(found))
 
-    @shows(sm.RetryingArrived)
-    async def _on_retrying(self, message: sm.RetryingArrived) -> None:
+    @shows(events.Retrying)
+    async def _on_retrying(self, message: sm.Arrived[events.Retrying]) -> None:
         """A model call tried again (`retrying (2/3) after …`). A reply that starts over hides
         the row its failed try streamed into (never logged); the next try's deltas make one."""
         frame = message.frame
@@ -323,8 +324,8 @@ class TurnRows(Widget):
         if stream is not None:
             await stream.stop()
 
-    @shows(sm.DeliveredArrived)
-    async def _on_delivered(self, message: sm.DeliveredArrived) -> None:
+    @shows(events.Delivered)
+    async def _on_delivered(self, message: sm.Arrived[events.Delivered]) -> None:
         event = message.frame
         await self.end_reply()
         if event.kind == "work":
@@ -352,8 +353,8 @@ class TurnRows(Widget):
             await self._settling.remove()
             self._settling = None
 
-    @shows(sm.MessageSentArrived)
-    async def _on_message_sent(self, message: sm.MessageSentArrived) -> None:
+    @shows(events.MessageSent)
+    async def _on_message_sent(self, message: sm.Arrived[events.MessageSent]) -> None:
         """A message any window sent (this one's too): shown in every window, held while a
         turn runs."""
         event = message.frame
@@ -381,8 +382,8 @@ class TurnRows(Widget):
         self._opening += rows
         await self._log_rows(*rows)
 
-    @shows(sm.TurnStartedArrived)
-    async def _on_turn_started(self, message: sm.TurnStartedArrived) -> None:
+    @shows(events.TurnStarted)
+    async def _on_turn_started(self, message: sm.Arrived[events.TurnStarted]) -> None:
         ids = message.frame.message_ids
         await self._unsettle()
         self.host.busy = True
@@ -408,8 +409,8 @@ class TurnRows(Widget):
             elif record.kind == "user":  # sent before this window connected
                 await self._log_rows(UserRow(record.text))
 
-    @shows(sm.TurnEndedArrived)
-    async def _on_turn_ended(self, message: sm.TurnEndedArrived) -> None:
+    @shows(events.TurnEnded)
+    async def _on_turn_ended(self, message: sm.Arrived[events.TurnEnded]) -> None:
         event = message.frame
         self.stop_countdown()
         await self.end_reply()
