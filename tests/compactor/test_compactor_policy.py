@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence, Set
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -18,13 +19,17 @@ from hypothesis.stateful import (
 
 from evertalk.compactor.line import MAX_REJECTIONS
 from evertalk.compactor.policy import (
+    BUILT,
     DISTRUST_AT,
     PROBE_FIRST,
     PROBE_MOST,
     RETRY_SECONDS,
     TRUST_AGAIN_BELOW,
     TRUST_WINDOW,
+    Event,
+    Outcome,
     Policy,
+    RefusedEvent,
     State,
     Trust,
 )
@@ -71,6 +76,13 @@ def setup_error() -> ProviderError:
     return ProviderError("auth", "the key was refused")
 
 
+def setup_failed() -> Outcome:
+    return Outcome(Event.SETUP_FAILED, "the key was refused", setup_error())
+
+
+FAILED = Outcome(Event.FAILED, "the model gave no usable line")
+
+
 nodes = st.tuples(st.integers(0, 1), st.integers(0, LEAVES - 1))
 
 
@@ -86,6 +98,7 @@ class PolicyRuns(RuleBasedStateMachine):
         self.failed_since: dict[Node, float] = {}  # nodes that failed and saw no message since
         self.gap = PROBE_FIRST  # the next probe's gap, as the laws say it grows
         self.probe_due = -math.inf
+        self.drained = False
 
     # -- events ---------------------------------------------------------------------------
 
@@ -113,25 +126,47 @@ class PolicyRuns(RuleBasedStateMachine):
                 assert self.policy.waited_on and self.now - since >= RETRY_SECONDS
 
     @precondition(lambda self: bool(self.policy.in_flight))
-    @rule(data=st.data())
-    def built(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), end=st.sampled_from([BUILT, Outcome(Event.REJECTED)]))
+    def built(self, data: st.DataObject, end: Outcome) -> None:
         node = data.draw(st.sampled_from(sorted(self.policy.in_flight)))
-        if self.policy.got_through():
-            assert not any(n in self.policy.failed_at for n in self.held())
+        held = self.held()
+        released = self.policy.ended(node, end, self.now)
+        assert released == bool(held) and not held & set(self.policy.failed_at)
         self.gap = PROBE_FIRST
-        self.tree.built.add(node)
+        self.tree.built.add(node)  # built from its line, or cut
         self.policy.landed(node)
-        assert self.policy.state is not State.PAUSED or self.policy.state is State.DRAINING
+        assert self.policy.state is not State.PAUSED
+
+    @precondition(lambda self: bool(self.policy.in_flight))
+    @rule(data=st.data())
+    def too_long(self, data: st.DataObject) -> None:
+        node = data.draw(st.sampled_from(sorted(self.policy.in_flight)))
+        state, error = self.policy.state, self.policy.setup_error
+        assert not self.policy.ended(node, Outcome(Event.TOO_LONG), self.now)
+        assert (self.policy.state, self.policy.setup_error) == (state, error)  # no call made
+        self.tree.built.add(node)  # cut
+        self.policy.landed(node)
 
     @precondition(lambda self: bool(self.policy.in_flight))
     @rule(data=st.data())
     def failed(self, data: st.DataObject) -> None:
         node = data.draw(st.sampled_from(sorted(self.policy.in_flight)))
-        self.policy.got_through()
+        self.policy.ended(node, FAILED, self.now)
         self.gap = PROBE_FIRST
-        self.policy.failed(node, self.now)
+        self.policy.waits(node, self.now)
         self.policy.landed(node)
         self.failed_since[node] = self.now
+
+    @precondition(lambda self: bool(self.policy.in_flight))
+    @rule(data=st.data())
+    def held_by_the_disk(self, data: st.DataObject) -> None:
+        node = data.draw(st.sampled_from(sorted(self.policy.in_flight)))
+        state, error = self.policy.state, self.policy.setup_error
+        assert not self.policy.ended(node, Outcome(Event.HELD, "OSError: disk full"), self.now)
+        assert (self.policy.state, self.policy.setup_error) == (state, error)
+        self.policy.waits(node, self.now)
+        self.policy.landed(node)
+        self.failed_since[node] = self.now  # it waits like a failed node
 
     @precondition(lambda self: bool(self.policy.in_flight))
     @rule(data=st.data())
@@ -139,7 +174,7 @@ class PolicyRuns(RuleBasedStateMachine):
         node = data.draw(st.sampled_from(sorted(self.policy.in_flight)))
         due = self.now >= self.probe_due
         before = self.policy.timer(self.now)
-        self.policy.paused(node, self.now, setup_error())
+        self.policy.ended(node, setup_failed(), self.now)
         self.policy.landed(node)
         assert self.policy.state in (State.PAUSED, State.DRAINING)
         if due:  # a failed probe (or the first call): the gap doubles, up to PROBE_MOST
@@ -181,11 +216,30 @@ class PolicyRuns(RuleBasedStateMachine):
     @rule()
     def drain(self) -> None:
         self.policy.drain()
+        self.drained = True
+
+    @rule(data=st.data())
+    def an_end_without_a_call_is_refused(self, data: st.DataObject) -> None:
+        node = data.draw(nodes.filter(lambda node: node not in self.policy.in_flight))
+        state, waits = self.policy.state, dict(self.policy.failed_at)
+        with pytest.raises(RefusedEvent, match="no call in flight"):
+            self.policy.ended(node, BUILT, self.now)
+        with pytest.raises(RefusedEvent, match="no call in flight"):
+            self.policy.waits(node, self.now)
+        assert self.policy.state is state and self.policy.failed_at == waits
 
     # -- laws -----------------------------------------------------------------------------
 
     def held(self) -> set[Node]:
         return set(self.policy.failed_at) - set(self.failed_since)
+
+    @invariant()
+    def paused_exactly_while_the_setup_fails_and_draining_once_drained(self) -> None:
+        if self.drained:
+            assert self.policy.state is State.DRAINING
+        else:
+            paused = self.policy.setup_error is not None
+            assert self.policy.state is (State.PAUSED if paused else State.RUNNING)
 
     @invariant()
     def never_more_than_its_slots(self) -> None:
@@ -218,7 +272,7 @@ def test_the_probe_gap_doubles_at_each_failed_probe_up_to_its_cap() -> None:
     policy = Policy(8)
     tree = Tree()
     for node in policy.start(tree, 0.0):  # a burst, all refused by the setup
-        policy.paused(node, 0.0, setup_error())
+        policy.ended(node, setup_failed(), 0.0)
         policy.landed(node)
     now = 0.0
     gaps = [policy.timer(now)]
@@ -226,11 +280,13 @@ def test_the_probe_gap_doubles_at_each_failed_probe_up_to_its_cap() -> None:
         assert policy.start(tree, now + gaps[-1] - 0.001) == []  # not before it is due
         now += gaps[-1]
         (probe,) = policy.start(tree, now)  # one call, never a burst
-        policy.paused(probe, now, setup_error())
+        policy.ended(probe, setup_failed(), now)
         policy.landed(probe)
         gaps.append(policy.timer(now))
     assert gaps == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0]
-    assert policy.got_through() and policy.state is State.RUNNING
+    (probe,) = policy.start(tree, now + 60.0)
+    assert policy.ended(probe, BUILT, now + 60.0) and policy.state is State.RUNNING
+    policy.landed(probe)
     assert len(policy.start(tree, now)) == 8  # every slot again, the held nodes first
 
 
@@ -239,7 +295,7 @@ def test_a_burst_that_lands_during_a_pause_does_not_grow_the_gap() -> None:
     started = policy.start(Tree(), 0.0)
     assert len(started) == 4
     for node in started:
-        policy.paused(node, 1.0, setup_error())
+        policy.ended(node, setup_failed(), 1.0)
         policy.landed(node)
     assert policy.timer(1.0) == PROBE_FIRST
 
@@ -248,8 +304,8 @@ def test_a_failed_node_waits_for_a_message_or_its_retry_while_someone_waits() ->
     policy = Policy(1)
     tree = Tree()
     (node,) = policy.start(tree, 0.0)
-    policy.got_through()
-    policy.failed(node, 0.0)
+    policy.ended(node, FAILED, 0.0)
+    policy.waits(node, 0.0)
     policy.landed(node)
     assert policy.start(tree, 100.0) == [(0, 1)]  # no one waits: the next leaf, not it
     policy.landed((0, 1))

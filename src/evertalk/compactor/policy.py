@@ -1,10 +1,12 @@
 """The compactor's policy (SPEC §4.1, §4.5, §4.8), as a pure state machine: no I/O, no clock.
 
 It decides which nodes start and when: the slots, the order of the work, a failed node's wait,
-the pause of a setup that fails and its probes, and whether the model's lines are trusted. The
-service (`service.py`) tells it what happened (a call started, got through, failed or was held
-by the setup; a message came; someone waits) with the time as a number, and does what it says.
-What is ready to build comes from the memory core, through `Work`.
+the pause of a setup that fails and its probes, and whether the model's lines are trusted. It
+also says whose fault a call's error is (`classify`). The service (`service.py`) makes the call,
+tells it how the call ended (an `Event`) with the time as a number, and does what it says.
+Its state moves only as TRANSITIONS allows; an event its state does not take is refused
+(`RefusedEvent`), never silently absorbed. What is ready to build comes from the memory core,
+through `Work`.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
 from typing import Protocol
 
+from evertalk.compactor.errors import RefusedLocally, TooLong, UnusableReply
 from evertalk.compactor.line import MAX_REJECTIONS
-from evertalk.memory.nodes import Node
+from evertalk.memory.nodes import Node, node_name
 from evertalk.providers.base import ProviderError
+from evertalk.store.errors import StoreError
 
 RETRY_SECONDS = 10.0
 """While someone waits, a failed node is tried again this long after its failure (SPEC §4.5)."""
@@ -59,6 +64,144 @@ class Trust(Enum):
     DISTRUSTED = "distrusted"  # asked once; a rejected line cuts the node from its input
 
 
+class Event(Enum):
+    """What the service tells the policy that TRANSITIONS governs: a message, the drain, a call
+    that starts, and how a call ended (`classify`)."""
+
+    MESSAGE = "message"  # a new message: failed nodes may go again, a pause is probed
+    DRAIN = "drain"  # the process is about to exit
+    START = "start"  # a call starts while running
+    PROBE = "probe"  # the one call that tries a paused setup
+    BUILT = "built"  # the model gave a line
+    REJECTED = "rejected"  # an untrusted model's line failed the check: the node is cut
+    FAILED = "failed"  # the node's own trouble: counted (SPEC §4.5)
+    TOO_LONG = "too long"  # its task cannot fit the window: cut, and no call was made
+    SETUP_FAILED = "setup failed"  # the setup's fault (a key, a model, an unreached server)
+    HELD = "held"  # the disk or the chat could not take it: not counted, not the setup's
+
+
+TRANSITIONS: Mapping[tuple[State, Event], State] = MappingProxyType(
+    {
+        (State.RUNNING, Event.MESSAGE): State.RUNNING,
+        (State.RUNNING, Event.DRAIN): State.DRAINING,
+        (State.RUNNING, Event.START): State.RUNNING,
+        (State.RUNNING, Event.BUILT): State.RUNNING,
+        (State.RUNNING, Event.REJECTED): State.RUNNING,
+        (State.RUNNING, Event.FAILED): State.RUNNING,
+        (State.RUNNING, Event.TOO_LONG): State.RUNNING,
+        (State.RUNNING, Event.SETUP_FAILED): State.PAUSED,
+        (State.RUNNING, Event.HELD): State.RUNNING,
+        # paused: one call probes; any call that reached the model ends the pause
+        (State.PAUSED, Event.MESSAGE): State.PAUSED,
+        (State.PAUSED, Event.DRAIN): State.DRAINING,
+        (State.PAUSED, Event.PROBE): State.PAUSED,
+        (State.PAUSED, Event.BUILT): State.RUNNING,
+        (State.PAUSED, Event.REJECTED): State.RUNNING,
+        (State.PAUSED, Event.FAILED): State.RUNNING,
+        (State.PAUSED, Event.TOO_LONG): State.PAUSED,
+        (State.PAUSED, Event.SETUP_FAILED): State.PAUSED,
+        (State.PAUSED, Event.HELD): State.PAUSED,
+        # draining: nothing starts, the calls in flight land; a stop drains again after it
+        # cancels what did not land
+        (State.DRAINING, Event.MESSAGE): State.DRAINING,
+        (State.DRAINING, Event.DRAIN): State.DRAINING,
+        (State.DRAINING, Event.BUILT): State.DRAINING,
+        (State.DRAINING, Event.REJECTED): State.DRAINING,
+        (State.DRAINING, Event.FAILED): State.DRAINING,
+        (State.DRAINING, Event.TOO_LONG): State.DRAINING,
+        (State.DRAINING, Event.SETUP_FAILED): State.DRAINING,
+        (State.DRAINING, Event.HELD): State.DRAINING,
+    }
+)
+"""The state each event leads to; a pair not here is refused: a call starting while paused
+(only a probe may), a probe while running, and any call while draining."""
+
+GOT_THROUGH = frozenset({Event.BUILT, Event.REJECTED, Event.FAILED})
+"""The ends of a call that reached the model (or failed on the node's own account): the
+setup works."""
+
+
+class RefusedEvent(Exception):
+    """The policy was told something its state does not allow: a bug of the service's."""
+
+    def __init__(self, state: State, what: str) -> None:
+        super().__init__(f"the compactor's policy refused {what} while {state.value}")
+        self.state = state
+
+
+def next_state(state: State, event: Event) -> State:
+    """The state `event` leads to from `state`; RefusedEvent when TRANSITIONS has no such pair."""
+    try:
+        return TRANSITIONS[state, event]
+    except KeyError:
+        raise RefusedEvent(state, f"the event {event.value!r}") from None
+
+
+# -- whose fault an error is -------------------------------------------------------------------
+
+SETUP_ERRORS = frozenset({"auth", "not_found"})
+"""A wrong key or an unknown model is the setup's fault, not the node's: counting it as a
+failure would cut every node after three tries. Such errors pause the work instead, and so does
+a server that cannot be reached at all (`unreached`)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a node's call ended: the event, the reason the user is told of a failure, and the
+    error that pauses the setup (SETUP_FAILED only)."""
+
+    event: Event
+    reason: str = ""
+    error: ProviderError | None = None
+
+
+BUILT = Outcome(Event.BUILT)
+
+
+def unreached(error: ProviderError) -> bool:
+    """Whether no connection to the model's server was made at all (nothing listens there, no
+    route, no such host): no request went out, so no node is at fault. A connection that broke
+    after it was made is not this: a server that falls over on one node's input must not stop
+    every summary, and the node's third failure cuts it."""
+    return error.kind == "connection" and not error.transient
+
+
+def refused_locally(error: ProviderError, answered: bool) -> bool:
+    """Whether an error came from the adapter itself, before any request went out: no HTTP
+    status, nothing received, and a kind that blames the request (not the connection)."""
+    return error.kind == "bad_request" and error.status is None and not answered
+
+
+def held(error: Exception) -> Outcome:
+    """The disk or the chat could not take the node (reading its input, storing its line): the
+    node waits for the next message like a failure, but is not counted."""
+    return Outcome(Event.HELD, f"{type(error).__name__}: {error}")
+
+
+def classify(error: Exception, trust: Trust, deadline: float) -> Outcome:
+    """How a call that raised `error` ended (SPEC §4.5). Only the node's own trouble is its
+    failure: the model's error, an unusable reply, a bug in handling it. The setup's fault
+    pauses the work, the disk's holds the node, and a task too long for the window is cut at
+    once; none would be any better for a smaller input. `deadline`: the call's, in seconds."""
+    if isinstance(error, TooLong):
+        return Outcome(Event.TOO_LONG)
+    if isinstance(error, RefusedLocally):
+        return Outcome(Event.SETUP_FAILED, str(error.error), error.error)
+    if isinstance(error, ProviderError):
+        if error.kind in SETUP_ERRORS or unreached(error):
+            return Outcome(Event.SETUP_FAILED, str(error), error)
+        return Outcome(Event.FAILED, str(error) or error.kind)
+    if isinstance(error, TimeoutError):  # an OSError, but the deadline's: before the disk's
+        return Outcome(Event.FAILED, f"no reply within the {deadline:g}-second deadline")
+    if isinstance(error, OSError | StoreError):
+        return held(error)
+    if isinstance(error, UnusableReply):
+        if error.rejected and trust is Trust.DISTRUSTED:
+            return Outcome(Event.REJECTED, str(error))  # asked once, then cut (SPEC §4.8)
+        return Outcome(Event.FAILED, str(error))
+    return Outcome(Event.FAILED, f"{type(error).__name__}: {error}")  # a bug of ours
+
+
 class Work(Protocol):
     """What may be built now, as the memory core's queues say (SPEC §4.1)."""
 
@@ -83,9 +226,9 @@ class Policy:
     """What the compactor starts, and when. Feed it events; ask it `start`, `timer`.
 
     A node is in flight from `start` to `landed`; in between, the service reports how its call
-    ended: `got_through` (the model answered, whatever the line), `failed` (the node waits for
-    a message, or RETRY_SECONDS while someone waits), `paused` (the setup is at fault: the node
-    is held and not counted), `judged` (a line checked against its input).
+    ended (`ended`, with the `Outcome` that `classify` gives), that a node it could not build
+    waits (`waits`: for a message, or RETRY_SECONDS while someone waits), and each line checked
+    against its input (`judged`).
     """
 
     def __init__(self, concurrency: int) -> None:
@@ -98,7 +241,7 @@ class Policy:
         self._setup_error: ProviderError | None = None
         self._probe_at = -math.inf  # while paused: no probe before this time
         self._probe_gap = PROBE_FIRST
-        self._draining = False
+        self._state = State.RUNNING
         self._verdicts: deque[bool] = deque(maxlen=TRUST_WINDOW)  # each judged line: true?
         self._trust = Trust.TRUSTED
         self._reported: set[Node] = set()
@@ -107,9 +250,7 @@ class Policy:
 
     @property
     def state(self) -> State:
-        if self._draining:
-            return State.DRAINING
-        return State.PAUSED if self._setup_error is not None else State.RUNNING
+        return self._state
 
     @property
     def trust(self) -> Trust:
@@ -153,6 +294,7 @@ class Policy:
 
     def message(self) -> None:
         """A new message: every failed node may go again, and a paused setup is probed now."""
+        self._step(Event.MESSAGE)
         self._failed_at.clear()
         self._held.clear()
         self._probe_at = -math.inf
@@ -169,17 +311,18 @@ class Policy:
 
     def drain(self) -> None:
         """No call starts from now on."""
-        self._draining = True
+        self._step(Event.DRAIN)
 
     # -- starting -------------------------------------------------------------------------
 
     def start(self, work: Work, now: float) -> list[Node]:
         """The nodes to start now, each in flight from here on; none while draining, none
         while paused until the probe is due, and never more than the free slots."""
-        if self._draining:
+        if self._state is State.DRAINING:
             return []
-        if self._setup_error is not None and now < self._probe_at:
+        if self._state is State.PAUSED and now < self._probe_at:
             return []
+        event = Event.PROBE if self._state is State.PAUSED else Event.START
         limit = self.limit
         if len(self._in_flight) >= limit:
             return []
@@ -193,6 +336,7 @@ class Policy:
                 break
             self._failed_at.pop(node, None)  # a probe takes a node held by the pause
             self._held.discard(node)
+            self._step(event)
             self._in_flight.add(node)
             started.append(node)
         return started
@@ -201,7 +345,7 @@ class Policy:
         """Whether a call runs or one could start now (a paused setup's probe is none)."""
         if self._in_flight:
             return True
-        if self._draining or self._setup_error is not None:
+        if self._state is not State.RUNNING:
             return False
         return self._next(work, work.batch_parents()) is not None
 
@@ -209,7 +353,7 @@ class Policy:
         """Seconds until time alone may let a call start: the next probe of a paused setup,
         or a failed node's retry while someone waits. Asked right after `start`: when no slot
         is free, or nothing is due at a time, inf (only an event moves things then)."""
-        if self._draining or len(self._in_flight) >= self.limit:
+        if self._state is State.DRAINING or len(self._in_flight) >= self.limit:
             return math.inf
         if self._setup_error is not None:  # its failed nodes wait for the probe or a message
             return self._probe_at - now if self._probe_at > now else math.inf
@@ -256,7 +400,25 @@ class Policy:
         """The node's call is over, however it ended: its slot is free."""
         self._in_flight.discard(node)
 
-    def got_through(self) -> bool:
+    def ended(self, node: Node, outcome: Outcome, now: float) -> bool:
+        """How the node's call ended (`classify`); it stays in flight until `landed`. Whether
+        the end of a pause let the nodes it held go on."""
+        self._check_in_flight(node, f"the event {outcome.event.value!r}")
+        self._step(outcome.event)
+        if outcome.event in GOT_THROUGH:
+            return self._got_through()
+        if outcome.event is Event.SETUP_FAILED:
+            assert outcome.error is not None  # `classify` gives each setup failure its error
+            self._paused(node, now, outcome.error)
+        return False
+
+    def waits(self, node: Node, now: float) -> None:
+        """The node's call ended with no line and the node is not built (failed, or held by
+        the disk): it waits for the next message (or, while someone waits, RETRY_SECONDS)."""
+        self._check_in_flight(node, "a wait")
+        self._failed_at[node] = now
+
+    def _got_through(self) -> bool:
         """A call reached the model: the pause, if any, is over. Whether it held nodes that
         may now go on."""
         released = bool(self._held)
@@ -267,12 +429,7 @@ class Policy:
         self._probe_gap = PROBE_FIRST
         return released
 
-    def failed(self, node: Node, now: float) -> None:
-        """The node got no line and is not built: it waits for the next message (or, while
-        someone waits, RETRY_SECONDS)."""
-        self._failed_at[node] = now
-
-    def paused(self, node: Node, now: float, error: ProviderError) -> None:
+    def _paused(self, node: Node, now: float, error: ProviderError) -> None:
         """The setup is at fault (`error`): the node is held, not counted, and one call at a
         time probes. The probe's gap doubles only when it is due (a failed probe, or the first
         call), not at each call of a burst that was already in flight."""
@@ -282,6 +439,15 @@ class Policy:
         if now >= self._probe_at:
             self._probe_at = now + self._probe_gap
             self._probe_gap = min(self._probe_gap * 2, PROBE_MOST)
+
+    def _step(self, event: Event) -> None:
+        self._state = next_state(self._state, event)
+
+    def _check_in_flight(self, node: Node, what: str) -> None:
+        """How a call ended is told of a node whose call runs, and only then."""
+        if node not in self._in_flight:
+            what = f"{what} of {node_name(node)}, which has no call in flight,"
+            raise RefusedEvent(self._state, what)
 
     def first_report(self, node: Node) -> bool:
         """Whether this is the first trouble of the node told to the user (told once)."""

@@ -13,10 +13,10 @@ oldest lines first, and a node whose task alone cannot fit is cut from its input
 
 Only a node's own trouble counts as its failure (SPEC §4.5): an error of the model call, an
 unusable reply (a line not true to its input among them, SPEC §4.8), a bug in handling it. What
-is the setup's fault (a refused key, an unknown model, a setting the adapter refuses) pauses the
-work instead, and so do a server that cannot be reached at all (a network that is down, a local
-model server not started) and a disk that cannot take the line: none may cut a node, since none
-would be any better for a smaller input.
+is the setup's fault (a refused key, an unknown model, a setting the adapter refuses, a server
+that cannot be reached at all) pauses the work instead, and a disk that cannot take the line
+holds the node: none may cut a node, since none would be any better for a smaller input. The
+policy says which is which (`policy.classify`); this module does what each asks.
 
 It never polls: when nothing can start (every slot taken, failed nodes waiting for a message,
 a paused setup between probes), it sleeps until a message, a call that lands, a failed node's
@@ -40,10 +40,23 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evertalk.chat import Chat, broken_error
+from evertalk.compactor.errors import RefusedLocally, TooLong, UnusableReply
 from evertalk.compactor.grounding import MIN_SHARED, source_of
 from evertalk.compactor.line import Done, FollowUp, SizeLoop, Unusable
+from evertalk.compactor.policy import (
+    BUILT,
+    TRUST_WINDOW,
+    Event,
+    Outcome,
+    Policy,
+    State,
+    Trust,
+    classify,
+    held,
+    refused_locally,
+    unreached,
+)
 from evertalk.compactor.policy import RETRY_SECONDS as RETRY_SECONDS
-from evertalk.compactor.policy import TRUST_WINDOW, Policy, State, Trust
 from evertalk.compactor.tasks import leaf_task, merge_task
 from evertalk.compactor.window import (
     REPLY_TOKENS,
@@ -77,50 +90,8 @@ from evertalk.store.errors import StoreError
 PUBLISH_SECONDS = 1.0  # compactor.json is written at most this often, and at most this late
 RATE_AFTER = 8  # summaries built before a rate is given: the first ones start and land together
 
-# A wrong key or an unknown model is the setup's fault, not the node's: counting it as a
-# failure would cut every node after three tries. Such errors pause the node instead, and so
-# does a server that cannot be reached at all (`unreached`).
-SETUP_ERRORS = frozenset({"auth", "not_found"})
-
 Warn = Callable[[str], None]
 """Takes one line for the user, such as `memory: 12+1 could not be summarized (…); …`."""
-
-
-class UnusableReply(Exception):
-    """No try of the size loop gave a usable line (SPEC §4.4 step 5, §4.8). `rejected`: its
-    last line was not true to its input."""
-
-    def __init__(self, message: str, rejected: bool = False) -> None:
-        super().__init__(message)
-        self.rejected = rejected
-
-
-class TooLong(Exception):
-    """The node's task alone (its input) does not fit the model's context window: no call could
-    build it, and no retry would change that."""
-
-
-class RefusedLocally(Exception):
-    """The adapter refused the request before sending it (a setting it does not accept): the
-    settings are at fault, not the node. Carries the adapter's error."""
-
-    def __init__(self, error: ProviderError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def unreached(error: ProviderError) -> bool:
-    """Whether no connection to the model's server was made at all (nothing listens there, no
-    route, no such host): no request went out, so no node is at fault. A connection that broke
-    after it was made is not this: a server that falls over on one node's input must not stop
-    every summary, and the node's third failure cuts it."""
-    return error.kind == "connection" and not error.transient
-
-
-def refused_locally(error: ProviderError, answered: bool) -> bool:
-    """Whether an error came from the adapter itself, before any request went out: no HTTP
-    status, nothing received, and a kind that blames the request (not the connection)."""
-    return error.kind == "bad_request" and error.status is None and not answered
 
 
 def stored(end: Done | Unusable) -> str:
@@ -481,10 +452,11 @@ class Compactor:
                     if not self.chat.is_built(node):
                         with contextlib.suppress(StoreError):  # its lease lapses by itself
                             self.chat.release(node)
-        except Exception as error:  # the disk (or the chat) could not take it: not the node's
-            # fault, so it is not counted; the node waits for the next message like a failure
-            self._report(node, f"{type(error).__name__}: {error}")
-            self.policy.failed(node, self.clock())
+        except Exception as error:  # the disk (or the chat) could not take it
+            outcome = held(error)
+            self._report(node, outcome.reason)
+            self._ended(node, outcome)
+            self.policy.waits(node, self.clock())
         finally:
             self._scopes.pop(node, None)
             self.policy.landed(node)
@@ -496,36 +468,40 @@ class Compactor:
     async def _attempt(self, node: Node) -> None:
         try:
             line = await self._summarize(node)
-        except TooLong:
-            await self._cut(node)
-        except RefusedLocally as refused:
-            self._pause(node, refused.error)
-        except ProviderError as error:
-            if error.kind in SETUP_ERRORS or unreached(error):
-                self._pause(node, error)
-            else:
-                await self._fail(node, str(error) or error.kind)
-        except TimeoutError:  # an OSError, but the deadline's: caught before the disk's
-            await self._fail(
-                node, f"no reply within the {self.settings.deadline:g}-second deadline"
-            )
-        except (OSError, StoreError):
-            raise  # reading the message or a line failed: `_compact` holds the node
-        except UnusableReply as error:
-            if error.rejected and self.policy.trust is Trust.DISTRUSTED:
-                self._setup_works()
-                await self.chat.acut(node)
-            else:
-                await self._fail(node, str(error))
-        except Exception as error:  # a bug in making the request or reading the reply
-            await self._fail(node, f"{type(error).__name__}: {error}")
+        except Exception as error:
+            outcome = classify(error, self.policy.trust, self.settings.deadline)
+            if outcome.event is Event.HELD:
+                raise  # reading the message or a line failed: `_compact` holds the node
+            await self._after(node, outcome)
         else:
-            self._setup_works()
+            self._ended(node, BUILT)
             await self.chat.abuild(node, redact(line, self.secrets))
             self.built += 1
 
-    def _pause(self, node: Node, error: ProviderError) -> None:
-        """A setup error: the node waits and is not counted; one call at a time probes."""
+    async def _after(self, node: Node, outcome: Outcome) -> None:
+        """Does what a call that got no line asks: cut the node, count its failure, or pause."""
+        if outcome.event is Event.SETUP_FAILED:
+            assert outcome.error is not None
+            self._setup_failed(outcome.error)  # before the policy hears it: said once
+        self._ended(node, outcome)
+        if outcome.event is Event.TOO_LONG:
+            await self._cut(node)
+        elif outcome.event is Event.REJECTED:
+            await self.chat.acut(node)
+        elif outcome.event is Event.FAILED:
+            self._report(node, outcome.reason)
+            await self.chat.afail(node)
+            if not self.chat.is_built(node):  # the third failure built it cut
+                self.policy.waits(node, self.clock())
+
+    def _ended(self, node: Node, outcome: Outcome) -> None:
+        """Tells the policy how the call ended; when that ends a pause, the nodes it held go
+        on."""
+        if self.policy.ended(node, outcome, self.clock()):
+            self.wake()
+
+    def _setup_failed(self, error: ProviderError) -> None:
+        """A setup error: said once; the policy holds the node and lets one call probe."""
         if self.policy.setup_error is None and not self._until_built:
             # `memory compact` raises it; in a session, this is the only word of it
             how = "reached" if unreached(error) else "used"
@@ -534,12 +510,6 @@ class Compactor:
                 f"({error}); they go on once it can"
             )
         self.last_error = str(error)
-        self.policy.paused(node, self.clock(), error)
-
-    def _setup_works(self) -> None:
-        """A call got through: the nodes the pause held go on."""
-        if self.policy.got_through():
-            self.wake()
 
     async def _cut(self, node: Node) -> None:
         """Build a node whose task does not fit the window from its cut input (SPEC §2.5)."""
@@ -548,13 +518,6 @@ class Compactor:
             f"memory: {node_name(node)} is too long for the compactor model's window "
             f"({self.settings.context_window:,} tokens); its line is its first 512 bytes"
         )
-
-    async def _fail(self, node: Node, reason: str) -> None:
-        self._setup_works()  # a call got through to the model
-        self._report(node, reason)
-        await self.chat.afail(node)
-        if not self.chat.is_built(node):  # the third failure built it cut
-            self.policy.failed(node, self.clock())
 
     def _report(self, node: Node, reason: str) -> None:
         """The latest error for the status; a warning at the node's first failure only."""
