@@ -36,7 +36,7 @@ CATCH_UP_TIMEOUT = 3.0  # seconds the row stays up: summaries never come here
 NEVER = 3600.0
 PROGRESS = re.compile(
     r"catching up: [\d,]+ summar(y|ies) to go, estimating…; turns send about [\d,K]+ tokens "
-    r"of view meanwhile \(Ctrl\+C cancels the turn\)"
+    r"of view meanwhile \(Enter starts the turn now; Ctrl\+C cancels it\)"
 )
 
 
@@ -83,4 +83,24 @@ async def test_catching_up_is_shown_and_a_message_sent_meanwhile_joins_the_turn(
         ("user", "what do you remember?"),
         ("user", "and the rotation?"),
         ("ever", "Both noted."),
+    ]
+
+
+async def test_enter_on_an_empty_input_starts_the_waiting_turn_at_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    behind(home)
+    summaries = slow(NEVER, summarizer(100))
+    fake = AnthropicFake(Script(answer("From what is built.")).route(is_compaction, summaries))
+    async with running(home, fake, opener=small_window(home, fake)) as pilot:
+        app = pilot.app
+        assert isinstance(app, ChatApp)
+        await enter_line(pilot, "what do you remember?")
+        await wait_until(pilot, lambda: any(n.startswith("catching up: ") for n in notes(app)))
+        await pilot.press("enter")  # nothing typed: start now
+        await wait_until(pilot, lambda: replies(app) == ["From what is built."], timeout=30)
+        memory = [n for n in notes(app) if n.startswith("memory: ")]
+        assert len(memory) == 1 and "you asked to start without catching up" in memory[0]
+    assert log_of(home)[MESSAGES:] == [
+        ("user", "what do you remember?"),
+        ("ever", "From what is built."),
     ]
