@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anthropic
@@ -112,18 +111,19 @@ async def test_non_streaming_create(expose: Expose) -> None:
 
 
 async def test_events_reach_the_client_as_they_are_sent(expose: Expose) -> None:
-    paced = reply("one two three four five six", chunk_delay=0.05)
+    paced = reply("one two three four five six", chunk_delay=0.1)
     fake = AnthropicFake(constant(paced), text_chunk=4)
     client = anthropic_async(expose(fake), max_retries=0)
-    arrivals: list[float] = []
+    ended_before: list[bool] = []  # whether the fake had sent its last event, at each delta
     async with client.messages.stream(model="m", max_tokens=50, messages=MESSAGES) as stream:
         async for event in stream:
             if event.type == "content_block_delta":
-                arrivals.append(time.monotonic())
+                ended_before.append(fake.records[0].finished)
     await client.close()
-    # 7 text deltas 0.05 s apart: buffered delivery would bring them all at once.
-    assert len(arrivals) == 7
-    assert arrivals[-1] - arrivals[0] > 0.2
+    # 7 text deltas, then 3 more events, each 0.1 s after the last: buffered delivery would
+    # bring the first delta only once the stream had ended
+    assert len(ended_before) == 7 and not ended_before[0]
+    assert fake.records[0].finished
 
 
 async def test_closing_a_stream_early_leaves_the_fake_unfinished(expose: Expose) -> None:
