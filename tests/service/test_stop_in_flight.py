@@ -4,7 +4,6 @@ model's slowest answer."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from agent.test_turn_support import is_compaction
@@ -16,7 +15,7 @@ from home_config import write_config
 from polling import wait_until
 from served_home import run
 
-HELD = 120.0  # how long the model takes for a summary: far longer than a stop may take
+HELD = 120.0  # how long the model takes for a summary: twice what the stop is given
 
 
 def test_a_stop_cancels_a_slow_summary_and_says_so(tmp_path: Path) -> None:
@@ -29,14 +28,12 @@ def test_a_stop_cancels_a_slow_summary_and_says_so(tmp_path: Path) -> None:
             message = requests.OutsideMessage(kind="user", text=text, key="k0")
             conn.request(requests.Append(messages=[message]), replies.Appended)
         wait_until(lambda: len(fake.records) > 0, "the summary's call", 30)
-        began = time.monotonic()
-        stopped = run(home, "service", "stop", timeout=60)
-        took = time.monotonic() - began
+        stopped = run(home, "service", "stop", timeout=HELD / 2)  # a stop that awaited it fails
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.startswith("evertalk service (pid ")
     assert stopped.stderr == (
         "evertalk: service: stopping once the 1 summary in flight land (at most 3 s, then they"
         " are cancelled)\n"
     )
-    assert took < HELD / 4  # cancelled, not awaited
+    assert len(fake.records) == 1 and not fake.records[0].finished  # cancelled, not awaited
     assert "cancelled 1 summary calls in flight" in log_path(home).read_text()  # counted
