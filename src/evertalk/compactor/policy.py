@@ -124,9 +124,8 @@ setup works."""
 class RefusedEvent(Exception):
     """The policy was told something its state does not allow: a bug of the service's."""
 
-    def __init__(self, state: State, what: str) -> None:
-        super().__init__(f"the compactor's policy refused {what} while {state.value}")
-        self.state = state
+    def __init__(self, what: str) -> None:
+        super().__init__(f"the compactor's policy refused {what}")
 
 
 def next_state(state: State, event: Event) -> State:
@@ -134,7 +133,7 @@ def next_state(state: State, event: Event) -> State:
     try:
         return TRANSITIONS[state, event]
     except KeyError:
-        raise RefusedEvent(state, f"the event {event.value!r}") from None
+        raise RefusedEvent(f"the event {event.value!r} while {state.value}") from None
 
 
 # -- whose fault an error is -------------------------------------------------------------------
@@ -446,8 +445,7 @@ class Policy:
     def _check_in_flight(self, node: Node, what: str) -> None:
         """How a call ended is told of a node whose call runs, and only then."""
         if node not in self._in_flight:
-            what = f"{what} of {node_name(node)}, which has no call in flight,"
-            raise RefusedEvent(self._state, what)
+            raise RefusedEvent(f"{what} of {node_name(node)}: it has no call in flight")
 
     def first_report(self, node: Node) -> bool:
         """Whether this is the first trouble of the node told to the user (told once)."""
