@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bench import (
@@ -47,7 +46,7 @@ def main() -> int:
         f"cview {result['cview_bytes']:,} B)",
         flush=True,
     )
-    chat_dir = _generated(count)
+    chat_dir = chat_gen.generated_once(OUT, count)
     shutil.rmtree(chat_dir / "index", ignore_errors=True)
     rebuild = _probe("open", chat_dir)
     print(
@@ -95,16 +94,6 @@ def main() -> int:
     for line in stall_bench.run().lines():
         print(line, flush=True)
     return 0
-
-
-def _generated(count: int) -> Path:
-    chat_dir = OUT / f"chat-{count}" / "chat"
-    if not (chat_dir / "view.json").exists():
-        shutil.rmtree(chat_dir.parent, ignore_errors=True)
-        started = time.perf_counter()
-        chat_gen.generate(chat_dir, count)
-        print(f"generated a {count:,}-message chat in {time.perf_counter() - started:.0f} s")
-    return chat_dir
 
 
 def _probe(*args: object) -> dict[str, float]:

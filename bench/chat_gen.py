@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -137,3 +139,15 @@ class _DayFile:
 def _next_merge(core: MemoryCore) -> list[tuple[int, int]]:
     merge = core.queues.first_merge(core.tree)
     return [] if merge is None else [merge]
+
+
+def generated_once(out: Path, count: int) -> Path:
+    """The chat folder of a generated `count`-message chat under `out`, made the first time
+    only (a million messages take a while): the benches share it."""
+    chat_dir = out / f"chat-{count}" / "chat"
+    if not (chat_dir / "view.json").exists():
+        shutil.rmtree(chat_dir.parent, ignore_errors=True)
+        started = time.perf_counter()
+        generate(chat_dir, count)
+        print(f"generated a {count:,}-message chat in {time.perf_counter() - started:.0f} s")
+    return chat_dir

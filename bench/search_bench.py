@@ -93,8 +93,8 @@ def _timed(chat: Chat, index: SearchIndex, query: str) -> float:
 
 
 if __name__ == "__main__":
-    from bench.__main__ import _generated
+    from bench.chat_gen import generated_once
 
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    for line in run(_generated(count)).lines():
+    for line in run(generated_once(Path(__file__).with_name("out"), count)).lines():
         print(line, flush=True)
