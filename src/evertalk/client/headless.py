@@ -147,6 +147,8 @@ class _Run:
         self.request = request
         self.resent = False  # sent again after the service went away
         self.waiting = False  # the message waits while a turn that is not its own runs
+        # the message as the log keeps it, which `delivered` shows: its `sent` event says
+        self.kept = request.text if isinstance(request, Send) else None
         self.name = f"{CLIENT} {os.getpid()}"  # as the service names this client
         self.grants = grants
         self.start = start
@@ -255,6 +257,8 @@ class _Run:
     def _event(self, event: Event) -> bool:
         """Show an event (of this request's turn, or a warning, which always shows); whether
         the run is over (quiet after the turn ended)."""
+        if isinstance(event, MessageSent) and self._own(event):
+            self.kept = event.text
         if not self.accepted and not isinstance(event, MemoryWarning):
             return False  # before the service took the request: another client's
         if isinstance(event, Quiet) and self.ended:
@@ -272,13 +276,17 @@ class _Run:
             self.printer.show(event)
         return False
 
+    def _own(self, sent: MessageSent) -> bool:
+        """Whether the `sent` event is this message's: by its key (the service's text may not
+        be the one typed)."""
+        return isinstance(self.request, Send) and sent.key == self.request.key
+
     def _reached(self, event: object) -> bool:
         """Whether the message, held while another turn ran, has reached the model: that
         turn took it (`delivered`), or the next turn starts with it. Warnings always show."""
         if isinstance(event, MessageSent):
             return False  # its own message it knows; another's is not its turn
-        sent = self.request.text if isinstance(self.request, Send) else None
-        taken = isinstance(event, Delivered) and event.text == sent
+        taken = isinstance(event, Delivered) and event.text == self.kept
         if taken or isinstance(event, TurnStarted):
             self.waiting = False
         return not self.waiting or isinstance(event, MemoryWarning)

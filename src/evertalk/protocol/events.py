@@ -182,12 +182,14 @@ class ToolsUnused(Event, frozen=True, tag="tools_unused"):
 class MessageSent(Event, frozen=True, tag="sent"):
     """A client sent a message, and the service logged it or holds it: every window shows it.
     `held`: a turn runs, and the message waits until the model takes it (`Delivered`) or the
-    next turn starts with it (`TurnStarted`)."""
+    next turn starts with it (`TurnStarted`). `key` is the one the client sent it under: the
+    sender knows its own message by it, as `text` is the log's (secrets replaced)."""
 
     text: str
     client: str  # which client sent it: `-p 4242`, `app 4250`
     held: bool
     images: int = 0  # images sent with it
+    key: str | None = None  # None: sent without one, or by a service older than the field
 
 
 class Recorded(Event, frozen=True, tag="recorded"):

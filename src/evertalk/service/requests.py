@@ -10,6 +10,7 @@ describes each.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -21,6 +22,7 @@ from evertalk.agent.session import Agent
 from evertalk.budget import OVER_BUDGET_FLAG, Day
 from evertalk.chat import broken_error
 from evertalk.ledger import ledger_path
+from evertalk.memory.text import valid_unicode
 from evertalk.protocol import events, replies, requests
 from evertalk.protocol.paths import log
 from evertalk.providers.base import Image
@@ -54,14 +56,22 @@ def send(service: Served, session: Session, request: requests.Send) -> Reply:
     images = [Image(image.media_type, image.data) for image in request.images]
     model = _model(request.model)
     held = agent.busy
-    agent.submit(request.text, images, key=key, workdir=workdir, model=model)
+    text = kept_text(request.text, agent.secrets)
+    agent.submit(text, images, key=key, workdir=workdir, model=model)
     if request.now is True:
         agent.view_wait.start_now()
     service.sender = session
     # every window shows it, the sender's too, which then knows it is the one logged
-    shown = redact(request.text, agent.secrets)  # as the log will have it
-    service.broadcast(events.MessageSent(shown, session.name, held, len(images)))
+    service.broadcast(events.MessageSent(text, session.name, held, len(images), key))
     return replies.Accepted(key=key, duplicate=False, held=held)
+
+
+def kept_text(text: str, secrets: Sequence[str]) -> str:
+    """A client's message as the chat keeps it, made once here at the edge: valid Unicode (a
+    frame's JSON may carry a lone surrogate) with the known secrets replaced. The held file,
+    the model, the `sent` and `delivered` events and the log all get this text, so that each
+    window matches what it shows to what the log has."""
+    return redact(valid_unicode(text), secrets)
 
 
 def retry(service: Served, session: Session, request: requests.Retry) -> Reply:
