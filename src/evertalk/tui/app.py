@@ -615,18 +615,20 @@ class ChatApp(App[int]):
             go = partial(self.send, text, pasted, asked=True)
             if await self._asks_over_budget(remote, go, "not sent", "Up brings it back"):
                 return
+        key = uuid.uuid4().hex  # the service logs it once, however often it is sent
         frame = Send(
             text=text,
-            key=uuid.uuid4().hex,  # the service logs it once, however often it is sent
+            key=key,
             cwd=os.getcwd(),
             workdir=str(self.workdir) if self._workdir_set else None,
             images=[Image(media_type, data) for media_type, data in self.attachments.images()],
         )
-        self.rows.sending.append(Sending(text, self.attachments.names(), tuple(pasted)))
+        sending = Sending(text, self.attachments.names(), tuple(pasted), key)
+        self.rows.sending.append(sending)
         try:
             await remote.request(frame, Accepted)
         except ServiceError as error:
-            self.rows.sending = [item for item in self.rows.sending if item.text != text]
+            self.rows.sending = [item for item in self.rows.sending if item is not sending]
             await self._add(
                 NoteRow(f"not sent: {error} ({self._typed_again(text)})", classes="error")
             )

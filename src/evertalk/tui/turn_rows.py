@@ -82,6 +82,12 @@ class Sending:
     text: str
     names: str  # the images attached, by name
     pasted: tuple[str, ...] = ()  # the big pastes in it, which show folded
+    key: str | None = None  # the `send`'s, which its `sent` event carries back
+
+    def echoed(self, event: events.MessageSent) -> bool:
+        """Whether the event is this message's: by its key; by its text from a service that
+        sends no key (the text is the log's, so a message it redacted is not found)."""
+        return event.key == self.key if event.key is not None else event.text == self.text
 
 
 def split_note(pages: int) -> str:
@@ -361,7 +367,7 @@ class TurnRows(Widget):
         names, pasted = "", tuple[str, ...]()
         own = event.client == self.host.client_name()
         for at, sending in enumerate(self.sending if own else []):
-            if sending.text == event.text:
+            if sending.echoed(event):
                 names, pasted = sending.names, sending.pasted
                 del self.sending[at]
                 break
