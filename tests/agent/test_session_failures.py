@@ -12,7 +12,7 @@ import anyio
 import pytest
 from test_turn_support import collect_turn, opened, script, workdir_beside
 
-from evertalk.agent import session
+from evertalk.agent import wiring
 from evertalk.agent.session import Agent
 from evertalk.chat import Chat
 from evertalk.compactor.policy import Work
@@ -85,7 +85,7 @@ def chat_failures(agent: Agent) -> dict[Node, int]:
 async def test_a_compactor_stopped_by_a_bug_is_started_again(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(session, "RESTART_SECONDS", 0.1)
+    monkeypatch.setattr(wiring, "RESTART_SECONDS", 0.1)
     async with opened(home, AnthropicFake(script())) as agent:
         compactor = agent.compactor
         pick = compactor.policy._next
