@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 
-from evertalk.client.printers import CATCH_UP_EVERY, JsonPrinter, ReplyPrinter
+from evertalk.client.printers import CATCH_UP_EVERY, NOW_HINT, JsonPrinter, ReplyPrinter
 from evertalk.protocol.events import CatchingUp, ReplyLogged, TurnEnded, TurnStarted
 
 
@@ -30,7 +30,8 @@ def test_progress_goes_to_stderr_about_every_ten_seconds() -> None:
     printer.show(ReplyLogged("Here is what I remember."))
     printer.show(TurnEnded("done"))
     assert err.getvalue().splitlines() == [
-        "catching up: 1,204 summaries to go, estimating…",
+        "catching up: 1,204 summaries to go, estimating… (evertalk -p --now starts a turn "
+        "without waiting)",
         "catching up: 1,100 summaries to go, about 3 min",
     ]
     assert out.getvalue() == "Here is what I remember.\n"
@@ -43,7 +44,9 @@ def test_the_next_turns_wait_is_shown_from_its_start() -> None:
     printer.show(TurnStarted([1]))
     clock.now += 1
     printer.show(CatchingUp(1, 20.0))
-    assert err.getvalue().splitlines()[-1] == "catching up: 1 summary to go, less than a minute"
+    assert err.getvalue().splitlines()[-1] == (
+        "catching up: 1 summary to go, less than a minute" + NOW_HINT  # a new wait
+    )
 
 
 def test_json_mode_prints_the_event_like_the_others() -> None:

@@ -163,9 +163,13 @@ class ReplyPrinter:
     def _catching_up(self, event: CatchingUp) -> None:
         now = self.clock()
         if self.caught_up_at is None or now - self.caught_up_at >= CATCH_UP_EVERY:
+            # the first line of a wait says how not to wait; the next ones only how far
+            hint = NOW_HINT if self.caught_up_at is None else ""
             self.caught_up_at = now
-            hint = " (with --now, -p starts a turn without waiting)"
             print(catching_up_text(event) + hint, file=self.err, flush=True)
+
+
+NOW_HINT = " (evertalk -p --now starts a turn without waiting)"
 
 
 class JsonPrinter:
