@@ -55,7 +55,6 @@ from evertalk.agent.turn import BY_THE_USER, Held, Limits
 from evertalk.agent.wiring import NotConfigured as NotConfigured
 from evertalk.agent.wiring import Options, Parts, keep_compacting, open_parts, share
 from evertalk.config import save_models, secret_values
-from evertalk.memory.text import valid_unicode
 from evertalk.protocol.events import AgentEvent
 from evertalk.protocol.status import AgentStatus as AgentStatus
 from evertalk.providers.base import Image, Provider
@@ -189,14 +188,12 @@ class Agent:
             raise RuntimeError("the agent is closed")
         if not text.strip():
             raise ValueError("an empty message cannot be sent")
-        # as it will be logged: a lone surrogate (from a broken terminal or pipe) cannot be
-        # encoded for the model either
         # the database was reachable when last asked (the service asks first, `aready`): a
         # StoreError, one line, when not, and the user keeps the message
         self.chat.reachable()
         held = Held(
             "user",
-            valid_unicode(text),
+            text,  # as the log keeps it: the service made it so (`service/requests.kept_text`)
             images=tuple(images),
             key=key,  # `_keep` gives one to a message sent without
             workdir=workdir,
