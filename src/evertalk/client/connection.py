@@ -259,7 +259,8 @@ def _socket(home: Path) -> socket.socket | None:
         return None
     except OSError as error:
         sock.close()
-        raise ServiceError(f"cannot reach the service at {path}: {error.strerror}") from None
+        why = error.strerror or str(error)  # a path too long for a socket has no errno
+        raise ServiceError(f"cannot reach the service at {path}: {why}") from None
     if uid is not None and uid != os.getuid():
         sock.close()
         raise ServiceError(

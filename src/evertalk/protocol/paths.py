@@ -38,11 +38,15 @@ def socket_digest(home: Path) -> str:
 
 
 def shared_socket_path(home: Path) -> Path:
-    """A deep home's socket in `<tmp>/evertalk-<uid>/`, a folder another user could take first."""
+    """A deep home's socket in `<tmp>/evertalk-<uid>/`, a folder another user could take first;
+    in `/tmp`'s when the temporary directory is itself too deep for a socket's path."""
     import tempfile
 
-    folder = Path(tempfile.gettempdir()) / f"evertalk-{os.getuid()}"
-    return folder / f"{socket_digest(home)}.sock"
+    name = f"evertalk-{os.getuid()}/{socket_digest(home)}.sock"
+    path = Path(tempfile.gettempdir()) / name
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    return Path("/tmp") / name
 
 
 def recorded_socket(home: Path) -> Path | None:
