@@ -214,7 +214,7 @@ class Agent:
     async def record_ahead(self, messages: Sequence[Outside]) -> None:
         """Log them now, awaited (a chat in a database logs in its own thread), for the
         `record` of the same messages that comes next to answer at once: the service's handler,
-        which runs on the event loop (`shared_requests.py`)."""
+        which runs on the event loop (`service/read_ahead.py`)."""
         if not self.closed:
             await self.recorder.record_ahead(messages)
 

@@ -51,11 +51,11 @@ from evertalk.service import commands
 from evertalk.service.context import NotReady, Reply
 from evertalk.service.follow import Followers, Unread
 from evertalk.service.forget_requests import before_forget
+from evertalk.service.read_ahead import read_ahead
 from evertalk.service.requests import HANDLERS
 from evertalk.service.session import Session, error_frame, refusal, same_user
 from evertalk.service.settings_watch import settings_stamp, watch_settings
 from evertalk.service.socket_place import listen_path
-from evertalk.shared_requests import read_ahead
 from evertalk.slash import MODEL
 from evertalk.store.errors import ChatLocked, StoreError
 from evertalk.store.probe import write_problem
