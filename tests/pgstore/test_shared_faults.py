@@ -183,12 +183,12 @@ def _appended(conn: Connection, n: int) -> bool:
 
 def test_p_with_the_database_down_from_the_start_fails_in_one_line(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    with socket.socket() as probe:  # a port nothing listens on
+    with socket.socket() as probe:  # a port held, never listened on: no other test takes it
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    url = f"postgresql://me:pw-never-shown-4821@127.0.0.1:{port}/chat"
-    write_config(home, more=["", "[store]", f'url = "{url}"'])
-    asked = run(home, "-p", "hello?")
+        url = f"postgresql://me:pw-never-shown-4821@127.0.0.1:{port}/chat"
+        write_config(home, more=["", "[store]", f'url = "{url}"'])
+        asked = run(home, "-p", "hello?")
     assert asked.returncode == 1 and asked.stdout == ""
     assert asked.stderr.count("\n") == 1, asked.stderr
     assert f"the database at 127.0.0.1:{port}/chat cannot be reached" in asked.stderr

@@ -21,7 +21,7 @@ from tui.tui_support import app_of, enter_line, running, script, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-COUNT = 200
+COUNT = 80
 
 
 def send(conn: Connection, n: int) -> list[int]:
@@ -43,8 +43,8 @@ async def test_both_windows_show_every_message_of_both_machines(
         try:
             for n in range(COUNT):
                 assert await anyio.to_thread.run_sync(send, conns[n % 2], n) == [n]
-            await wait_until(one, lambda: len(shown(one)) >= COUNT, timeout=60)
-            await wait_until(two, lambda: len(shown(two)) >= COUNT, timeout=60)
+            await wait_until(one, lambda: len(shown(one)) >= COUNT, timeout=120)
+            await wait_until(two, lambda: len(shown(two)) >= COUNT, timeout=120)
             seen = [(shown(pilot), heads(pilot)) for pilot in (one, two)]
         finally:
             for conn in conns:

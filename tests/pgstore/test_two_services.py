@@ -4,6 +4,7 @@ machine logs and builds, as `evertalk serve` runs for real on both."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,6 +98,7 @@ def test_two_services_share_one_chat(homes: tuple[Path, Path], pg_url: str, scri
             return unbuilt_leaves(db) == 0 and live_leases(db) == 0
 
         wait_until(built, "every leaf built, no lease left", 120)
+        counts = quiet_counts(db, script)
     finally:
         for conn in [*senders, *(w.conn for w in windows)]:
             conn.close()
@@ -106,15 +108,30 @@ def test_two_services_share_one_chat(homes: tuple[Path, Path], pg_url: str, scri
     assert texts == [text_of(n) for n in range(COUNT)]
     refused = db.execute("SELECT refused FROM evertalk.chats").fetchone()
     assert refused == (0,)
-    made = db.execute("SELECT count(*) FROM evertalk.nodes WHERE flag = 1").fetchone()
-    calls = sum(1 for call in script.calls if is_compaction(call))
-    assert made is not None and made[0] == calls  # every node built by one call, once
+    made, calls = counts
+    assert made == calls  # every node built by one call, once
     kept = db.execute("SELECT count(*), count(DISTINCT row->>'machine') FROM evertalk.ledger")
     assert kept.fetchone() == (calls, 2)  # every billed call in the chat's ledger, by machine
     builders = db.execute("SELECT DISTINCT machine FROM evertalk.changes WHERE what ? 'nodes'")
     assert len(builders.fetchall()) == 2  # both compactors took part
     assert most_leases <= 8
     db.close()
+
+
+def quiet_counts(db: object, script: Script) -> tuple[int, int]:
+    """Nodes built and compaction calls made, once both have held still for two seconds: the
+    summaries above the leaves go on a while after the leaves are built."""
+    seen: list[tuple[float, tuple[int, int]]] = []
+
+    def still() -> bool:
+        row = db.execute("SELECT count(*) FROM evertalk.nodes WHERE flag = 1").fetchone()  # type: ignore[attr-defined]
+        now = (int(row[0]), sum(1 for call in script.calls if is_compaction(call)))
+        if not seen or seen[-1][1] != now:
+            seen.append((time.monotonic(), now))
+        return now[0] == now[1] and time.monotonic() - seen[-1][0] >= 2.0
+
+    wait_until(still, "the summaries all landed", 120)
+    return seen[-1][1]
 
 
 def live_leases(db: object) -> int:

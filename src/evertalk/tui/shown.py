@@ -65,7 +65,7 @@ class ShownLog:
         self.position = t
         if not self._touched and not turning:
             found, self._untaken = [*self._untaken.values(), *records], {}
-            return found
+            return [record for record in found if record.i not in self._of_id]  # drawn: kept
         self._untaken.update((record.i, record) for record in records)
         if not self._touched:
             return []

@@ -26,7 +26,7 @@ from evertalk.slash import RETRY_HINT
 from evertalk.terminal_text import one_line
 from evertalk.tui import service_messages as sm
 from evertalk.tui.countdown import Countdown, countdown_line
-from evertalk.tui.history import earlier_rows, join_pages
+from evertalk.tui.history import join_pages, rows_of
 from evertalk.tui.service_messages import shows
 from evertalk.tui.shown import ShownLog
 from evertalk.tui.widgets import (
@@ -302,7 +302,15 @@ class TurnRows(Widget):
         if len(found) != frame.count:  # the service could not read them: say what came
             await self._log_rows(NoteRow(recorded_text(frame)))
             return
-        await self._log_rows(NoteRow(f"from {frame.client}:"), *earlier_rows(found))
+        # drawn as the log's rows, by their own ids: rows an event touched stand for what the
+        # next `logged` holds, which would credit them with these (and leave these unshown);
+        # a `logged` that came while they were read may have drawn some already
+        fresh = [record for record in found if self.host.shown.record(record.i) is None]
+        if not fresh:
+            return
+        drawn = rows_of(fresh)
+        await self.host.add_rows(NoteRow(f"from {frame.client}:"), *(row for row, _ in drawn))
+        self.host.shown.drawn(drawn)
 
     @shows(events.Retrying)
     async def _on_retrying(self, message: sm.Arrived[events.Retrying]) -> None:
