@@ -37,13 +37,15 @@ from fakes.behaviours import cut_in_text, flaky, overloaded
 pytestmark = pytest.mark.anyio
 
 
-def opener(home: Path, fake: AnthropicFake) -> AgentOpener:
-    """The service's agent on the fake, with a retry policy of short delays."""
+SHORT = RetryPolicy(base_delay=0.001)
+
+
+def opener(home: Path, fake: AnthropicFake, policy: RetryPolicy = SHORT) -> AgentOpener:
+    """The service's agent on the fake, with a retry policy of short delays (or `policy`)."""
 
     @asynccontextmanager
     async def open_agent(service: Service) -> AsyncIterator[Agent]:
         client = async_client(fake.app)
-        policy = RetryPolicy(base_delay=0.001)
         provider = make_provider("anthropic", API_KEY, IN_PROCESS_URL, client, retry=policy)
         try:
             async with Agent.open(
@@ -117,30 +119,12 @@ async def test_a_reply_that_broke_off_midway_is_replaced_by_the_whole_one(home: 
     assert log_of(home) == [("user", "where do the backups go?"), ("ever", whole)]
 
 
-def waiting_opener(home: Path, fake: AnthropicFake) -> AgentOpener:
-    """The service's agent on the fake, with the default delays (the fake asks for 30 s)."""
-
-    @asynccontextmanager
-    async def open_agent(service: Service) -> AsyncIterator[Agent]:
-        client = async_client(fake.app)
-        policy = RetryPolicy()
-        provider = make_provider("anthropic", API_KEY, IN_PROCESS_URL, client, retry=policy)
-        try:
-            async with Agent.open(
-                home, asker=service, provider=provider, workdir=workdir_of(home)
-            ) as agent:
-                yield agent
-        finally:
-            await provider.aclose()
-
-    return open_agent
-
-
 async def test_the_wait_for_the_next_try_counts_down_and_esc_stops_the_turn(home: Path) -> None:
     fake = AnthropicFake(script())
     busy = Fail(529, retry_after_ms=30_000)  # the server says when to come back: in 30 s
     fake.behaviour.default = flaky(answer("Too late."), (lambda call, inner: busy,))  # type: ignore[attr-defined]
-    async with app_running(home, fake, opener=waiting_opener(home, fake)) as pilot:
+    default_delays = opener(home, fake, RetryPolicy())  # the fake asks for 30 s
+    async with app_running(home, fake, opener=default_delays) as pilot:
         app = app_of(pilot)
         await enter_line(pilot, "hello")
 
