@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness import Machine, Report, Step, Window, note_text, turn_text, wait_for
+from harness import Machine, Report, Step, Window, note_text, schedule, turn_text, wait_for
 
 from agent.test_turn_support import is_compaction, write_config
 from evertalk.client.connection import ServiceError, connect
@@ -37,14 +37,6 @@ KINDS = ("note", "note", "note", "turn", "kill", "stop", "repair", "forget", "pa
 """What a step of a file schedule may be, as often as it is listed."""
 
 WINDOWS = 3
-
-
-def file_schedule(seed: int, steps: int) -> list[Step]:
-    """The steps a seed draws for one home: the same seed, the same schedule."""
-    import random
-
-    rng = random.Random(seed)
-    return [Step(rng.choice(KINDS), 0, n, round(rng.uniform(0.2, 1.0), 2)) for n in range(steps)]
 
 
 class Home:
@@ -230,7 +222,7 @@ def run_file_schedule(root: Path, seed: int, steps: int) -> Report:
     """Run the seed's schedule on a new home and check it; what was done and found."""
     began = time.monotonic()
     report = Report(seed)
-    drawn = file_schedule(seed, steps)
+    drawn = schedule(seed, steps, KINDS, machines=1)
     with home_for(root) as home:
         home.machine.append(-1)  # the service started, and the chat made, before the windows
         home.windows = [Window(home.machine.home) for _ in range(WINDOWS)]

@@ -57,13 +57,15 @@ class Step:
     seconds: float = 0.0
 
 
-def schedule(seed: int, steps: int) -> list[Step]:
+def schedule(
+    seed: int, steps: int, kinds: tuple[str, ...] = KINDS, machines: int = len(NAMES)
+) -> list[Step]:
     """The steps a seed draws: the same seed, the same schedule."""
     rng = random.Random(seed)
     drawn: list[Step] = []
     for n in range(steps):
-        kind = rng.choice(KINDS)
-        drawn.append(Step(kind, rng.randrange(len(NAMES)), n, round(rng.uniform(0.2, 1.5), 2)))
+        kind = rng.choice(kinds)
+        drawn.append(Step(kind, rng.randrange(machines), n, round(rng.uniform(0.2, 1.5), 2)))
     return drawn
 
 
