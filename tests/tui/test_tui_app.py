@@ -352,7 +352,8 @@ async def test_other_commands(home: Path) -> None:
 
 
 async def test_waiting_for_summaries_is_shown_then_goes(home: Path) -> None:
-    slow_summaries = Script().route(is_compaction, slow(0.8, summarizer(100)))
+    # slow enough that the second message always finds the first reply's line unbuilt
+    slow_summaries = Script().route(is_compaction, slow(4.0, summarizer(100)))
     long_reply = "One. " + "More words to remember. " * 40  # past a line: it needs a summary
     fake = AnthropicFake(slow_summaries.push(answer(long_reply), answer("Two.")))
     async with running(home, fake) as pilot:
